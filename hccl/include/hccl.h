@@ -1,0 +1,178 @@
+/*
+ * hccl.h - the one public header of libhccl, a collective-communication library.
+ *
+ * The names, types and numbering follow Huawei's HCCL so that code written for it reads the
+ * same here: a communicator is made from a root info (HcclGetRootInfo on rank 0, shared out of
+ * band, HcclCommInitRootInfo on every rank) or from the variables a launcher sets
+ * (HcclCommInitFromEnv), and collectives take (buffers, count, dtype, op, comm).
+ *
+ * Where HCCL passes an accelerator stream as the last argument, this library takes an
+ * HcclRequest pointer: NULL runs the call to completion on the calling thread (blocking);
+ * a non-NULL pointer queues the call, returns at once and stores a request to test or wait
+ * on. Calls on one communicator run in the order they were made, whichever form they take.
+ *
+ * Every call that can fail returns an HcclResult. The first place that sees a failure logs
+ * one line naming the value and the rule; HcclGetLastErrorMessage() returns that line to the
+ * calling thread. After a collective fails (timeout, dead peer) the communicator is unusable
+ * and must be destroyed, as with NCCL's asynchronous errors.
+ *
+ * A communicator is used by one thread at a time.
+ */
+#ifndef HCCL_H
+#define HCCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HCCL_VERSION_MAJOR 0
+#define HCCL_VERSION_MINOR 1
+#define HCCL_VERSION_PATCH 0
+
+/* One list gives every result its number, name and message (HCCL's numbering). */
+#define HCCL_RESULT_MAP(X)                                                                      \
+  X(HCCL_SUCCESS, 0, "success")                                                                 \
+  X(HCCL_E_PARA, 1, "invalid argument")                                                         \
+  X(HCCL_E_PTR, 2, "null pointer")                                                              \
+  X(HCCL_E_MEMORY, 3, "out of memory")                                                          \
+  X(HCCL_E_INTERNAL, 4, "internal error")                                                       \
+  X(HCCL_E_NOT_SUPPORT, 5, "not supported")                                                     \
+  X(HCCL_E_NOT_FOUND, 6, "not found")                                                           \
+  X(HCCL_E_UNAVAIL, 7, "resource unavailable")                                                  \
+  X(HCCL_E_SYSCALL, 8, "system call failed")                                                    \
+  X(HCCL_E_TIMEOUT, 9, "timed out")                                                             \
+  X(HCCL_E_OPEN_FILE_FAILURE, 10, "cannot open file")                                           \
+  X(HCCL_E_TCP_CONNECT, 11, "TCP connection failed")                                            \
+  X(HCCL_E_ROCE_CONNECT, 12, "RDMA connection failed")                                          \
+  X(HCCL_E_TCP_TRANSFER, 13, "TCP transfer failed")                                             \
+  X(HCCL_E_ROCE_TRANSFER, 14, "RDMA transfer failed")                                           \
+  X(HCCL_E_RUNTIME, 15, "runtime error")                                                        \
+  X(HCCL_E_NETWORK, 19, "network error")                                                        \
+  X(HCCL_E_AGAIN, 20, "try again")                                                              \
+  X(HCCL_E_REMOTE, 21, "a peer rank failed")
+
+typedef enum {
+#define HCCL__RESULT_ENUM(name, num, msg) name = num,
+  HCCL_RESULT_MAP(HCCL__RESULT_ENUM)
+#undef HCCL__RESULT_ENUM
+  HCCL_E_RESERVED
+} HcclResult;
+
+/* Element types (HCCL's numbering). Reductions take INT8, INT32, FP16 and FP32 only; the
+ * data-moving collectives (broadcast, allgather) take any of them. */
+typedef enum {
+  HCCL_DATA_TYPE_INT8 = 0,
+  HCCL_DATA_TYPE_INT16 = 1,
+  HCCL_DATA_TYPE_INT32 = 2,
+  HCCL_DATA_TYPE_FP16 = 3,
+  HCCL_DATA_TYPE_FP32 = 4,
+  HCCL_DATA_TYPE_INT64 = 5,
+  HCCL_DATA_TYPE_UINT64 = 6,
+  HCCL_DATA_TYPE_UINT8 = 7,
+  HCCL_DATA_TYPE_UINT16 = 8,
+  HCCL_DATA_TYPE_UINT32 = 9,
+  HCCL_DATA_TYPE_FP64 = 10,
+  HCCL_DATA_TYPE_BFP16 = 11,
+  HCCL_DATA_TYPE_RESERVED
+} HcclDataType;
+
+typedef enum {
+  HCCL_REDUCE_SUM = 0,
+  HCCL_REDUCE_PROD = 1,
+  HCCL_REDUCE_MAX = 2,
+  HCCL_REDUCE_MIN = 3,
+  HCCL_REDUCE_RESERVED
+} HcclReduceOp;
+
+/* Opaque bootstrap address made by rank 0 and copied to every rank out of band. */
+#define HCCL_ROOT_INFO_BYTES 4108
+typedef struct {
+  char internal[HCCL_ROOT_INFO_BYTES];
+} HcclRootInfo;
+
+typedef struct hccl_comm *HcclComm;
+typedef struct hccl_request *HcclRequest;
+
+/* ---- results ---- */
+
+/* Short, static text for a result ("timed out"); never NULL. */
+const char *HcclGetErrorString(HcclResult code);
+/* The full message of the last failure on this thread (names the value and the rule), or ""
+ * when none. Valid until the thread's next failing call. */
+const char *HcclGetLastErrorMessage(void);
+
+/* ---- communicators ---- */
+
+/* Rank 0 only: starts the bootstrap store in this process and fills *rootInfo with its
+ * address. The store listens on HCCL_IF_IP if set, else on MASTER_ADDR if set, else on
+ * 127.0.0.1, on an ephemeral port. */
+HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
+
+/* Collective over nRanks processes: each calls it with its rank in [0, nRanks). Blocks until
+ * every rank has joined or HCCL_CONNECT_TIMEOUT passes. Rank 0 must be the process that
+ * called HcclGetRootInfo. On success *comm is set; on failure it is untouched. */
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm);
+
+/* Like HcclCommInitRootInfo, with rank and size read from the launcher's variables
+ * (RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE) and the meeting point from MASTER_ADDR and
+ * MASTER_PORT, where rank 0 serves the bootstrap store. A process with none of these
+ * variables gets a communicator of one rank. */
+HcclResult HcclCommInitFromEnv(HcclComm *comm);
+
+/* Frees everything the communicator holds. Not collective: a rank may destroy its
+ * communicator after a failure while its peers are gone. NULL is accepted. */
+HcclResult HcclCommDestroy(HcclComm comm);
+
+HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
+HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+/* The logical device this rank drives (DEVICE_ID, else LOCAL_RANK, else its local index). */
+HcclResult HcclGetDeviceId(HcclComm comm, int32_t *deviceId);
+/* Ranks on this rank's server, and this rank's index among them. */
+HcclResult HcclGetLocalRankSize(HcclComm comm, uint32_t *localSize);
+HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
+
+/* ---- collectives ----
+ * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
+ * sendBuf == recvBuf + rank * count * size for allgather; and
+ * recvBuf == sendBuf + rank * recvCount * size for reduce-scatter.
+ * A count of 0 is valid and moves nothing (it still synchronises nothing: it returns at once
+ * on every rank). The last argument: NULL blocks; non-NULL returns a request. */
+
+HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                         HcclReduceOp op, HcclComm comm, HcclRequest *request);
+HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
+                         HcclComm comm, HcclRequest *request);
+/* recvBuf holds nRanks * sendCount elements, rank r's at offset r * sendCount. */
+HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+                         HcclDataType dataType, HcclComm comm, HcclRequest *request);
+/* sendBuf holds nRanks * recvCount elements; rank r receives the reduction of block r. */
+HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                             HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                             HcclRequest *request);
+/* recvBuf is written on root only (it may be NULL elsewhere). */
+HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+                      HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
+HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
+
+/* ---- requests ---- */
+
+/* *done = 1 once the call has finished (then HcclRequestWait returns at once). */
+HcclResult HcclRequestTest(HcclRequest request, int *done);
+/* Waits for the call to finish, frees the request and returns the call's result. */
+HcclResult HcclRequestWait(HcclRequest request);
+
+/* ---- introspection (tests and tools) ---- */
+
+/* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
+ * communicator: "ring" or "hd" (recursive halving-doubling). Static string. */
+const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HCCL_H */

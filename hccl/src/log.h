@@ -1,0 +1,38 @@
+/*
+ * log.h - logging and the one way failures are reported.
+ *
+ * The function that first sees a failure calls hccl__fail(): it formats one message naming the
+ * value and the rule, logs it once at ERROR, keeps it for HcclGetLastErrorMessage(), and
+ * returns the code so the caller can write `return hccl__fail(HCCL_E_PARA, "...")`. Callers
+ * above it pass the code up without logging again.
+ */
+#ifndef HCCL_LOG_H
+#define HCCL_LOG_H
+
+#include "hccl.h"
+
+enum hccl_log_level { HCCL_LOG_DEBUG = 0, HCCL_LOG_INFO = 1, HCCL_LOG_WARN = 2, HCCL_LOG_ERROR = 3 };
+
+/* Level from HCCL_LOG_LEVEL; set once by the settings loader. */
+void hccl__log_set_level(enum hccl_log_level level);
+/* Rank shown in this process's log prefix ("hccl rank 3:"); -1 before a communicator exists. */
+void hccl__log_set_rank(int rank);
+
+void hccl__log(enum hccl_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Logs fmt at ERROR, stores it as this thread's last error message, returns code. */
+HcclResult hccl__fail(HcclResult code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define HCCL_DEBUG(...) hccl__log(HCCL_LOG_DEBUG, __VA_ARGS__)
+#define HCCL_INFO(...) hccl__log(HCCL_LOG_INFO, __VA_ARGS__)
+#define HCCL_WARN(...) hccl__log(HCCL_LOG_WARN, __VA_ARGS__)
+
+/* Passes a non-success result up. */
+#define HCCL_TRY(expr)                                                                            \
+  do {                                                                                            \
+    HcclResult hccl__r = (expr);                                                                  \
+    if (hccl__r != HCCL_SUCCESS) return hccl__r;                                                  \
+  } while (0)
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * reduce.h - element types and the reduction kernels: out[i] = a[i] (op) b[i].
+ *
+ * Integer results are exact with two's-complement wrap on overflow. float32 follows IEEE 754
+ * with round-to-nearest-even. float16 is computed in float32 and rounded once to float16,
+ * which is correctly rounded for +, * (float32 has 24 >= 2*11+2 bits), and exact for max/min.
+ * NaN propagates through every op, max and min included. The float16 kernels use F16C/AVX2
+ * when the CPU has them (checked once at run time) and portable C otherwise; both give the
+ * same bits.
+ */
+#ifndef HCCL_REDUCE_H
+#define HCCL_REDUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hccl.h"
+
+/* Bytes per element, or 0 for a value outside HcclDataType. */
+size_t hccl__dtype_size(HcclDataType dt);
+/* nccl-tests' spelling: "int8", "int16", "int32", "half", "float", "int64", "uint64", "uint8",
+ * "uint16", "uint32", "double", "bfloat16"; "unknown" otherwise. */
+const char *hccl__dtype_name(HcclDataType dt);
+/* "sum", "prod", "max", "min"; "unknown" otherwise. */
+const char *hccl__op_name(HcclReduceOp op);
+/* True for the pairs the library reduces: {int8, int32, fp16, fp32} x {sum, prod, max, min}. */
+bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op);
+
+typedef void (*hccl__reduce_fn)(void *out, const void *a, const void *b, size_t count);
+
+/* The kernel for (dt, op), or NULL when unsupported. out may be the same pointer as a or b
+ * (never a partial overlap). */
+hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);
+
+/* Convenience: looks up and runs the kernel. dt/op must be supported. */
+void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDataType dt,
+                  HcclReduceOp op);
+
+/* float16 <-> float32, round-to-nearest-even, NaN kept NaN, portable C. */
+float hccl__half_to_float(uint16_t h);
+uint16_t hccl__float_to_half(float f);
+
+/* Forces the portable float16 path (tests compare it with the F16C path); returns whether the
+ * F16C path was in use before. */
+bool hccl__reduce_force_portable(bool portable);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * harness.c - forks ranks for the multi-process tests and reaps them under a deadline.
+ * See harness.h for the contract.
+ */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint16_t harness_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  uint16_t port = 0;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+int harness_shm_leftovers(void) {
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strncmp(e->d_name, "hccl", 4) == 0) n++;
+  closedir(d);
+  return n;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int run(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
+               int kill_after_ms) {
+  pid_t pids[64];
+  int done[64] = {0};
+  char port[16];
+  snprintf(port, sizeof(port), "%u", harness_free_port());
+  fflush(stdout);
+  fflush(stderr);
+  for (int r = 0; r < nranks; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      char buf[16];
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port, 1);
+      snprintf(buf, sizeof(buf), "%d", r);
+      setenv("RANK", buf, 1);
+      setenv("LOCAL_RANK", buf, 1);
+      snprintf(buf, sizeof(buf), "%d", nranks);
+      setenv("WORLD_SIZE", buf, 1);
+      setenv("LOCAL_WORLD_SIZE", buf, 1);
+      alarm((unsigned)timeout_s + 5);
+      int rc = fn(r, nranks, arg);
+      fflush(stdout);
+      fflush(stderr);
+      _exit(rc == 0 ? 0 : 1);
+    }
+    pids[r] = pid;
+  }
+  double start = now_s(), deadline = start + timeout_s;
+  int left = nranks, failed = 0, killed_victim = victim < 0;
+  while (left > 0) {
+    if (!killed_victim && now_s() - start >= kill_after_ms / 1000.0) {
+      kill(pids[victim], SIGKILL);
+      killed_victim = 1;
+    }
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < nranks; r++) {
+        if (pids[r] != pid) continue;
+        done[r] = 1;
+        left--;
+        if (r == victim) break;
+        if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+          fprintf(stderr, "harness: rank %d exited with code %d\n", r, WEXITSTATUS(status));
+          failed++;
+        } else if (WIFSIGNALED(status)) {
+          fprintf(stderr, "harness: rank %d killed by signal %d (%s)\n", r, WTERMSIG(status),
+                  strsignal(WTERMSIG(status)));
+          failed++;
+        }
+      }
+      continue;
+    }
+    if (now_s() > deadline) {
+      for (int r = 0; r < nranks; r++) {
+        if (done[r]) continue;
+        fprintf(stderr, "harness: rank %d still running after %d s: killed\n", r, timeout_s);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], NULL, 0);
+        done[r] = 1;
+        left--;
+        if (r != victim) failed++;
+      }
+      break;
+    }
+    usleep(2000);
+  }
+  return failed;
+}
+
+int harness_run_ranks(int nranks, int timeout_s, harness_rank_fn fn, void *arg) {
+  return run(nranks, timeout_s, fn, arg, -1, 0);
+}
+
+int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
+                           int kill_after_ms) {
+  return run(nranks, timeout_s, fn, arg, victim, kill_after_ms);
+}

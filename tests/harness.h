@@ -1,0 +1,43 @@
+/*
+ * harness.h - what the multi-process tests share: forking N ranks under a deadline, with the
+ * launcher's variables set in each, and counting what a run left in /dev/shm.
+ *
+ * A rank body returns 0 on success; anything else (or a signal, or the deadline) counts as a
+ * failure of that rank, which the harness prints (rank, exit code or signal) before returning.
+ */
+#ifndef HCCL_TEST_HARNESS_H
+#define HCCL_TEST_HARNESS_H
+
+#include <stdint.h>
+
+typedef int (*harness_rank_fn)(int rank, int nranks, void *arg);
+
+/* Forks nranks children. Child r gets RANK=r, WORLD_SIZE, LOCAL_RANK=r, LOCAL_WORLD_SIZE,
+ * MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, then runs fn and exits with its result.
+ * Children still running after timeout_s seconds are killed (SIGKILL) and count as failed.
+ * Returns the number of ranks that failed; 0 means every rank returned 0. */
+int harness_run_ranks(int nranks, int timeout_s, harness_rank_fn fn, void *arg);
+
+/* Same, but rank `victim` is sent SIGKILL `kill_after_ms` after start; its death is expected
+ * and not counted. Returns the number of other ranks that failed. */
+int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
+                           int kill_after_ms);
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+uint16_t harness_free_port(void);
+
+/* Number of entries in /dev/shm whose name starts with "hccl". */
+int harness_shm_leftovers(void);
+
+/* Reports a failed check inside a rank body and returns 1 from it. */
+#define RANK_CHECK(cond, ...)                                                                     \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+      fprintf(stderr, __VA_ARGS__);                                                               \
+      fprintf(stderr, "\n");                                                                      \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+
+#endif
