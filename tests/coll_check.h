@@ -1,0 +1,399 @@
+/*
+ * coll_check.h - what test_coll.c and test_comm.c share: deterministic per-rank inputs, an
+ * independent reference for every reduction, element-wise comparison that reports the first
+ * mismatch, buffers with guard bytes on both sides, and a /dev/shm leak check that tolerates
+ * other test programs running at the same time.
+ *
+ * The reference never calls the library: every rank can compute every other rank's input from
+ * (salt, rank, index), so expected results are computed locally and compared bit for bit (any
+ * NaN equals any NaN). Inputs are chosen so results are exact whatever the reduction order:
+ * integers use the whole range and wrap (two's complement, as the library specifies); floating
+ * sums use small integers, products values in {1, 2, -1} (|product| <= 2^8 on 8 ranks), and
+ * max/min multiples of 1/4 in [-250, 250], all exact in float16.
+ *
+ * Header-only (static inline) because only test_*.c and harness.c are compiled into a test.
+ */
+#ifndef HCCL_TEST_COLL_CHECK_H
+#define HCCL_TEST_COLL_CHECK_H
+
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hccl.h"
+
+/* ---- time ---- */
+
+static inline double cc_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- element types ---- */
+
+static inline size_t cc_dtype_size(HcclDataType dt) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_INT8: return 1;
+  case HCCL_DATA_TYPE_FP16: return 2;
+  case HCCL_DATA_TYPE_INT32:
+  case HCCL_DATA_TYPE_FP32: return 4;
+  case HCCL_DATA_TYPE_INT64:
+  case HCCL_DATA_TYPE_FP64: return 8;
+  default: return 0;
+  }
+}
+
+static inline const char *cc_dtype_name(HcclDataType dt) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_INT8: return "int8";
+  case HCCL_DATA_TYPE_INT32: return "int32";
+  case HCCL_DATA_TYPE_FP16: return "fp16";
+  case HCCL_DATA_TYPE_FP32: return "fp32";
+  case HCCL_DATA_TYPE_INT64: return "int64";
+  case HCCL_DATA_TYPE_FP64: return "fp64";
+  default: return "?";
+  }
+}
+
+static inline const char *cc_op_name(HcclReduceOp op) {
+  static const char *const names[] = {"sum", "prod", "max", "min"};
+  return (unsigned)op < 4 ? names[op] : "?";
+}
+
+/* float16 <-> float32, written here independently of the library's converters. Only values
+ * exactly representable in float16 (and NaN, +-Inf) are converted by the tests, so the
+ * narrowing direction only needs to be exact for those; it rounds to nearest-even anyway. */
+static inline float cc_half_to_float(uint16_t h) {
+  int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v;
+  if (exp == 0)
+    v = ldexpf((float)man, -24);
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = ldexpf((float)(man | 0x400), exp - 25);
+  return sign ? -v : v;
+}
+
+static inline uint16_t cc_float_to_half(float f) {
+  uint16_t sign = signbit(f) ? 0x8000 : 0;
+  if (isnan(f)) return 0x7e00;
+  float a = fabsf(f);
+  if (a >= 65520.0f) return sign | 0x7c00; /* rounds to Inf */
+  if (a < ldexpf(1.0f, -14)) {             /* subnormal: units of 2^-24 */
+    return sign | (uint16_t)nearbyintf(ldexpf(a, 24));
+  }
+  int e;
+  frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  float scaled = nearbyintf(ldexpf(a, 11 - e)); /* 11 significant bits */
+  if (scaled >= 2048.0f) {
+    scaled /= 2;
+    e++;
+  }
+  if (e + 14 >= 31) return sign | 0x7c00;
+  return sign | (uint16_t)((e + 14) << 10) | ((uint16_t)scaled & 0x3ff);
+}
+
+/* ---- deterministic inputs ---- */
+
+static inline uint64_t cc_hash(uint32_t salt, int rank, uint64_t i) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull ^ (uint64_t)(rank + 1) * 0xC2B2AE3D27D4EB4Full ^
+               (uint64_t)salt * 0x165667B19E3779F9ull;
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+/* Integer input of rank `rank`, element i (int8/int32 use the low bits: the whole range). */
+static inline int64_t cc_in_int(HcclDataType dt, uint32_t salt, int rank, uint64_t i) {
+  uint64_t h = cc_hash(salt, rank, i);
+  return dt == HCCL_DATA_TYPE_INT8 ? (int64_t)(int8_t)(uint8_t)h : (int64_t)(int32_t)(uint32_t)h;
+}
+
+/* Floating input (exact in float16) chosen for op, as described at the top. */
+static inline float cc_in_float(HcclReduceOp op, uint32_t salt, int rank, uint64_t i) {
+  uint64_t h = cc_hash(salt, rank, i);
+  switch (op) {
+  case HCCL_REDUCE_SUM: return (float)((int)(h % 17) - 8);
+  case HCCL_REDUCE_PROD: {
+    static const float v[3] = {1.0f, 2.0f, -1.0f};
+    return v[h % 3];
+  }
+  default: return (float)((int)(h % 2001) - 1000) * 0.25f;
+  }
+}
+
+/* Writes input(rank, first + j) for j in [0, count) into p. */
+static inline void cc_fill_input(void *p, HcclDataType dt, HcclReduceOp op, uint32_t salt,
+                                 int rank, uint64_t first, uint64_t count) {
+  for (uint64_t j = 0; j < count; j++) {
+    uint64_t i = first + j;
+    switch (dt) {
+    case HCCL_DATA_TYPE_INT8: ((int8_t *)p)[j] = (int8_t)cc_in_int(dt, salt, rank, i); break;
+    case HCCL_DATA_TYPE_INT32: ((int32_t *)p)[j] = (int32_t)cc_in_int(dt, salt, rank, i); break;
+    case HCCL_DATA_TYPE_FP32: ((float *)p)[j] = cc_in_float(op, salt, rank, i); break;
+    case HCCL_DATA_TYPE_FP16:
+      ((uint16_t *)p)[j] = cc_float_to_half(cc_in_float(op, salt, rank, i));
+      break;
+    case HCCL_DATA_TYPE_INT64: ((uint64_t *)p)[j] = cc_hash(salt, rank, i); break;
+    case HCCL_DATA_TYPE_FP64:
+      ((double *)p)[j] = (double)(int64_t)(cc_hash(salt, rank, i) >> 11) * 0x1p-40;
+      break;
+    default: break;
+    }
+  }
+}
+
+/* Writes the reduction over ranks 0..nranks-1 of input(r, first + j) into out[j]. Integers
+ * accumulate modulo 2^64 and are truncated (the same as wrapping at every step). */
+static inline void cc_reduce_expect(void *out, HcclDataType dt, HcclReduceOp op, uint32_t salt,
+                                    int nranks, uint64_t first, uint64_t count) {
+  for (uint64_t j = 0; j < count; j++) {
+    uint64_t i = first + j;
+    if (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32) {
+      int64_t v0 = cc_in_int(dt, salt, 0, i);
+      uint64_t acc = (uint64_t)v0;
+      int64_t best = v0;
+      for (int r = 1; r < nranks; r++) {
+        int64_t v = cc_in_int(dt, salt, r, i);
+        if (op == HCCL_REDUCE_SUM) acc += (uint64_t)v;
+        if (op == HCCL_REDUCE_PROD) acc *= (uint64_t)v;
+        if (op == HCCL_REDUCE_MAX && v > best) best = v;
+        if (op == HCCL_REDUCE_MIN && v < best) best = v;
+      }
+      if (op == HCCL_REDUCE_MAX || op == HCCL_REDUCE_MIN) acc = (uint64_t)best;
+      if (dt == HCCL_DATA_TYPE_INT8)
+        ((int8_t *)out)[j] = (int8_t)(uint8_t)acc;
+      else
+        ((int32_t *)out)[j] = (int32_t)(uint32_t)acc;
+    } else {
+      float acc = cc_in_float(op, salt, 0, i);
+      for (int r = 1; r < nranks; r++) {
+        float v = cc_in_float(op, salt, r, i);
+        if (op == HCCL_REDUCE_SUM) acc += v;
+        if (op == HCCL_REDUCE_PROD) acc *= v;
+        if (op == HCCL_REDUCE_MAX && v > acc) acc = v;
+        if (op == HCCL_REDUCE_MIN && v < acc) acc = v;
+      }
+      if (dt == HCCL_DATA_TYPE_FP32)
+        ((float *)out)[j] = acc;
+      else
+        ((uint16_t *)out)[j] = cc_float_to_half(acc);
+    }
+  }
+}
+
+/* ---- comparison ---- */
+
+static inline int cc_is_nan(HcclDataType dt, const void *p, uint64_t i) {
+  if (dt == HCCL_DATA_TYPE_FP32) return isnan(((const float *)p)[i]);
+  if (dt == HCCL_DATA_TYPE_FP64) return isnan(((const double *)p)[i]);
+  if (dt == HCCL_DATA_TYPE_FP16) {
+    uint16_t h = ((const uint16_t *)p)[i];
+    return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+  }
+  return 0;
+}
+
+/* Human form of element i (with its bits for floats). */
+static inline const char *cc_elem_str(HcclDataType dt, const void *p, uint64_t i, char *buf,
+                                      size_t len) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_INT8: snprintf(buf, len, "%d", ((const int8_t *)p)[i]); break;
+  case HCCL_DATA_TYPE_INT32: snprintf(buf, len, "%d", ((const int32_t *)p)[i]); break;
+  case HCCL_DATA_TYPE_INT64:
+    snprintf(buf, len, "0x%016llx", (unsigned long long)((const uint64_t *)p)[i]);
+    break;
+  case HCCL_DATA_TYPE_FP32: {
+    uint32_t b;
+    memcpy(&b, (const float *)p + i, 4);
+    snprintf(buf, len, "%.9g (0x%08x)", ((const float *)p)[i], b);
+    break;
+  }
+  case HCCL_DATA_TYPE_FP16: {
+    uint16_t h = ((const uint16_t *)p)[i];
+    snprintf(buf, len, "%.6g (0x%04x)", cc_half_to_float(h), h);
+    break;
+  }
+  case HCCL_DATA_TYPE_FP64: snprintf(buf, len, "%.17g", ((const double *)p)[i]); break;
+  default: snprintf(buf, len, "?");
+  }
+  return buf;
+}
+
+/* Index of the first element where got differs from want (bitwise; NaN == NaN), or -1. */
+static inline int64_t cc_first_mismatch(const void *got, const void *want, HcclDataType dt,
+                                        uint64_t count) {
+  size_t es = cc_dtype_size(dt);
+  if (memcmp(got, want, count * es) == 0) return -1;
+  for (uint64_t i = 0; i < count; i++) {
+    if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) == 0) continue;
+    if (cc_is_nan(dt, got, i) && cc_is_nan(dt, want, i)) continue;
+    return (int64_t)i;
+  }
+  return -1;
+}
+
+/* ---- guarded buffers ---- */
+
+#define CC_GUARD 64
+#define CC_GUARD_BYTE 0xE7
+#define CC_SENTINEL_BYTE 0xA5
+
+/* bytes of payload at p, CC_GUARD guard bytes before and after it. */
+typedef struct {
+  unsigned char *mem;
+  unsigned char *p;
+  size_t bytes;
+} cc_buf;
+
+/* Allocates and fills the payload with CC_SENTINEL_BYTE; aborts when memory runs out. */
+static inline void cc_buf_alloc(cc_buf *b, size_t bytes) {
+  b->mem = malloc(bytes + 2 * CC_GUARD);
+  if (!b->mem) abort();
+  b->p = b->mem + CC_GUARD;
+  b->bytes = bytes;
+  memset(b->mem, CC_GUARD_BYTE, CC_GUARD);
+  memset(b->p, CC_SENTINEL_BYTE, bytes);
+  memset(b->p + bytes, CC_GUARD_BYTE, CC_GUARD);
+}
+
+/* 0 when both guards are intact; else the offset (relative to p, negative = before) + 1e9. */
+static inline long cc_buf_guard_damage(const cc_buf *b) {
+  for (long k = 0; k < CC_GUARD; k++) {
+    if (b->mem[k] != CC_GUARD_BYTE) return k - CC_GUARD + 1000000000L;
+    if (b->p[b->bytes + k] != CC_GUARD_BYTE) return (long)b->bytes + k + 1000000000L;
+  }
+  return 0;
+}
+
+static inline void cc_buf_free(cc_buf *b) {
+  free(b->mem);
+  b->mem = b->p = NULL;
+}
+
+/* Index of the first byte of p[0..n) that is not CC_SENTINEL_BYTE, or -1. */
+static inline long cc_first_non_sentinel(const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t k = 0; k < n; k++)
+    if (c[k] != CC_SENTINEL_BYTE) return (long)k;
+  return -1;
+}
+
+/* ---- messages ---- */
+
+/* True when msg mentions rank r: the word "rank" (any case, so "ranks" and "Rank" too)
+ * followed by optional ' ', '=', ':' or '#' and then the number r with no further digit
+ * ("rank 2", "rank=2", "peer rank #2"). */
+static inline int cc_msg_names_rank(const char *msg, int r) {
+  char num[16];
+  snprintf(num, sizeof(num), "%d", r);
+  size_t nl = strlen(num);
+  for (const char *s = msg; *s; s++) {
+    if (strncasecmp(s, "rank", 4) != 0) continue;
+    const char *q = s + 4;
+    if (*q == 's') q++;
+    while (*q == ' ' || *q == '=' || *q == ':' || *q == '#') q++;
+    if (strncmp(q, num, nl) == 0 && !isdigit((unsigned char)q[nl])) return 1;
+  }
+  return 0;
+}
+
+/* ---- /dev/shm leaks ----
+ * Other test programs may run libhccl at the same time and own hccl* entries legitimately. An
+ * entry counts as left over by us when it did not exist in the snapshot taken before our run
+ * and, after our ranks are gone, no process holds it open or mapped (checked twice, 300 ms
+ * apart, so an entry another program is still setting up is not blamed on us). */
+
+#define CC_SHM_MAX 512
+typedef struct {
+  int n;
+  char names[CC_SHM_MAX][256];
+} cc_shm_snap;
+
+static inline void cc_shm_snapshot(cc_shm_snap *s) {
+  DIR *d = opendir("/dev/shm");
+  s->n = 0;
+  if (!d) return;
+  for (struct dirent *e; (e = readdir(d)) != NULL && s->n < CC_SHM_MAX;)
+    if (strncmp(e->d_name, "hccl", 4) == 0)
+      snprintf(s->names[s->n++], sizeof(s->names[0]), "%s", e->d_name);
+  closedir(d);
+}
+
+static inline int cc_shm_snap_has(const cc_shm_snap *s, const char *name) {
+  for (int k = 0; k < s->n; k++)
+    if (strcmp(s->names[k], name) == 0) return 1;
+  return 0;
+}
+
+/* True when some live process has /dev/shm/<name> open or mapped. */
+static inline int cc_shm_in_use(const char *name) {
+  char path[300], line[512], target[320];
+  snprintf(path, sizeof(path), "/dev/shm/%s", name);
+  size_t pl = strlen(path);
+  DIR *proc = opendir("/proc");
+  int used = 0;
+  if (!proc) return 0;
+  for (struct dirent *p; !used && (p = readdir(proc)) != NULL;) {
+    if (!isdigit((unsigned char)p->d_name[0])) continue;
+    char f[300];
+    snprintf(f, sizeof(f), "/proc/%s/maps", p->d_name);
+    FILE *m = fopen(f, "r");
+    if (m) {
+      while (!used && fgets(line, sizeof(line), m))
+        if (strstr(line, path)) used = 1;
+      fclose(m);
+    }
+    snprintf(f, sizeof(f), "/proc/%s/fd", p->d_name);
+    DIR *fds = used ? NULL : opendir(f);
+    if (!fds) continue;
+    for (struct dirent *fd; !used && (fd = readdir(fds)) != NULL;) {
+      char l[600];
+      snprintf(l, sizeof(l), "%s/%s", f, fd->d_name);
+      ssize_t n = readlink(l, target, sizeof(target) - 1);
+      if (n > 0) {
+        target[n] = 0;
+        if (strncmp(target, path, pl) == 0 && (target[pl] == 0 || target[pl] == ' ')) used = 1;
+      }
+    }
+    closedir(fds);
+  }
+  closedir(proc);
+  return used;
+}
+
+/* Number of hccl* entries in /dev/shm that are ours to blame (see above); prints each. */
+static inline int cc_shm_new_leftovers(const cc_shm_snap *before) {
+  cc_shm_snap now;
+  int leaked = 0;
+  cc_shm_snapshot(&now);
+  for (int k = 0; k < now.n; k++) {
+    if (cc_shm_snap_has(before, now.names[k])) continue;
+    char path[300];
+    snprintf(path, sizeof(path), "/dev/shm/%s", now.names[k]);
+    int orphan = 1;
+    for (int round = 0; round < 2 && orphan; round++) {
+      if (round) usleep(300 * 1000);
+      if (access(path, F_OK) != 0 || cc_shm_in_use(now.names[k])) orphan = 0;
+    }
+    if (orphan) {
+      fprintf(stderr, "left in /dev/shm: %s\n", now.names[k]);
+      leaked++;
+    }
+  }
+  return leaked;
+}
+
+#endif

@@ -1,0 +1,564 @@
+/*
+ * test_comm.c - multi-process tests of a communicator's life: how it is made (from the
+ * launcher's variables, from a root info shared through pipes), what its getters say, which
+ * groups and settings are refused and how (HCCL_E_PARA on every rank, a message naming the
+ * variable and the value, no hang), and how it fails: a rank that never joins, a rank killed
+ * in the middle of a collective, a rank that skips a collective, bad arguments. Every run must
+ * leave no hccl* entry in /dev/shm, and init + destroy must work 20 times in a row.
+ *
+ * Every failure case also checks its time: an error that takes the full default timeout to
+ * appear is as bad as a hang for a user.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll_check.h"
+#include "harness.h"
+#include "hccl.h"
+
+#define RUN_TIMEOUT_S 60
+
+/* Shared between the ranks of one run (MAP_SHARED before fork): flags and counters. */
+static volatile int *g_shared;
+#define SHARED_INTS 64
+enum { FLAG_DONE = 0 };
+
+static void set_flag(int k) { __atomic_store_n(&g_shared[k], 1, __ATOMIC_SEQ_CST); }
+
+/* Waits until flag k is set or max_s passes; returns whether it was set. */
+static int wait_flag(int k, double max_s) {
+  double t0 = cc_now();
+  while (!__atomic_load_n(&g_shared[k], __ATOMIC_SEQ_CST)) {
+    if (cc_now() - t0 > max_s) return 0;
+    usleep(5000);
+  }
+  return 1;
+}
+
+static void base_env(void) {
+  unsetenv("HCCL_ALGO");
+  unsetenv("HCCL_BUFFSIZE");
+  unsetenv("DEVICE_ID");
+  setenv("HCCL_EXEC_TIMEOUT", "30", 1);
+  setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+}
+
+/* One int32 sum allreduce of (rank + 1) * (i + 1) + salt; checks every element. */
+static int allreduce_works(HcclComm comm, int rank, int nranks, int salt) {
+  enum { C = 257 };
+  int32_t buf[C];
+  for (int i = 0; i < C; i++) buf[i] = (rank + 1) * (i + 1) + salt;
+  HcclResult rc = HcclAllReduce(buf, buf, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS, "allreduce: %d %s", rc, HcclGetLastErrorMessage());
+  for (int i = 0; i < C; i++) {
+    int32_t want = nranks * (nranks + 1) / 2 * (i + 1) + nranks * salt;
+    RANK_CHECK(buf[i] == want, "allreduce element %d: expected %d got %d", i, want, buf[i]);
+  }
+  return 0;
+}
+
+/* Forks n ranks, asserts that all succeed and that no hccl* shm entry is left behind. A
+ * victim >= 0 is killed after kill_ms. */
+static void run_and_check(int n, harness_rank_fn body, void *arg, int victim, int kill_ms) {
+  cc_shm_snap *before = malloc(sizeof(*before));
+  cc_shm_snapshot(before);
+  for (int k = 0; k < SHARED_INTS; k++) g_shared[k] = 0;
+  double t0 = cc_now();
+  int failed = victim < 0 ? harness_run_ranks(n, RUN_TIMEOUT_S, body, arg)
+                          : harness_run_ranks_kill(n, RUN_TIMEOUT_S, body, arg, victim, kill_ms);
+  printf("  %d ranks: %d failed, %.2f s\n", n, failed, cc_now() - t0);
+  assert_int_equal(failed, 0);
+  assert_int_equal(cc_shm_new_leftovers(before), 0);
+  free(before);
+}
+
+/* ---- init from the launcher's variables; getters ---- */
+
+struct env_arg {
+  char port2[16]; /* MASTER_PORT of the second communicator (DEVICE_ID set) */
+};
+
+static int check_getters(HcclComm comm, int rank, int nranks, int32_t device) {
+  uint32_t v = 99;
+  int32_t d = -99;
+  RANK_CHECK(HcclGetRankSize(comm, &v) == HCCL_SUCCESS && v == (uint32_t)nranks, "size %u", v);
+  RANK_CHECK(HcclGetRankId(comm, &v) == HCCL_SUCCESS && v == (uint32_t)rank, "rank %u", v);
+  RANK_CHECK(HcclGetLocalRankSize(comm, &v) == HCCL_SUCCESS && v == (uint32_t)nranks,
+             "local size %u, want %d", v, nranks);
+  RANK_CHECK(HcclGetLocalRankId(comm, &v) == HCCL_SUCCESS && v == (uint32_t)rank,
+             "local rank %u, want %d", v, rank);
+  RANK_CHECK(HcclGetDeviceId(comm, &d) == HCCL_SUCCESS && d == device, "device %d, want %d", d,
+             device);
+  return 0;
+}
+
+static int env_body(int rank, int nranks, void *argp) {
+  const struct env_arg *arg = argp;
+  base_env();
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "init: %d %s", rc, HcclGetLastErrorMessage());
+  if (check_getters(comm, rank, nranks, rank)) return 1; /* default device = local rank */
+  if (allreduce_works(comm, rank, nranks, 3)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+
+  /* DEVICE_ID set per rank (a permutation, so it differs from LOCAL_RANK) is respected. */
+  char dev[16];
+  snprintf(dev, sizeof(dev), "%d", nranks - 1 - rank);
+  setenv("DEVICE_ID", dev, 1);
+  setenv("MASTER_PORT", arg->port2, 1);
+  comm = NULL;
+  rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "init with DEVICE_ID=%s: %d %s", dev, rc,
+             HcclGetLastErrorMessage());
+  if (check_getters(comm, rank, nranks, nranks - 1 - rank)) return 1;
+  if (allreduce_works(comm, rank, nranks, -5)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void env_test(int n) {
+  struct env_arg a;
+  snprintf(a.port2, sizeof(a.port2), "%u", harness_free_port());
+  run_and_check(n, env_body, &a, -1, 0);
+}
+
+static void test_init_env_1(void **st) { (void)st; env_test(1); }
+static void test_init_env_2(void **st) { (void)st; env_test(2); }
+static void test_init_env_4(void **st) { (void)st; env_test(4); }
+static void test_init_env_8(void **st) { (void)st; env_test(8); }
+
+/* A process with none of the launcher's variables gets a communicator of one rank. */
+static int bare_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  (void)nranks;
+  base_env();
+  static const char *const vars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                     "MASTER_ADDR", "MASTER_PORT", "RANK_ID",   "RANK_SIZE"};
+  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) unsetenv(vars[k]);
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "init with no variables: %d %s", rc,
+             HcclGetLastErrorMessage());
+  if (check_getters(comm, rank, 1, 0)) return 1;
+  if (allreduce_works(comm, 0, 1, 11)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_init_no_variables(void **st) {
+  (void)st;
+  run_and_check(1, bare_body, NULL, -1, 0);
+}
+
+/* ---- init from a root info ----
+ * One pipe per receiving rank, made before fork: HCCL_ROOT_INFO_BYTES is larger than
+ * PIPE_BUF, so readers sharing one pipe could each get part of another's copy. */
+
+#define RI_RANKS 4
+struct rootinfo_arg {
+  int fds[RI_RANKS][2];
+};
+
+static int read_full(int fd, void *p, size_t n, int timeout_ms) {
+  size_t got = 0;
+  double t0 = cc_now();
+  while (got < n) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int left = timeout_ms - (int)((cc_now() - t0) * 1000);
+    if (left <= 0 || poll(&pfd, 1, left) <= 0) return -1;
+    ssize_t k = read(fd, (char *)p + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1;
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+static int rootinfo_body(int rank, int nranks, void *argp) {
+  struct rootinfo_arg *arg = argp;
+  base_env();
+  setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
+  /* The root info alone must be enough: no launcher variables. */
+  static const char *const vars[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
+                                     "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE"};
+  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) unsetenv(vars[k]);
+  HcclRootInfo root;
+  memset(&root, 0, sizeof(root));
+  if (rank == 0) {
+    HcclResult rc = HcclGetRootInfo(&root);
+    RANK_CHECK(rc == HCCL_SUCCESS, "HcclGetRootInfo: %d %s", rc, HcclGetLastErrorMessage());
+    for (int r = 1; r < nranks; r++)
+      RANK_CHECK(write(arg->fds[r][1], &root, sizeof(root)) == (ssize_t)sizeof(root),
+                 "write root info for rank %d", r);
+  } else {
+    RANK_CHECK(read_full(arg->fds[rank][0], &root, sizeof(root), 30000) == 0,
+               "no root info from rank 0 within 30 s");
+  }
+  HcclComm comm = NULL;
+  /* Local argument checks come first and leave nothing behind. */
+  HcclResult rc = HcclCommInitRootInfo((uint32_t)nranks, NULL, (uint32_t)rank, &comm);
+  RANK_CHECK(rc == HCCL_E_PTR && comm == NULL, "NULL root info: %d", rc);
+  rc = HcclCommInitRootInfo((uint32_t)nranks, &root, (uint32_t)nranks, &comm);
+  RANK_CHECK(rc == HCCL_E_PARA && comm == NULL, "rank == nRanks: %d", rc);
+
+  double t0 = cc_now();
+  rc = HcclCommInitRootInfo((uint32_t)nranks, &root, (uint32_t)rank, &comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "HcclCommInitRootInfo: %d %s", rc,
+             HcclGetLastErrorMessage());
+  uint32_t v = 0;
+  RANK_CHECK(HcclGetRankSize(comm, &v) == HCCL_SUCCESS && v == (uint32_t)nranks, "size %u", v);
+  RANK_CHECK(HcclGetRankId(comm, &v) == HCCL_SUCCESS && v == (uint32_t)rank, "rank %u", v);
+  if (allreduce_works(comm, rank, nranks, 7)) return 1;
+  if (rank == 0) printf("  root-info init + allreduce: %.3f s\n", cc_now() - t0);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_init_root_info(void **st) {
+  (void)st;
+  struct rootinfo_arg a;
+  for (int r = 0; r < RI_RANKS; r++) assert_int_equal(pipe(a.fds[r]), 0);
+  run_and_check(RI_RANKS, rootinfo_body, &a, -1, 0);
+  for (int r = 0; r < RI_RANKS; r++) {
+    close(a.fds[r][0]);
+    close(a.fds[r][1]);
+  }
+}
+
+/* ---- refused group sizes ---- */
+
+static int refused_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
+  HcclComm comm = NULL;
+  double t0 = cc_now();
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  double dt = cc_now() - t0;
+  const char *msg = HcclGetLastErrorMessage();
+  if (rank == 0) printf("  %d ranks refused in %.3f s: %s\n", nranks, dt, msg);
+  RANK_CHECK(rc == HCCL_E_PARA, "%d ranks: init returned %d (%s), want HCCL_E_PARA", nranks, rc,
+             msg);
+  RANK_CHECK(comm == NULL, "comm set on failure");
+  RANK_CHECK(strstr(msg, "1, 2, 4 or 8") != NULL, "message does not say '1, 2, 4 or 8': %s", msg);
+  RANK_CHECK(dt < 5.0, "refusal took %.2f s", dt);
+  return 0;
+}
+
+static void test_refused_3(void **st) { (void)st; run_and_check(3, refused_body, NULL, -1, 0); }
+static void test_refused_6(void **st) { (void)st; run_and_check(6, refused_body, NULL, -1, 0); }
+
+/* ---- bad variables ----
+ * Both ranks carry the same bad setting, so each must refuse on its own. Then a correct init
+ * in the same processes must still work (nothing held from the refused ones). */
+
+static int bad_vars_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  setenv("HCCL_CONNECT_TIMEOUT", "5", 1);
+  char rank_bad[16];
+  snprintf(rank_bad, sizeof(rank_bad), "%d", nranks + rank); /* RANK >= WORLD_SIZE */
+  const struct {
+    const char *var, *value;
+  } cases[] = {
+      {"RANK", rank_bad},       {"MASTER_PORT", "abc"}, {"WORLD_SIZE", "0"},
+      {"HCCL_BUFFSIZE", "0"},   {"HCCL_ALGO", "bogus"},
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+    const char *old = getenv(cases[k].var);
+    char saved[64] = "";
+    if (old) snprintf(saved, sizeof(saved), "%s", old);
+    setenv(cases[k].var, cases[k].value, 1);
+    HcclComm comm = NULL;
+    double t0 = cc_now();
+    HcclResult rc = HcclCommInitFromEnv(&comm);
+    double dt = cc_now() - t0;
+    const char *msg = HcclGetLastErrorMessage();
+    if (rank == 0) printf("  %s=%s: %d in %.3f s: %s\n", cases[k].var, cases[k].value, rc, dt, msg);
+    RANK_CHECK(rc == HCCL_E_PARA && comm == NULL, "%s=%s: init returned %d (%s), want HCCL_E_PARA",
+               cases[k].var, cases[k].value, rc, msg);
+    RANK_CHECK(strstr(msg, cases[k].var) && strstr(msg, cases[k].value),
+               "%s=%s: the message does not name the variable and its value: %s", cases[k].var,
+               cases[k].value, msg);
+    RANK_CHECK(dt < 3.0, "%s=%s: refusal took %.2f s", cases[k].var, cases[k].value, dt);
+    if (old)
+      setenv(cases[k].var, saved, 1);
+    else
+      unsetenv(cases[k].var);
+  }
+  HcclComm comm = NULL;
+  setenv("HCCL_CONNECT_TIMEOUT", "20", 1);
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS, "a correct init after the refused ones: %d %s", rc,
+             HcclGetLastErrorMessage());
+  if (allreduce_works(comm, rank, nranks, 1)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_bad_variables(void **st) {
+  (void)st;
+  run_and_check(2, bad_vars_body, NULL, -1, 0);
+}
+
+/* ---- a rank that never joins ---- */
+
+static int never_joins_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  (void)nranks;
+  if (rank == 1) { /* never calls init; leaves once rank 0 has given up */
+    RANK_CHECK(wait_flag(FLAG_DONE, 20), "rank 0 never gave up");
+    return 0;
+  }
+  base_env();
+  setenv("HCCL_CONNECT_TIMEOUT", "2", 1);
+  HcclComm comm = NULL;
+  double t0 = cc_now();
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  double dt = cc_now() - t0;
+  const char *msg = HcclGetLastErrorMessage();
+  set_flag(FLAG_DONE);
+  printf("  rank 0 alone: %d after %.2f s: %s\n", rc, dt, msg);
+  RANK_CHECK(rc == HCCL_E_TIMEOUT && comm == NULL, "init returned %d (%s), want HCCL_E_TIMEOUT",
+             rc, msg);
+  RANK_CHECK(dt >= 1.5 && dt <= 4.0, "HCCL_CONNECT_TIMEOUT=2 but init gave up after %.2f s", dt);
+  RANK_CHECK(msg[0] != 0, "no message");
+  return 0;
+}
+
+static void test_rank_never_joins(void **st) {
+  (void)st;
+  run_and_check(2, never_joins_body, NULL, -1, 0);
+}
+
+/* ---- a peer killed in the middle of a collective ---- */
+
+#define DEAD_VICTIM 2
+#define DEAD_COUNT (1u << 20) /* 4 MiB of fp32 */
+
+static int dead_peer_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+  float *buf = malloc(DEAD_COUNT * sizeof(float));
+  for (uint32_t i = 0; i < DEAD_COUNT; i++) buf[i] = (float)(rank + 1);
+  HcclComm comm = NULL;
+  double t0 = cc_now();
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s (after %.2f s; the victim dies at 1.5 s)", rc,
+             HcclGetLastErrorMessage(), cc_now() - t0);
+  int iters = 0;
+  double tcall = 0;
+  while (cc_now() - t0 < 30) {
+    tcall = cc_now();
+    rc = HcclAllReduce(buf, buf, DEAD_COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX, comm, NULL);
+    if (rc != HCCL_SUCCESS) break;
+    RANK_CHECK(buf[0] == (float)nranks && buf[DEAD_COUNT - 1] == (float)nranks,
+               "allreduce %d: wrong result %g", iters, buf[0]);
+    iters++;
+  }
+  double fail_after = cc_now() - tcall;
+  const char *msg = HcclGetLastErrorMessage();
+  printf("  rank %d: %d allreduces, then %d (%s) %.2f s into the call, %.2f s after start: %s\n",
+         rank, iters, rc, HcclGetErrorString(rc), fail_after, cc_now() - t0, msg);
+  RANK_CHECK(iters > 0, "no allreduce finished before the kill");
+  RANK_CHECK(rc != HCCL_SUCCESS, "the collectives kept succeeding for 30 s after rank %d died",
+             DEAD_VICTIM);
+  RANK_CHECK(fail_after < 10.0, "the failure took %.2f s to appear (exec timeout 60 s)",
+             fail_after);
+  RANK_CHECK(cc_msg_names_rank(msg, DEAD_VICTIM), "the message does not name rank %d: %s",
+             DEAD_VICTIM, msg);
+  double td = cc_now();
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy after failure");
+  RANK_CHECK(cc_now() - td < 5.0, "destroy took %.2f s", cc_now() - td);
+  free(buf);
+  return 0;
+}
+
+static void test_dead_peer(void **st) {
+  (void)st;
+  run_and_check(4, dead_peer_body, NULL, DEAD_VICTIM, 1500);
+}
+
+/* ---- a peer that skips a collective ---- */
+
+static int missing_peer_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  setenv("HCCL_EXEC_TIMEOUT", "2", 1);
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  if (allreduce_works(comm, rank, nranks, 2)) return 1;
+  if (rank == 1) { /* skips the next allreduce, leaves once rank 0 has given up */
+    RANK_CHECK(wait_flag(FLAG_DONE, 20), "rank 0 never gave up");
+    double td = cc_now();
+    RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+    RANK_CHECK(cc_now() - td < 5.0, "destroy took %.2f s", cc_now() - td);
+    return 0;
+  }
+  int32_t x[64] = {0};
+  double t0 = cc_now();
+  rc = HcclAllReduce(x, x, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+  double dt = cc_now() - t0;
+  const char *msg = HcclGetLastErrorMessage();
+  set_flag(FLAG_DONE);
+  printf("  rank 0 without rank 1: %d after %.2f s: %s\n", rc, dt, msg);
+  RANK_CHECK(rc == HCCL_E_TIMEOUT, "allreduce returned %d (%s), want HCCL_E_TIMEOUT", rc, msg);
+  RANK_CHECK(dt >= 1.5 && dt <= 5.0, "HCCL_EXEC_TIMEOUT=2 but the allreduce gave up after %.2f s",
+             dt);
+  RANK_CHECK(cc_msg_names_rank(msg, 1), "the message does not name rank 1: %s", msg);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy after timeout");
+  return 0;
+}
+
+static void test_missing_peer(void **st) {
+  (void)st;
+  run_and_check(2, missing_peer_body, NULL, -1, 0);
+}
+
+/* ---- bad arguments ----
+ * Every rank makes the same bad calls; they fail locally and leave the communicator usable. */
+
+static int expect_rc(HcclResult got, HcclResult want, const char *what, const char *must_name) {
+  const char *msg = HcclGetLastErrorMessage();
+  RANK_CHECK(got == want, "%s: returned %d (%s), want %d: %s", what, got, HcclGetErrorString(got),
+             want, msg);
+  RANK_CHECK(!must_name || strstr(msg, must_name), "%s: the message does not name '%s': %s", what,
+             must_name, msg);
+  return 0;
+}
+
+static int bad_args_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  int64_t a[8] = {0}, b[8 * 8] = {0};
+  const HcclDataType I32 = HCCL_DATA_TYPE_INT32;
+  const HcclReduceOp SUM = HCCL_REDUCE_SUM;
+  HcclRequest req = NULL;
+  int bad = 0;
+  /* NULL buffers with count > 0 */
+  bad |= expect_rc(HcclAllReduce(NULL, a, 4, I32, SUM, comm, NULL), HCCL_E_PTR,
+                   "allreduce NULL send", NULL);
+  bad |= expect_rc(HcclAllReduce(a, NULL, 4, I32, SUM, comm, &req), HCCL_E_PTR,
+                   "allreduce NULL recv (queued)", NULL);
+  RANK_CHECK(req == NULL, "a failed call set its request");
+  bad |= expect_rc(HcclBroadcast(NULL, 4, I32, 0, comm, NULL), HCCL_E_PTR, "broadcast NULL", NULL);
+  bad |= expect_rc(HcclAllGather(NULL, b, 4, I32, comm, NULL), HCCL_E_PTR, "allgather NULL send",
+                   NULL);
+  bad |= expect_rc(HcclAllGather(a, NULL, 4, I32, comm, NULL), HCCL_E_PTR, "allgather NULL recv",
+                   NULL);
+  bad |= expect_rc(HcclReduceScatter(NULL, a, 4, I32, SUM, comm, NULL), HCCL_E_PTR,
+                   "reduce-scatter NULL send", NULL);
+  bad |= expect_rc(HcclReduceScatter(b, NULL, 4, I32, SUM, comm, NULL), HCCL_E_PTR,
+                   "reduce-scatter NULL recv", NULL);
+  bad |= expect_rc(HcclReduce(NULL, a, 4, I32, SUM, 0, comm, NULL), HCCL_E_PTR,
+                   "reduce NULL send", NULL);
+  /* root out of range */
+  char root_s[16];
+  snprintf(root_s, sizeof(root_s), "%d", nranks);
+  bad |= expect_rc(HcclBroadcast(a, 4, I32, (uint32_t)nranks, comm, NULL), HCCL_E_PARA,
+                   "broadcast root == nranks", root_s);
+  bad |= expect_rc(HcclReduce(a, b, 4, I32, SUM, 77, comm, NULL), HCCL_E_PARA, "reduce root 77",
+                   "77");
+  /* unsupported reduction types: the message names the dtype */
+  rc = HcclReduce(a, b, 4, HCCL_DATA_TYPE_INT64, SUM, 0, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "reduce int64: %d", rc);
+  RANK_CHECK(strstr(HcclGetLastErrorMessage(), "int64"), "reduce int64: message: %s",
+             HcclGetLastErrorMessage());
+  rc = HcclAllReduce(a, b, 4, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_MAX, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "allreduce int64: %d", rc);
+  RANK_CHECK(strstr(HcclGetLastErrorMessage(), "int64"), "allreduce int64: message: %s",
+             HcclGetLastErrorMessage());
+  rc = HcclReduceScatter(b, a, 2, HCCL_DATA_TYPE_FP64, SUM, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "reduce-scatter fp64: %d", rc);
+  rc = HcclAllReduce(a, b, 4, I32, HCCL_REDUCE_RESERVED, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "allreduce bad op: %d", rc);
+  rc = HcclBroadcast(a, 4, HCCL_DATA_TYPE_RESERVED, 0, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "broadcast bad dtype: %d", rc);
+  /* NULL communicator and NULL outputs */
+  bad |= expect_rc(HcclAllReduce(a, a, 4, I32, SUM, NULL, NULL), HCCL_E_PTR, "allreduce NULL comm",
+                   NULL);
+  bad |= expect_rc(HcclBroadcast(a, 4, I32, 0, NULL, NULL), HCCL_E_PTR, "broadcast NULL comm",
+                   NULL);
+  bad |= expect_rc(HcclBarrier(NULL, NULL), HCCL_E_PTR, "barrier NULL comm", NULL);
+  uint32_t v;
+  bad |= expect_rc(HcclGetRankSize(NULL, &v), HCCL_E_PTR, "size of NULL comm", NULL);
+  bad |= expect_rc(HcclGetRankId(comm, NULL), HCCL_E_PTR, "rank into NULL", NULL);
+  bad |= expect_rc(HcclCommInitFromEnv(NULL), HCCL_E_PTR, "init into NULL", NULL);
+  bad |= expect_rc(HcclCommDestroy(NULL), HCCL_SUCCESS, "destroy NULL", NULL);
+  RANK_CHECK(HcclGetErrorString(HCCL_E_PTR) && HcclGetErrorString((HcclResult)999),
+             "HcclGetErrorString returned NULL");
+  RANK_CHECK(bad == 0, "some bad arguments were not refused as expected");
+
+  /* Still usable, and count 0 is a no-op that returns at once. */
+  if (allreduce_works(comm, rank, nranks, 9)) return 1;
+  RANK_CHECK(HcclAllReduce(a, b, 0, I32, SUM, comm, NULL) == HCCL_SUCCESS, "count 0");
+  if (allreduce_works(comm, rank, nranks, 10)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_bad_arguments(void **st) {
+  (void)st;
+  run_and_check(2, bad_args_body, NULL, -1, 0);
+}
+
+/* ---- init + destroy, 20 times ---- */
+
+#define REPEATS 20
+
+static int repeat_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  setenv("HCCL_CONNECT_TIMEOUT", "20", 1);
+  double t0 = cc_now();
+  for (int k = 0; k < REPEATS; k++) {
+    HcclComm comm = NULL;
+    HcclResult rc = HcclCommInitFromEnv(&comm);
+    RANK_CHECK(rc == HCCL_SUCCESS, "init %d: %d %s", k, rc, HcclGetLastErrorMessage());
+    if (allreduce_works(comm, rank, nranks, k)) return 1;
+    rc = HcclBarrier(comm, NULL);
+    RANK_CHECK(rc == HCCL_SUCCESS, "barrier %d: %d %s", k, rc, HcclGetLastErrorMessage());
+    RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy %d", k);
+  }
+  if (rank == 0) printf("  %d x (init, allreduce, barrier, destroy): %.2f s\n", REPEATS, cc_now() - t0);
+  return 0;
+}
+
+static void test_init_destroy_repeated(void **st) {
+  (void)st;
+  run_and_check(4, repeat_body, NULL, -1, 0);
+}
+
+int main(void) {
+  g_shared = mmap(NULL, SHARED_INTS * sizeof(int), PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (g_shared == MAP_FAILED) return 1;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_init_env_1),       cmocka_unit_test(test_init_env_2),
+      cmocka_unit_test(test_init_env_4),       cmocka_unit_test(test_init_env_8),
+      cmocka_unit_test(test_init_no_variables), cmocka_unit_test(test_init_root_info),
+      cmocka_unit_test(test_refused_3),        cmocka_unit_test(test_refused_6),
+      cmocka_unit_test(test_bad_variables),    cmocka_unit_test(test_rank_never_joins),
+      cmocka_unit_test(test_dead_peer),        cmocka_unit_test(test_missing_peer),
+      cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_init_destroy_repeated),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
