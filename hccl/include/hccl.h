@@ -28,6 +28,13 @@
 extern "C" {
 #endif
 
+/* Public symbols are the only ones libhccl.so exports. */
+#if defined(__GNUC__)
+#define HCCL_API __attribute__((visibility("default")))
+#else
+#define HCCL_API
+#endif
+
 #define HCCL_VERSION_MAJOR 0
 #define HCCL_VERSION_MINOR 1
 #define HCCL_VERSION_PATCH 0
@@ -99,41 +106,41 @@ typedef struct hccl_request *HcclRequest;
 /* ---- results ---- */
 
 /* Short, static text for a result ("timed out"); never NULL. */
-const char *HcclGetErrorString(HcclResult code);
+HCCL_API const char *HcclGetErrorString(HcclResult code);
 /* The full message of the last failure on this thread (names the value and the rule), or ""
  * when none. Valid until the thread's next failing call. */
-const char *HcclGetLastErrorMessage(void);
+HCCL_API const char *HcclGetLastErrorMessage(void);
 
 /* ---- communicators ---- */
 
 /* Rank 0 only: starts the bootstrap store in this process and fills *rootInfo with its
  * address. The store listens on HCCL_IF_IP if set, else on MASTER_ADDR if set, else on
  * 127.0.0.1, on an ephemeral port. */
-HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
+HCCL_API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
 
 /* Collective over nRanks processes: each calls it with its rank in [0, nRanks). Blocks until
  * every rank has joined or HCCL_CONNECT_TIMEOUT passes. Rank 0 must be the process that
  * called HcclGetRootInfo. On success *comm is set; on failure it is untouched. */
-HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                 HcclComm *comm);
 
 /* Like HcclCommInitRootInfo, with rank and size read from the launcher's variables
  * (RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE) and the meeting point from MASTER_ADDR and
  * MASTER_PORT, where rank 0 serves the bootstrap store. A process with none of these
  * variables gets a communicator of one rank. */
-HcclResult HcclCommInitFromEnv(HcclComm *comm);
+HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
 
 /* Frees everything the communicator holds. Not collective: a rank may destroy its
  * communicator after a failure while its peers are gone. NULL is accepted. */
-HcclResult HcclCommDestroy(HcclComm comm);
+HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 
-HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
-HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
+HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
+HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 /* The logical device this rank drives (DEVICE_ID, else LOCAL_RANK, else its local index). */
-HcclResult HcclGetDeviceId(HcclComm comm, int32_t *deviceId);
+HCCL_API HcclResult HcclGetDeviceId(HcclComm comm, int32_t *deviceId);
 /* Ranks on this rank's server, and this rank's index among them. */
-HcclResult HcclGetLocalRankSize(HcclComm comm, uint32_t *localSize);
-HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
+HCCL_API HcclResult HcclGetLocalRankSize(HcclComm comm, uint32_t *localSize);
+HCCL_API HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
 
 /* ---- collectives ----
  * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
@@ -142,34 +149,34 @@ HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
  * A count of 0 is valid and moves nothing (it still synchronises nothing: it returns at once
  * on every rank). The last argument: NULL blocks; non-NULL returns a request. */
 
-HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, HcclRequest *request);
-HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
+HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
                          HcclComm comm, HcclRequest *request);
 /* recvBuf holds nRanks * sendCount elements, rank r's at offset r * sendCount. */
-HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+HCCL_API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
                          HcclDataType dataType, HcclComm comm, HcclRequest *request);
 /* sendBuf holds nRanks * recvCount elements; rank r receives the reduction of block r. */
-HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                              HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                              HcclRequest *request);
 /* recvBuf is written on root only (it may be NULL elsewhere). */
-HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
+HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                       HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
-HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
+HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
 
 /* ---- requests ---- */
 
 /* *done = 1 once the call has finished (then HcclRequestWait returns at once). */
-HcclResult HcclRequestTest(HcclRequest request, int *done);
+HCCL_API HcclResult HcclRequestTest(HcclRequest request, int *done);
 /* Waits for the call to finish, frees the request and returns the call's result. */
-HcclResult HcclRequestWait(HcclRequest request);
+HCCL_API HcclResult HcclRequestWait(HcclRequest request);
 
 /* ---- introspection (tests and tools) ---- */
 
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
  * communicator: "ring" or "hd" (recursive halving-doubling). Static string. */
-const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
+HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus
 }

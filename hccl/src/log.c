@@ -52,6 +52,10 @@ HcclResult hccl__fail(HcclResult code, const char *fmt, ...) {
   return code;
 }
 
+void hccl__set_last_error(const char *msg) {
+  snprintf(t_last_error, sizeof(t_last_error), "%s", msg);
+}
+
 const char *HcclGetLastErrorMessage(void) { return t_last_error; }
 
 const char *HcclGetErrorString(HcclResult code) {

@@ -24,6 +24,9 @@ void hccl__log(enum hccl_log_level level, const char *fmt, ...)
 /* Logs fmt at ERROR, stores it as this thread's last error message, returns code. */
 HcclResult hccl__fail(HcclResult code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Sets this thread's last error message without logging (a failure another thread logged). */
+void hccl__set_last_error(const char *msg);
+
 #define HCCL_DEBUG(...) hccl__log(HCCL_LOG_DEBUG, __VA_ARGS__)
 #define HCCL_INFO(...) hccl__log(HCCL_LOG_INFO, __VA_ARGS__)
 #define HCCL_WARN(...) hccl__log(HCCL_LOG_WARN, __VA_ARGS__)

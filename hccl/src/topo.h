@@ -1,7 +1,7 @@
 /*
  * topo.h - server topologies: which devices a server has and which of them form full-mesh
  * groups (the Ascend 910: 0-3 and 4-7 over HCCS, the two groups joined by PCIe; a flat server:
- * one group). Read from JSON (topologies/*.json) by one parser.
+ * one group). Read from JSON (topologies/<name>.json) by one parser.
  *
  * Pure functions: no logging, no globals. A failure returns an HcclResult and writes a message
  * naming the value and the rule into err[0..errlen). Used by libhccl and by npu-launch, which

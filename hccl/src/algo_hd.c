@@ -1,0 +1,207 @@
+/*
+ * algo_hd.c - the latency-side algorithms: recursive halving-doubling allreduce
+ * (Rabenseifner), recursive doubling for messages of one slot, binomial-tree broadcast and
+ * reduce, and the dissemination barrier.
+ *
+ * Halving-doubling on p2 = 2^k ranks (positions in ring order):
+ *
+ *   halving (reduce-scatter)         doubling (allgather)
+ *   mask 1: 0<->1 2<->3 ...  n/2     mask 4: 0<->4 ...       n/8
+ *   mask 2: 0<->2 1<->3 ...  n/4     mask 2: 0<->2 ...       n/4
+ *   mask 4: 0<->4 1<->5 ...  n/8     mask 1: 0<->1 ...       n/2
+ *
+ * so the largest exchanges are between ring neighbours (the same device group). When p is not
+ * a power of two, the first 2r positions (r = p - p2) pair up: the even one hands its vector
+ * to the odd one before, and gets the result back after.
+ */
+#include <string.h>
+
+#include "algo.h"
+#include "log.h"
+#include "comm.h"
+
+static uint32_t pos_of(const struct hccl_comm *c, uint32_t rank) {
+  uint32_t i = 0;
+  while (c->ring[i] != rank) i++;
+  return i;
+}
+
+/* The rank holding virtual index v among the p2 active ones. */
+static uint32_t active_rank(const struct hccl_comm *c, uint32_t v, uint32_t r) {
+  return v < r ? c->ring[2 * v + 1] : c->ring[v + r];
+}
+
+HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
+                              void *recv, size_t count) {
+  uint32_t np = c->nranks, pos = c->ring_pos, p2 = 1;
+  while (p2 * 2 <= np) p2 *= 2;
+  uint32_t r = np - p2;
+  size_t es = p->esz, bytes = count * es;
+  const char *src = send;
+  char *out = recv;
+
+  uint32_t v;
+  if (pos < 2 * r) {
+    if (pos % 2 == 0) {
+      struct hccl_link *partner = c->links[c->ring[pos + 1]];
+      HCCL_TRY(hccl__prim_send(p, partner, send, bytes));
+      return hccl__prim_recv(p, partner, recv, bytes);
+    }
+    struct hccl_link *partner = c->links[c->ring[pos - 1]];
+    size_t per = partner->slot_bytes / es * es;
+    for (size_t off = 0; off < bytes; off += per) {
+      size_t n = bytes - off < per ? bytes - off : per;
+      HCCL_TRY(hccl__prim_step(p, partner, NULL, src + off, out + off, n));
+    }
+    src = out;
+    v = pos / 2;
+  } else {
+    v = pos - r;
+  }
+
+  if (bytes <= c->chunk_bytes) {
+    /* Recursive doubling: log2(p2) full exchanges, the fewest hops for small messages. */
+    for (uint32_t mask = 1; mask < p2; mask <<= 1) {
+      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      HCCL_TRY(hccl__prim_exchange(p, l, src, bytes, src, out, bytes));
+      src = out;
+    }
+  } else {
+    size_t lo[32], hi[32];
+    size_t a = 0, b = count;
+    int depth = 0;
+    for (uint32_t mask = 1; mask < p2; mask <<= 1, depth++) {
+      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      size_t mid = a + (b - a) / 2;
+      size_t ka, kb, sa, sb; /* keep [ka,kb), send [sa,sb) */
+      if ((v & mask) == 0) {
+        ka = a, kb = mid, sa = mid, sb = b;
+      } else {
+        ka = mid, kb = b, sa = a, sb = mid;
+      }
+      lo[depth] = a;
+      hi[depth] = b;
+      HCCL_TRY(hccl__prim_exchange(p, l, src + sa * es, (sb - sa) * es, src + ka * es,
+                                   out + ka * es, (kb - ka) * es));
+      a = ka;
+      b = kb;
+      src = out;
+    }
+    for (uint32_t mask = p2 >> 1; mask >= 1; mask >>= 1) {
+      depth--;
+      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      size_t pa, pb; /* the partner's half of [lo, hi) */
+      if ((v & mask) == 0) { /* we kept the lower half */
+        pa = b, pb = hi[depth];
+      } else {
+        pa = lo[depth], pb = a;
+      }
+      HCCL_TRY(hccl__prim_exchange(p, l, out + a * es, (b - a) * es, NULL, out + pa * es,
+                                   (pb - pa) * es));
+      a = lo[depth];
+      b = hi[depth];
+    }
+  }
+  if (pos < 2 * r) HCCL_TRY(hccl__prim_send(p, c->links[c->ring[pos - 1]], out, bytes));
+  return HCCL_SUCCESS;
+}
+
+/* Binomial tree over virtual ranks v = (pos - root pos) mod p: v receives from v - lowbit(v)
+ * and sends to v + 2^j for every 2^j below lowbit(v). Chunks are pipelined: each chunk goes
+ * down the whole tree before the next. */
+static void tree_links(struct hccl_comm *c, uint32_t root, struct hccl_link **parent,
+                       struct hccl_link **kids, int *nkids) {
+  uint32_t np = c->nranks, rpos = pos_of(c, root);
+  uint32_t v = (c->ring_pos + np - rpos) % np;
+  uint32_t mask = 1;
+  *parent = NULL;
+  while (mask < np) {
+    if (v & mask) {
+      *parent = c->links[c->ring[(v - mask + rpos) % np]];
+      break;
+    }
+    mask <<= 1;
+  }
+  *nkids = 0;
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (v + mask < np) kids[(*nkids)++] = c->links[c->ring[(v + mask + rpos) % np]];
+}
+
+HcclResult hccl__binomial_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
+                                    size_t count, uint32_t root) {
+  struct hccl_link *parent, *kids[32];
+  int nk;
+  tree_links(c, root, &parent, kids, &nk);
+  size_t per = c->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
+  char *b = buf;
+  for (size_t off = 0; off < bytes; off += per) {
+    size_t n = bytes - off < per ? bytes - off : per;
+    if (parent) HCCL_TRY(hccl__prim_step(p, parent, NULL, NULL, b + off, n));
+    for (int k = 0; k < nk; k++) HCCL_TRY(hccl__prim_step(p, NULL, kids[k], b + off, NULL, n));
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
+                                 void *recv, size_t count, uint32_t root) {
+  struct hccl_link *parent, *kids[32];
+  int nk;
+  tree_links(c, root, &parent, kids, &nk);
+  size_t per = c->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
+  const char *s = send;
+  for (size_t off = 0; off < bytes; off += per) {
+    size_t n = bytes - off < per ? bytes - off : per;
+    /* Accumulate in the output on the root, in scratch elsewhere; children in reverse order
+     * of the broadcast's sends, the nearest last. */
+    char *acc = parent ? c->scratch : (char *)recv + off;
+    const char *cur = s + off;
+    for (int k = nk - 1; k >= 0; k--) {
+      HCCL_TRY(hccl__prim_step(p, kids[k], NULL, cur, acc, n));
+      cur = acc;
+    }
+    if (parent) HCCL_TRY(hccl__prim_step(p, NULL, parent, cur, NULL, n));
+    else if (cur != acc) memcpy(acc, cur, n);
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_prim *p) {
+  uint32_t np = c->nranks;
+  for (uint32_t k = 1; k < np; k <<= 1) {
+    struct hccl_link *to = c->links[c->ring[(c->ring_pos + k) % np]];
+    struct hccl_link *from = c->links[c->ring[(c->ring_pos + np - k) % np]];
+    HCCL_TRY(hccl__prim_step(p, NULL, to, NULL, NULL, 0));
+    HCCL_TRY(hccl__prim_step(p, from, NULL, NULL, NULL, 0));
+  }
+  return HCCL_SUCCESS;
+}
+
+/* Cost model (alpha: per message, beta: per byte moved, both rough for shared memory on an
+ * oversubscribed host): ring 2(p-1)(a + n/p b); halving-doubling 2 log2(p) a + 2 (p-1)/p n b;
+ * recursive doubling log2(p) (a + n b). NCCL decides the same way, per call. */
+#define COST_ALPHA_NS 4000.0
+#define COST_BETA_NS_PER_BYTE 0.25
+
+static double log2u(uint32_t x) {
+  double l = 0;
+  while (x > 1) x >>= 1, l += 1;
+  return l;
+}
+
+enum hccl_algo_kind hccl__select_allreduce(const struct hccl_comm *c, size_t bytes) {
+  if (c->cfg.algo == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
+  if (c->cfg.algo == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  double p = c->nranks, a = COST_ALPHA_NS, b = COST_BETA_NS_PER_BYTE, n = (double)bytes;
+  size_t chunk = c->chunk_bytes;
+  double ring = 2 * (p - 1) * a * (n / p > chunk ? n / p / chunk : 1) + 2 * (p - 1) / p * n * b;
+  double hd = bytes <= chunk ? log2u(c->nranks) * (a + n * b)
+                             : 2 * log2u(c->nranks) * a * (n / 2 / chunk + 1) +
+                                   2 * (p - 1) / p * n * b * 1.15;
+  return hd < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes) {
+  if (c->cfg.algo == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
+  if (c->cfg.algo == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  return bytes <= c->chunk_bytes ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}

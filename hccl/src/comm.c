@@ -1,0 +1,491 @@
+/*
+ * comm.c - making and destroying communicators: the root-info and environment entry points,
+ * the bootstrap through the store (who is where, which device, the transports' connection
+ * details), the checks every rank makes on the same data (so a bad job fails on every rank,
+ * never hangs), and the topology-aware ring order.
+ *
+ * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
+ *   info  - rank, size, pid, server identity, device, settings that must agree;
+ *   conn  - what the transports made in setup (the shared-memory area's descriptor);
+ *   ready - every link is connected; transports may drop what peers needed to connect.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "algo.h"
+#include "comm.h"
+#include "log.h"
+#include "reduce.h"
+#include "store.h"
+#include "topo.h"
+#include "wait.h"
+
+#define ROOT_MAGIC 0x68636c6c726f6f74ULL
+#define DEFAULT_CHUNK (512u << 10)
+
+struct root_blob {
+  uint64_t magic;
+  uint64_t job;
+  uint16_t port;
+  char host[256];
+};
+
+/* Servers started by HcclGetRootInfo in this process, adopted by its rank-0 communicator. */
+static struct pending_server {
+  uint64_t job;
+  struct hccl_store_server *server;
+} g_pending[16];
+static pthread_mutex_t g_pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned g_env_generation;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+/* Same value for every process of one server: host name, boot id and network namespace, so
+ * that servers simulated by network namespaces count as different servers. */
+static uint64_t host_identity(char *host, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
+  host[len - 1] = '\0';
+  h = fnv1a(h, host, strlen(host));
+  char boot[64] = {0};
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
+    fclose(f);
+  }
+  h = fnv1a(h, boot, strlen(boot));
+  struct stat st;
+  if (stat("/proc/self/ns/net", &st) == 0) h = fnv1a(h, &st.st_ino, sizeof(st.st_ino));
+  return h;
+}
+
+void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&comm->broken, &expect, (int)code))
+    snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
+}
+
+static HcclResult store_allgather(struct hccl_comm *c, const char *round, const void *mine,
+                                  size_t len, void *all) {
+  char key[160];
+  snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, c->rank);
+  HCCL_TRY(hccl__store_set(c->store, key, mine, len));
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    void *val;
+    size_t n;
+    snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, r);
+    HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
+    if (res == HCCL_E_TIMEOUT)
+      return hccl__fail(res,
+                        "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u to join the "
+                        "communicator of %u ranks; check that every rank was started with the "
+                        "same MASTER_ADDR/MASTER_PORT and that rank %u is running",
+                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000), r, c->nranks, r);
+    if (res != HCCL_SUCCESS) return res;
+    if (n != len) {
+      free(val);
+      return hccl__fail(HCCL_E_INTERNAL,
+                        "rank %u published a %zu-byte '%s' record where %zu were expected "
+                        "(a different libhccl version?)",
+                        r, n, round, len);
+    }
+    memcpy((char *)all + (size_t)r * len, val, len);
+    free(val);
+  }
+  return HCCL_SUCCESS;
+}
+
+/* Checks every rank makes on the same data; fills local ranks, devices and the ring. */
+static HcclResult check_and_place(struct hccl_comm *c) {
+  struct hccl_peer_info *P = c->peers, *me = &P[c->rank];
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    if (P[r].nranks != c->nranks)
+      return hccl__fail(HCCL_E_PARA,
+                        "rank %u was started for %u ranks but rank %u for %u; every rank must "
+                        "be given the same world size",
+                        r, P[r].nranks, c->rank, c->nranks);
+    if (P[r].buffsize != P[0].buffsize)
+      return hccl__fail(HCCL_E_PARA,
+                        "HCCL_BUFFSIZE differs: rank %u has %llu MB, rank 0 has %llu MB; every "
+                        "rank must use the same value",
+                        r, (unsigned long long)(P[r].buffsize >> 20),
+                        (unsigned long long)(P[0].buffsize >> 20));
+    if (P[r].algo != P[0].algo)
+      return hccl__fail(HCCL_E_PARA,
+                        "HCCL_ALGO differs between rank %u and rank 0; every rank must use the "
+                        "same value",
+                        r);
+  }
+  /* Servers in order of their lowest rank; local index = order among the server's ranks. */
+  uint32_t *server_of = calloc(c->nranks, sizeof(uint32_t));
+  uint32_t *count = calloc(c->nranks, sizeof(uint32_t));
+  uint64_t *hashes = calloc(c->nranks, sizeof(uint64_t));
+  HcclResult res = HCCL_SUCCESS;
+  if (!server_of || !count || !hashes) {
+    res = hccl__fail(HCCL_E_MEMORY, "out of memory placing %u ranks", c->nranks);
+    goto out;
+  }
+  uint32_t ns = 0;
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    uint32_t s = 0;
+    while (s < ns && hashes[s] != P[r].host_hash) s++;
+    if (s == ns) hashes[ns++] = P[r].host_hash;
+    server_of[r] = s;
+    c->local_index[r] = count[s]++;
+  }
+  c->nservers = ns;
+  for (uint32_t s = 0; s < ns; s++) {
+    uint32_t n = count[s], first = 0;
+    while (server_of[first] != s) first++;
+    if (n != 1 && n != 2 && n != 4 && n != 8) {
+      res = hccl__fail(HCCL_E_PARA,
+                       "%u ranks on server %s; a group must have 1, 2, 4 or 8 devices per "
+                       "server",
+                       n, P[first].host);
+      goto out;
+    }
+    if (n != count[0]) {
+      res = hccl__fail(HCCL_E_PARA,
+                       "server %s has %u ranks but server %s has %u; every server must run the "
+                       "same number (n servers x 1, 2, 4 or 8)",
+                       P[first].host, n, P[0].host, count[0]);
+      goto out;
+    }
+  }
+  c->local_rank = c->local_index[c->rank];
+  c->local_nranks = count[server_of[c->rank]];
+  /* Devices: DEVICE_ID if set, else the local index. Unique per server. */
+  for (uint32_t r = 0; r < c->nranks; r++)
+    if (P[r].device < 0) P[r].device = (int32_t)c->local_index[r];
+  for (uint32_t a = 0; a < c->nranks; a++)
+    for (uint32_t b = a + 1; b < c->nranks; b++)
+      if (server_of[a] == server_of[b] && P[a].device == P[b].device) {
+        res = hccl__fail(HCCL_E_PARA,
+                         "ranks %u and %u both drive device %d on server %s; each device must "
+                         "have one rank (check DEVICE_ID / --device-list)",
+                         a, b, P[a].device, P[a].host);
+        goto out;
+      }
+  c->device = me->device;
+
+  struct hccl_topo topo;
+  char err[256];
+  if (c->cfg.topo_file[0]) {
+    if (hccl__topo_load(c->cfg.topo_file, NULL, &topo, err, sizeof(err)) != HCCL_SUCCESS) {
+      res = hccl__fail(HCCL_E_PARA, "HCCL_TOPO_FILE='%s': %s", c->cfg.topo_file, err);
+      goto out;
+    }
+  } else {
+    int maxdev = 0;
+    for (uint32_t r = 0; r < c->nranks; r++)
+      if (P[r].device > maxdev) maxdev = P[r].device;
+    hccl__topo_flat(maxdev + 1 > 8 ? maxdev + 1 : 8, &topo);
+  }
+  /* Ring: servers in order, each server's ranks in the topology's ring order. */
+  uint32_t pos = 0;
+  for (uint32_t s = 0; s < ns; s++) {
+    int devs[8], order[8];
+    uint32_t ranks[8], n = 0;
+    for (uint32_t r = 0; r < c->nranks; r++)
+      if (server_of[r] == s) ranks[n] = r, devs[n++] = P[r].device;
+    if (c->cfg.topo_file[0] &&
+        hccl__topo_check_devices(&topo, devs, (int)n, err, sizeof(err)) != HCCL_SUCCESS) {
+      res = hccl__fail(HCCL_E_PARA, "server %s: %s", P[ranks[0]].host, err);
+      goto out;
+    }
+    hccl__topo_ring(&topo, devs, (int)n, order);
+    for (uint32_t k = 0; k < n; k++) c->ring[pos++] = ranks[order[k]];
+  }
+  for (uint32_t i = 0; i < c->nranks; i++)
+    if (c->ring[i] == c->rank) c->ring_pos = i;
+out:
+  free(server_of);
+  free(count);
+  free(hashes);
+  return res;
+}
+
+static HcclResult connect_links(struct hccl_comm *c) {
+  size_t chunk = DEFAULT_CHUNK;
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    if (r == c->rank) continue;
+    const struct hccl_transport_ops *t = NULL;
+    for (int i = 0; hccl__transports[i]; i++)
+      if (hccl__transports[i]->can_connect(c, r)) {
+        t = hccl__transports[i];
+        break;
+      }
+    if (!t)
+      return hccl__fail(HCCL_E_NOT_SUPPORT,
+                        "no transport joins rank %u (server %s) and rank %u (server %s): ranks "
+                        "on different servers need the TCP transport, which this build lacks",
+                        c->rank, c->peers[c->rank].host, r, c->peers[r].host);
+    HCCL_TRY(t->connect(c, r, &c->links[r]));
+    if (c->links[r]->slot_bytes < chunk) chunk = c->links[r]->slot_bytes;
+  }
+  c->chunk_bytes = chunk;
+  return HCCL_SUCCESS;
+}
+
+static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t rank,
+                                    uint32_t nranks) {
+  struct hccl_comm *c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->cfg = *cfg;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->peers = calloc(nranks, sizeof(*c->peers));
+  c->local_index = calloc(nranks, sizeof(uint32_t));
+  c->links = calloc(nranks, sizeof(*c->links));
+  c->ring = calloc(nranks, sizeof(uint32_t));
+  pthread_mutex_init(&c->qlock, NULL);
+  pthread_cond_init(&c->qcond, NULL);
+  if (!c->peers || !c->local_index || !c->links || !c->ring) {
+    free(c->peers);
+    free(c->local_index);
+    free(c->links);
+    free(c->ring);
+    free(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void comm_free(struct hccl_comm *c) {
+  for (uint32_t r = 0; r < c->nranks; r++)
+    if (c->links[r]) c->links[r]->ops->close(c->links[r]);
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->teardown) hccl__transports[i]->teardown(c);
+  hccl__store_close(c->store);
+  hccl__store_server_stop(c->server);
+  pthread_mutex_destroy(&c->qlock);
+  pthread_cond_destroy(&c->qcond);
+  free(c->scratch);
+  free(c->peers);
+  free(c->local_index);
+  free(c->links);
+  free(c->ring);
+  free(c);
+}
+
+/* Runs the bootstrap rounds on c (store, rank, size, prefix set). */
+static HcclResult bootstrap(struct hccl_comm *c) {
+  struct hccl_peer_info self = {0};
+  self.rank = c->rank;
+  self.nranks = c->nranks;
+  self.pid = (int32_t)getpid();
+  self.host_hash = host_identity(self.host, sizeof(self.host));
+  self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
+  self.buffsize = c->cfg.buffsize;
+  self.algo = c->cfg.algo;
+  self.shm_fd = -1;
+
+  if (c->nranks > 1) HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
+  else c->peers[0] = self;
+  HCCL_TRY(check_and_place(c));
+  self.device = c->device;
+  for (int i = 0; hccl__transports[i]; i++) HCCL_TRY(hccl__transports[i]->setup(c, &self));
+  if (c->nranks > 1) {
+    HCCL_TRY(store_allgather(c, "conn", &self, sizeof(self), c->peers));
+    for (uint32_t r = 0; r < c->nranks; r++)
+      if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
+  }
+  HCCL_TRY(connect_links(c));
+  if (c->nranks > 1) {
+    uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
+    if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
+    uint32_t one = 1;
+    HcclResult r = store_allgather(c, "ready", &one, sizeof(one), ready);
+    free(ready);
+    HCCL_TRY(r);
+  }
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->connected) hccl__transports[i]->connected(c);
+  c->scratch = malloc(c->chunk_bytes);
+  if (!c->scratch) return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch",
+                                     c->chunk_bytes);
+  hccl__wait_set_spin((int)c->local_nranks, c->cfg.spin);
+  /* The store is only for bootstrap; rank 0 keeps serving until destroy for slower peers. */
+  hccl__store_close(c->store);
+  c->store = NULL;
+  HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes",
+            c->rank, c->nranks, c->device, c->local_nranks, c->chunk_bytes);
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
+  if (!rootInfo) return hccl__fail(HCCL_E_PTR, "HcclGetRootInfo: rootInfo is NULL");
+  struct hccl_settings cfg;
+  HCCL_TRY(hccl__settings_load(&cfg));
+  struct root_blob blob = {.magic = ROOT_MAGIC};
+  const char *addr = cfg.if_ip[0] ? cfg.if_ip : cfg.master_addr[0] ? cfg.master_addr : "127.0.0.1";
+  snprintf(blob.host, sizeof(blob.host), "%s", addr);
+  if (getrandom(&blob.job, sizeof(blob.job), 0) != sizeof(blob.job))
+    blob.job = (uint64_t)hccl__now_ns() ^ ((uint64_t)getpid() << 32);
+  struct hccl_store_server *server;
+  HCCL_TRY(hccl__store_server_start(addr, 0, &server, &blob.port));
+  pthread_mutex_lock(&g_pending_lock);
+  int slot = -1;
+  for (int i = 0; i < 16; i++)
+    if (!g_pending[i].server) {
+      slot = i;
+      break;
+    }
+  if (slot >= 0) g_pending[slot] = (struct pending_server){blob.job, server};
+  pthread_mutex_unlock(&g_pending_lock);
+  if (slot < 0) {
+    hccl__store_server_stop(server);
+    return hccl__fail(HCCL_E_UNAVAIL,
+                      "HcclGetRootInfo: 16 root infos are already waiting for their "
+                      "communicators in this process");
+  }
+  memset(rootInfo, 0, sizeof(*rootInfo));
+  memcpy(rootInfo->internal, &blob, sizeof(blob));
+  return HCCL_SUCCESS;
+}
+
+static struct hccl_store_server *adopt_server(uint64_t job) {
+  struct hccl_store_server *s = NULL;
+  pthread_mutex_lock(&g_pending_lock);
+  for (int i = 0; i < 16; i++)
+    if (g_pending[i].server && g_pending[i].job == job) {
+      s = g_pending[i].server;
+      g_pending[i].server = NULL;
+    }
+  pthread_mutex_unlock(&g_pending_lock);
+  return s;
+}
+
+HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
+                                HcclComm *comm) {
+  if (!rootInfo || !comm)
+    return hccl__fail(HCCL_E_PTR, "HcclCommInitRootInfo: %s is NULL",
+                      rootInfo ? "comm" : "rootInfo");
+  if (nRanks == 0 || rank >= nRanks)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommInitRootInfo: rank %u is not valid for nRanks %u; a rank must "
+                      "be below nRanks and nRanks at least 1",
+                      rank, nRanks);
+  struct root_blob blob;
+  memcpy(&blob, rootInfo->internal, sizeof(blob));
+  if (blob.magic != ROOT_MAGIC)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommInitRootInfo: the root info is not one HcclGetRootInfo made "
+                      "(bad magic); copy all %d bytes from rank 0",
+                      HCCL_ROOT_INFO_BYTES);
+  blob.host[sizeof(blob.host) - 1] = '\0';
+  struct hccl_settings cfg;
+  HCCL_TRY(hccl__settings_load(&cfg));
+  hccl__log_set_rank((int)rank);
+  struct hccl_comm *c = comm_alloc(&cfg, rank, nRanks);
+  if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
+  snprintf(c->key_prefix, sizeof(c->key_prefix), "job%016llx", (unsigned long long)blob.job);
+  if (rank == 0) c->server = adopt_server(blob.job);
+  HcclResult r = HCCL_SUCCESS;
+  if (nRanks > 1)
+    r = hccl__store_tcp_connect(blob.host, blob.port, cfg.connect_timeout_ms, &c->store);
+  if (r == HCCL_SUCCESS) r = bootstrap(c);
+  if (r != HCCL_SUCCESS) {
+    comm_free(c);
+    return r;
+  }
+  *comm = c;
+  return HCCL_SUCCESS;
+}
+
+/* Connects to rank 0's store for generation `gen`: a store still serving an earlier
+ * communicator of the same job (rank 0 has not destroyed it yet) is left and retried. */
+static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
+  int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
+  for (;;) {
+    int64_t left_ms = (deadline - hccl__now_ns()) / 1000000;
+    if (left_ms <= 0) break;
+    struct hccl_store *s;
+    HCCL_TRY(hccl__store_tcp_connect(c->cfg.master_addr, c->cfg.master_port, left_ms, &s));
+    void *val = NULL;
+    size_t n = 0;
+    HcclResult r = hccl__store_get(s, "generation", &val, &n, left_ms < 2000 ? left_ms : 2000);
+    if (r == HCCL_SUCCESS && n == sizeof(unsigned) && memcmp(val, &gen, n) == 0) {
+      free(val);
+      c->store = s;
+      return HCCL_SUCCESS;
+    }
+    free(val);
+    hccl__store_close(s);
+    if (r != HCCL_SUCCESS && r != HCCL_E_TIMEOUT && r != HCCL_E_TCP_TRANSFER) return r;
+    usleep(50000);
+  }
+  return hccl__fail(HCCL_E_TIMEOUT,
+                    "rank %u could not join communicator %u at MASTER_ADDR=%s MASTER_PORT=%u "
+                    "within %lld s (HCCL_CONNECT_TIMEOUT): rank 0 never served it",
+                    c->rank, gen, c->cfg.master_addr, c->cfg.master_port,
+                    (long long)(c->cfg.connect_timeout_ms / 1000));
+}
+
+HcclResult HcclCommInitFromEnv(HcclComm *comm) {
+  if (!comm) return hccl__fail(HCCL_E_PTR, "HcclCommInitFromEnv: comm is NULL");
+  struct hccl_settings cfg;
+  HCCL_TRY(hccl__settings_load(&cfg));
+  uint32_t rank = cfg.have_rank ? cfg.rank : 0, size = cfg.have_rank ? cfg.world_size : 1;
+  unsigned gen = atomic_fetch_add(&g_env_generation, 1) + 1;
+  hccl__log_set_rank((int)rank);
+  struct hccl_comm *c = comm_alloc(&cfg, rank, size);
+  if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
+  snprintf(c->key_prefix, sizeof(c->key_prefix), "env%u", gen);
+  HcclResult r = HCCL_SUCCESS;
+  if (size > 1) {
+    if (rank == 0) {
+      uint16_t port;
+      r = hccl__store_server_start(cfg.master_addr, cfg.master_port, &c->server, &port);
+      struct hccl_store *s = NULL;
+      if (r == HCCL_SUCCESS)
+        r = hccl__store_tcp_connect(cfg.master_addr, cfg.master_port, cfg.connect_timeout_ms, &s);
+      if (r == HCCL_SUCCESS) {
+        c->store = s;
+        r = hccl__store_set(s, "generation", &gen, sizeof(gen));
+      }
+    } else {
+      r = env_connect(c, gen);
+    }
+  }
+  if (r == HCCL_SUCCESS) r = bootstrap(c);
+  if (r != HCCL_SUCCESS) {
+    comm_free(c);
+    return r;
+  }
+  *comm = c;
+  return HCCL_SUCCESS;
+}
+
+void hccl__coll_shutdown(struct hccl_comm *comm);
+
+HcclResult HcclCommDestroy(HcclComm comm) {
+  if (!comm) return HCCL_SUCCESS;
+  hccl__coll_shutdown(comm);
+  comm_free(comm);
+  return HCCL_SUCCESS;
+}
+
+#define GETTER(fn, type, expr)                                                                    \
+  HcclResult fn(HcclComm comm, type *out) {                                                       \
+    if (!comm || !out) return hccl__fail(HCCL_E_PTR, #fn ": %s is NULL", comm ? "out" : "comm"); \
+    *out = (type)(expr);                                                                          \
+    return HCCL_SUCCESS;                                                                          \
+  }
+GETTER(HcclGetRankSize, uint32_t, comm->nranks)
+GETTER(HcclGetRankId, uint32_t, comm->rank)
+GETTER(HcclGetDeviceId, int32_t, comm->device)
+GETTER(HcclGetLocalRankSize, uint32_t, comm->local_nranks)
+GETTER(HcclGetLocalRankId, uint32_t, comm->local_rank)

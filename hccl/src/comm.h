@@ -1,0 +1,72 @@
+/*
+ * comm.h - the communicator: who the ranks are, where they run, the links between them, the
+ * ring order, and the queue of asynchronous calls. Internal to libhccl.
+ */
+#ifndef HCCL_COMM_H
+#define HCCL_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hccl.h"
+#include "settings.h"
+#include "transport.h"
+
+struct hccl_store;
+struct hccl_store_server;
+struct hccl_op;
+struct hccl_request;
+
+/* What each rank publishes about itself during bootstrap (fixed size, plain data). */
+struct hccl_peer_info {
+  uint32_t rank;
+  uint32_t nranks;
+  int32_t device;
+  int32_t pid;
+  uint64_t host_hash; /* same server = same hash (host name, boot id, network namespace) */
+  char host[64];
+  uint64_t buffsize;
+  int32_t algo;
+  int32_t shm_fd; /* shared-memory transport: the memfd and its size in the owner */
+  uint64_t shm_bytes;
+};
+
+struct hccl_comm {
+  uint32_t rank, nranks;
+  int32_t device;
+  uint32_t local_rank, local_nranks; /* on this server */
+  uint32_t nservers;
+  struct hccl_settings cfg;
+  struct hccl_peer_info *peers;  /* [nranks] */
+  uint32_t *local_index;         /* [nranks]: index among its server's ranks */
+  struct hccl_link **links;      /* [nranks]; NULL for self */
+  uint32_t *ring;                /* [nranks]: rank at each ring position */
+  uint32_t ring_pos;             /* this rank's position */
+  size_t chunk_bytes;            /* largest message any link takes */
+  void *scratch;                 /* chunk_bytes of scratch for tree reduce */
+
+  void *shm; /* shared-memory transport state */
+
+  struct hccl_store *store;
+  struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
+  char key_prefix[64];
+
+  /* After a failure the communicator is unusable; the first failure's code stays here. */
+  _Atomic int broken;
+  char broken_msg[256];
+
+  /* Asynchronous calls: FIFO run by a worker thread started on first use. */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcond;
+  struct hccl_request *qhead, *qtail;
+  bool worker_started, worker_busy, worker_stop;
+  pthread_t worker;
+};
+
+/* Marks the communicator broken after a failed collective, keeping the last error message,
+ * and tells every peer (transport abort) so their waits fail too. */
+void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * settings.c - reads the environment once per communicator into struct hccl_settings.
+ * The table in docs/settings.md lists the same variables with their defaults and ranges; keep
+ * the two in step.
+ */
+#include "settings.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+/* Reads integer variable `name` into *out, or leaves *out (the default) when unset. */
+static HcclResult env_int(const char *name, int64_t lo, int64_t hi, int64_t *out, bool *set) {
+  const char *v = getenv(name);
+  if (set) *set = false;
+  if (v == NULL || *v == '\0') return HCCL_SUCCESS;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  while (*end && isspace((unsigned char)*end)) end++;
+  if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
+    return hccl__fail(HCCL_E_PARA, "%s='%s' is not valid: it must be an integer from %lld to %lld",
+                      name, v, (long long)lo, (long long)hi);
+  *out = x;
+  if (set) *set = true;
+  return HCCL_SUCCESS;
+}
+
+static void env_str(const char *name, char *out, size_t len) {
+  const char *v = getenv(name);
+  out[0] = '\0';
+  if (v) {
+    strncpy(out, v, len - 1);
+    out[len - 1] = '\0';
+  }
+}
+
+static int algo_word(const char *w, size_t n) {
+  static const struct {
+    const char *name;
+    int algo;
+  } words[] = {{"ring", HCCL_ALGO_RING}, {"tree", HCCL_ALGO_HD},    {"hd", HCCL_ALGO_HD},
+               {"H-D_R", HCCL_ALGO_HD},  {"H-D", HCCL_ALGO_HD},     {"NA", HCCL_ALGO_AUTO},
+               {"auto", HCCL_ALGO_AUTO}, {"default", HCCL_ALGO_AUTO}};
+  for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+    if (strlen(words[i].name) == n && strncasecmp(words[i].name, w, n) == 0) return words[i].algo;
+  return -1;
+}
+
+HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out) {
+  /* Either one word, or HCCL's "level0:X;level1:Y". Inside a server level0 applies; a level
+   * set to NA defers to the other level, then to the cost model. */
+  int chosen = HCCL_ALGO_AUTO;
+  const char *p = text;
+  if (strchr(text, ':') == NULL) {
+    int a = algo_word(text, strlen(text));
+    if (a < 0) goto bad;
+    *out = (enum hccl_algo_choice)a;
+    return HCCL_SUCCESS;
+  }
+  int level_algo[2] = {HCCL_ALGO_AUTO, HCCL_ALGO_AUTO};
+  while (*p) {
+    const char *semi = strchr(p, ';');
+    size_t len = semi ? (size_t)(semi - p) : strlen(p);
+    const char *colon = memchr(p, ':', len);
+    if (!colon) goto bad;
+    size_t klen = (size_t)(colon - p);
+    int level;
+    if (klen == 6 && strncasecmp(p, "level0", 6) == 0)
+      level = 0;
+    else if (klen == 6 && strncasecmp(p, "level1", 6) == 0)
+      level = 1;
+    else
+      goto bad;
+    int a = algo_word(colon + 1, len - klen - 1);
+    if (a < 0) goto bad;
+    level_algo[level] = a;
+    p += len;
+    if (*p == ';') p++;
+  }
+  chosen = level_algo[0] != HCCL_ALGO_AUTO ? level_algo[0] : level_algo[1];
+  *out = (enum hccl_algo_choice)chosen;
+  return HCCL_SUCCESS;
+bad:
+  return hccl__fail(HCCL_E_PARA,
+                    "HCCL_ALGO='%s' is not valid: use ring, tree (recursive halving-doubling, "
+                    "also spelled hd or H-D_R), or HCCL's form level0:<algo>;level1:<algo> "
+                    "with NA for a level left to the cost model",
+                    text);
+}
+
+static HcclResult load_log_level(void) {
+  const char *v = getenv("HCCL_LOG_LEVEL");
+  if (!v || !*v) return HCCL_SUCCESS;
+  static const char *const names[] = {"debug", "info", "warn", "error"};
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(v, names[i]) == 0 || (v[0] == '0' + i && v[1] == '\0')) {
+      hccl__log_set_level((enum hccl_log_level)i);
+      return HCCL_SUCCESS;
+    }
+  }
+  if (strcasecmp(v, "warning") == 0) {
+    hccl__log_set_level(HCCL_LOG_WARN);
+    return HCCL_SUCCESS;
+  }
+  return hccl__fail(HCCL_E_PARA,
+                    "HCCL_LOG_LEVEL='%s' is not valid: use debug, info, warn or error "
+                    "(or Ascend's 0-3)",
+                    v);
+}
+
+/* RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE. */
+static HcclResult load_rank(struct hccl_settings *s) {
+  const char *rank_name = "RANK", *size_name = "WORLD_SIZE";
+  if (!getenv("RANK") && !getenv("WORLD_SIZE") && (getenv("RANK_ID") || getenv("RANK_SIZE"))) {
+    rank_name = "RANK_ID";
+    size_name = "RANK_SIZE";
+  }
+  int64_t rank = 0, size = 1;
+  bool have_r, have_s;
+  HCCL_TRY(env_int(size_name, 1, 1 << 20, &size, &have_s));
+  HCCL_TRY(env_int(rank_name, 0, (1 << 20) - 1, &rank, &have_r));
+  if (have_r != have_s)
+    return hccl__fail(HCCL_E_PARA, "%s is set but %s is not: a launcher must set both",
+                      have_r ? rank_name : size_name, have_r ? size_name : rank_name);
+  if (rank >= size)
+    return hccl__fail(HCCL_E_PARA, "%s=%lld is out of range: it must be below %s=%lld", rank_name,
+                      (long long)rank, size_name, (long long)size);
+  s->have_rank = have_r;
+  s->rank = (uint32_t)rank;
+  s->world_size = (uint32_t)size;
+
+  int64_t v = -1;
+  HCCL_TRY(env_int("LOCAL_RANK", 0, 1 << 20, &v, NULL));
+  s->local_rank = (int32_t)v;
+  v = -1;
+  HCCL_TRY(env_int("LOCAL_WORLD_SIZE", 1, 1 << 20, &v, NULL));
+  s->local_world_size = (int32_t)v;
+  v = -1;
+  bool have_dev;
+  HCCL_TRY(env_int("DEVICE_ID", 0, 1 << 20, &v, &have_dev));
+  if (!have_dev) HCCL_TRY(env_int("ASCEND_DEVICE_ID", 0, 1 << 20, &v, NULL));
+  s->device_id = (int32_t)v;
+
+  env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
+  int64_t port = 0;
+  bool have_port;
+  HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &port, &have_port));
+  s->master_port = (uint16_t)port;
+  if (s->have_rank && s->world_size > 1) {
+    if (s->master_addr[0] == '\0')
+      return hccl__fail(HCCL_E_PARA,
+                        "MASTER_ADDR is not set: with %s=%u every rank needs the address where "
+                        "rank 0 serves the bootstrap store",
+                        size_name, s->world_size);
+    if (!have_port)
+      return hccl__fail(HCCL_E_PARA,
+                        "MASTER_PORT is not set: with %s=%u every rank needs the port where rank "
+                        "0 serves the bootstrap store",
+                        size_name, s->world_size);
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__settings_load(struct hccl_settings *s) {
+  memset(s, 0, sizeof(*s));
+  HCCL_TRY(load_log_level());
+
+  int64_t v = 120;
+  HCCL_TRY(env_int("HCCL_CONNECT_TIMEOUT", 1, 7200, &v, NULL));
+  s->connect_timeout_ms = v * 1000;
+  v = 1836;
+  HCCL_TRY(env_int("HCCL_EXEC_TIMEOUT", 1, 2147483, &v, NULL));
+  s->exec_timeout_ms = v * 1000;
+  v = 200;
+  HCCL_TRY(env_int("HCCL_BUFFSIZE", 1, 65536, &v, NULL));
+  s->buffsize = (size_t)v << 20;
+  v = -1;
+  HCCL_TRY(env_int("HCCL_SPIN", 0, 100000000, &v, NULL));
+  s->spin = (int)v;
+
+  const char *algo = getenv("HCCL_ALGO");
+  s->algo = HCCL_ALGO_AUTO;
+  if (algo && *algo) HCCL_TRY(hccl__settings_parse_algo(algo, &s->algo));
+
+  env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));
+  env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
+  return load_rank(s);
+}

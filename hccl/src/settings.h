@@ -1,0 +1,47 @@
+/*
+ * settings.h - every environment variable libhccl reads, read in one place (settings.c) when a
+ * communicator is made, and documented in one table (docs/settings.md).
+ *
+ * Two kinds: the HCCL_* tuning variables (names and defaults as Huawei's HCCL), and the rank
+ * variables launchers set (torchrun's RANK/WORLD_SIZE/..., Ascend scripts' RANK_ID/RANK_SIZE/
+ * DEVICE_ID). A bad value fails the load with HCCL_E_PARA and a message naming the variable,
+ * the value and the accepted range.
+ */
+#ifndef HCCL_SETTINGS_H
+#define HCCL_SETTINGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hccl.h"
+
+enum hccl_algo_choice { HCCL_ALGO_AUTO = 0, HCCL_ALGO_RING = 1, HCCL_ALGO_HD = 2 };
+
+struct hccl_settings {
+  int64_t connect_timeout_ms; /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
+  int64_t exec_timeout_ms;    /* HCCL_EXEC_TIMEOUT, seconds in the variable */
+  size_t buffsize;            /* HCCL_BUFFSIZE, MB in the variable, bytes here */
+  enum hccl_algo_choice algo; /* HCCL_ALGO */
+  char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
+  char if_ip[64];             /* HCCL_IF_IP, "" = unset */
+  int spin;                   /* HCCL_SPIN: polls before sleeping, -1 = automatic */
+
+  /* Rank variables; have_rank is false when none is set (a one-rank job). */
+  bool have_rank;
+  uint32_t rank, world_size;
+  int32_t local_rank;       /* -1 when unset */
+  int32_t local_world_size; /* -1 when unset */
+  int32_t device_id;        /* DEVICE_ID, else ASCEND_DEVICE_ID, else -1 */
+  char master_addr[256];    /* "" when unset */
+  uint16_t master_port;     /* 0 when unset */
+};
+
+/* Reads every variable into *out (defaults for the unset ones) and applies HCCL_LOG_LEVEL.
+ * Returns HCCL_E_PARA, logged, naming the first bad variable. */
+HcclResult hccl__settings_load(struct hccl_settings *out);
+
+/* Parses an HCCL_ALGO value ("ring", "tree", "hd", "H-D_R", "level0:NA;level1:ring", ...). */
+HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out);
+
+#endif

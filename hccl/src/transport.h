@@ -1,0 +1,65 @@
+/*
+ * transport.h - how data moves between two ranks: a transport is one ops table; algorithms and
+ * primitives (prims.c) call only these ops, never a socket or a shared-memory pointer of their
+ * own, so adding a transport touches no algorithm and the reverse.
+ *
+ * A link is one peer seen from this rank, both directions. Messages are bounded by the link's
+ * slot_bytes: a sender acquires a slot (waiting for room), fills it, commits it with its byte
+ * count; a receiver acquires the next message (waiting for it), reads it, releases it. Messages
+ * on one link arrive in the order they were committed. Waits honour the deadline in *w and
+ * fail, naming the peer, on timeout, on the peer's death, or when any rank aborts.
+ *
+ * Transports are tried in priority order (hccl__transports) and the first whose can_connect
+ * accepts a peer carries it, as in NCCL.
+ */
+#ifndef HCCL_TRANSPORT_H
+#define HCCL_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hccl.h"
+
+struct hccl_comm;
+struct hccl_peer_info;
+struct hccl_wait;
+
+struct hccl_link {
+  const struct hccl_transport_ops *ops;
+  struct hccl_comm *comm;
+  uint32_t peer;     /* global rank of the other end */
+  size_t slot_bytes; /* largest message */
+};
+
+struct hccl_transport_ops {
+  const char *name;
+  /* Whether this transport can join this rank to `peer` (peer infos are known). */
+  bool (*can_connect)(const struct hccl_comm *comm, uint32_t peer);
+  /* Before the peer infos are exchanged: make local resources and describe them in *self. */
+  HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
+  /* After the exchange: make the link to `peer`. */
+  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, struct hccl_link **out);
+  /* After every rank has connected every link (a store barrier): drop what was only needed
+   * to connect (e.g. the descriptors peers opened). May be NULL. */
+  void (*connected)(struct hccl_comm *comm);
+
+  HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
+  void (*send_commit)(struct hccl_link *l, size_t bytes);
+  HcclResult (*recv_acquire)(struct hccl_link *l, const void **buf, size_t *bytes,
+                             const struct hccl_wait *w);
+  void (*recv_release)(struct hccl_link *l);
+
+  /* Tells every peer this transport reaches that rank `origin` failed with `code`, so that
+   * their waits end with HCCL_E_REMOTE instead of running into their deadline. */
+  void (*abort)(struct hccl_comm *comm, uint32_t origin, HcclResult code);
+  void (*close)(struct hccl_link *l);
+  /* Frees what setup made. Called once, after every link was closed. */
+  void (*teardown)(struct hccl_comm *comm);
+};
+
+/* The table, highest priority first, NULL-terminated. */
+extern const struct hccl_transport_ops *const hccl__transports[];
+extern const struct hccl_transport_ops hccl__transport_shm;
+
+#endif

@@ -1,0 +1,367 @@
+/*
+ * transport_shm.c - "device links" between the ranks of one server: shared memory between
+ * their processes.
+ *
+ * Each rank owns one receive area, a memfd (never a name in /dev/shm, so nothing can be left
+ * behind when a process dies), that every other local rank maps by opening
+ * /proc/<owner pid>/fd/<n> during bootstrap. The area holds one FIFO per sender:
+ *
+ *   header | fifo[0] fifo[1] ... fifo[L-1] | data[0][slot 0..7] data[1][...] ...
+ *   fifo[s] = { tail (sender's count of posted slots), head (receiver's count of consumed
+ *               slots), sizes[8] }, tail and head on cache lines of their own.
+ *
+ * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
+ * once. Waits are futex sleeps on tail/head (wait.c). HCCL_BUFFSIZE bounds the area: each of
+ * the L-1 FIFOs gets buffsize / (L-1), as 8 slots of at most 512 KiB and at least 4 KiB.
+ *
+ * Failure: a rank that fails writes (origin, code, reason) into every local header and wakes
+ * every sleeper; a waiter checks its own header, the peer's "destroyed" mark and the peer's
+ * pidfd (exited, even if not yet reaped) every sleep slice.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "transport.h"
+#include "wait.h"
+
+#define SHM_NSLOTS 8
+#define SHM_SLOT_MAX (512u << 10)
+#define SHM_SLOT_MIN 4096u
+#define SHM_MAGIC 0x68636c6c73686d31ULL
+#define SHM_ALIVE 1u
+#define SHM_DESTROYED 2u
+
+struct shm_header {
+  uint64_t magic;
+  uint32_t nfifos;
+  uint32_t nslots;
+  uint64_t slot_bytes;
+  _Atomic uint32_t state;
+  _Atomic uint32_t abort_origin; /* origin rank + 1; 0 = no abort */
+  _Atomic int32_t abort_code;
+  _Atomic uint32_t abort_ready;  /* reason written */
+  char abort_reason[200];
+};
+
+struct shm_fifo {
+  alignas(64) _Atomic uint32_t tail;
+  _Atomic uint32_t recv_waiting;
+  alignas(64) _Atomic uint32_t head;
+  _Atomic uint32_t send_waiting;
+  alignas(64) uint32_t sizes[SHM_NSLOTS];
+};
+
+struct shm_area {
+  struct shm_header *hdr;
+  struct shm_fifo *fifos;
+  char *data;
+  size_t bytes;
+};
+
+struct shm_link {
+  struct hccl_link base;
+  struct shm_area peer;  /* the peer's area (we send into fifo[my local index]) */
+  struct shm_fifo *sfifo;
+  char *sdata;
+  uint32_t sent, head_seen;
+  struct shm_fifo *rfifo; /* in our own area: fifo[peer local index] */
+  char *rdata;
+  uint32_t received, tail_seen;
+  int pidfd;
+};
+
+struct shm_state {
+  int memfd;
+  struct shm_area own;
+  size_t slot_bytes;
+  struct shm_link **by_rank; /* [nranks] */
+};
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static size_t area_layout(uint32_t nfifos, size_t slot_bytes, size_t *fifo_off,
+                          size_t *data_off) {
+  *fifo_off = round_up(sizeof(struct shm_header), 64);
+  *data_off = round_up(*fifo_off + nfifos * sizeof(struct shm_fifo), 4096);
+  return *data_off + (size_t)nfifos * SHM_NSLOTS * slot_bytes;
+}
+
+static void area_bind(struct shm_area *a, void *base, size_t bytes, uint32_t nfifos,
+                      size_t slot_bytes) {
+  size_t fo, doff;
+  area_layout(nfifos, slot_bytes, &fo, &doff);
+  a->hdr = base;
+  a->fifos = (struct shm_fifo *)((char *)base + fo);
+  a->data = (char *)base + doff;
+  a->bytes = bytes;
+}
+
+static bool shm_can_connect(const struct hccl_comm *comm, uint32_t peer) {
+  return comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash;
+}
+
+static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self) {
+  struct shm_state *st = calloc(1, sizeof(*st));
+  if (!st) return hccl__fail(HCCL_E_MEMORY, "out of memory for the shared-memory transport");
+  st->memfd = -1;
+  st->by_rank = calloc(comm->nranks, sizeof(*st->by_rank));
+  if (!st->by_rank) {
+    free(st);
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for the shared-memory transport");
+  }
+  comm->shm = st;
+  self->shm_fd = -1;
+  self->shm_bytes = 0;
+  uint32_t L = comm->local_nranks;
+  if (L <= 1) return HCCL_SUCCESS;
+
+  size_t slot = comm->cfg.buffsize / ((size_t)(L - 1) * SHM_NSLOTS);
+  if (slot > SHM_SLOT_MAX) slot = SHM_SLOT_MAX;
+  slot = slot / 4096 * 4096;
+  if (slot < SHM_SLOT_MIN) slot = SHM_SLOT_MIN;
+  st->slot_bytes = slot;
+  size_t fo, doff, bytes = area_layout(L, slot, &fo, &doff);
+
+  int fd = memfd_create("hccl-device-links", MFD_CLOEXEC);
+  if (fd < 0)
+    return hccl__fail(HCCL_E_SYSCALL, "memfd_create for %zu bytes of device-link buffers: %s",
+                      bytes, strerror(errno));
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    return hccl__fail(HCCL_E_MEMORY, "cannot size the device-link area to %zu bytes: %s", bytes,
+                      strerror(e));
+  }
+  void *base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return hccl__fail(HCCL_E_MEMORY, "cannot map %zu bytes of device-link buffers: %s", bytes,
+                      strerror(e));
+  }
+  st->memfd = fd;
+  area_bind(&st->own, base, bytes, L, slot);
+  st->own.hdr->magic = SHM_MAGIC;
+  st->own.hdr->nfifos = L;
+  st->own.hdr->nslots = SHM_NSLOTS;
+  st->own.hdr->slot_bytes = slot;
+  atomic_store(&st->own.hdr->state, SHM_ALIVE);
+  self->shm_fd = fd;
+  self->shm_bytes = bytes;
+  return HCCL_SUCCESS;
+}
+
+static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, struct hccl_link **out) {
+  struct shm_state *st = comm->shm;
+  const struct hccl_peer_info *pi = &comm->peers[peer];
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pi->pid, pi->shm_fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return hccl__fail(HCCL_E_SYSCALL,
+                      "rank %u cannot open the device-link area of rank %u (%s): %s; both must "
+                      "run as the same user in the same PID namespace",
+                      comm->rank, peer, path, strerror(errno));
+  void *base = mmap(NULL, pi->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base == MAP_FAILED)
+    return hccl__fail(HCCL_E_MEMORY, "cannot map the device-link area of rank %u: %s", peer,
+                      strerror(e));
+  struct shm_link *l = calloc(1, sizeof(*l));
+  if (!l) {
+    munmap(base, pi->shm_bytes);
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for a device link");
+  }
+  area_bind(&l->peer, base, pi->shm_bytes, comm->local_nranks, st->slot_bytes);
+  if (l->peer.hdr->magic != SHM_MAGIC || l->peer.hdr->slot_bytes != st->slot_bytes) {
+    munmap(base, pi->shm_bytes);
+    free(l);
+    return hccl__fail(HCCL_E_INTERNAL,
+                      "the device-link area of rank %u does not match rank %u's layout "
+                      "(different HCCL_BUFFSIZE or library version?)",
+                      peer, comm->rank);
+  }
+  uint32_t me = comm->local_index[comm->rank], them = comm->local_index[peer];
+  l->sfifo = &l->peer.fifos[me];
+  l->sdata = l->peer.data + (size_t)me * SHM_NSLOTS * st->slot_bytes;
+  l->rfifo = &st->own.fifos[them];
+  l->rdata = st->own.data + (size_t)them * SHM_NSLOTS * st->slot_bytes;
+  l->pidfd = (int)syscall(SYS_pidfd_open, pi->pid, 0);
+  l->base.ops = &hccl__transport_shm;
+  l->base.comm = comm;
+  l->base.peer = peer;
+  l->base.slot_bytes = st->slot_bytes;
+  st->by_rank[peer] = l;
+  *out = &l->base;
+  return HCCL_SUCCESS;
+}
+
+static void shm_connected(struct hccl_comm *comm) {
+  struct shm_state *st = comm->shm;
+  if (st && st->memfd >= 0) {
+    close(st->memfd);
+    st->memfd = -1;
+  }
+}
+
+/* Called every sleep slice: our own abort mark, the peer's departure or death. */
+static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
+  struct hccl_comm *comm = w->comm;
+  struct shm_state *st = comm->shm;
+  struct shm_header *h = st->own.hdr;
+  uint32_t origin = atomic_load(&h->abort_origin);
+  if (origin != 0) {
+    for (int i = 0; i < 100 && !atomic_load(&h->abort_ready); i++) usleep(100);
+    return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", w->what,
+                      comm->rank, origin - 1, h->abort_reason);
+  }
+  struct shm_link *l = st->by_rank[peer];
+  if (!l) return HCCL_SUCCESS;
+  if (atomic_load(&l->peer.hdr->state) == SHM_DESTROYED)
+    return hccl__fail(HCCL_E_REMOTE,
+                      "%s on rank %u: rank %u (device %d) destroyed its communicator while rank "
+                      "%u waited for it",
+                      w->what, comm->rank, peer, comm->peers[peer].device, comm->rank);
+  if (l->pidfd >= 0) {
+    struct pollfd p = {.fd = l->pidfd, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0)
+      return hccl__fail(HCCL_E_REMOTE,
+                        "%s on rank %u: rank %u (pid %d, device %d) exited while rank %u waited "
+                        "for it",
+                        w->what, comm->rank, peer, comm->peers[peer].pid,
+                        comm->peers[peer].device, comm->rank);
+  }
+  return HCCL_SUCCESS;
+}
+
+static HcclResult shm_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w) {
+  struct shm_link *l = (struct shm_link *)base;
+  while (l->sent - l->head_seen >= SHM_NSLOTS) {
+    uint32_t head = atomic_load_explicit(&l->sfifo->head, memory_order_acquire);
+    if (head != l->head_seen) {
+      l->head_seen = head;
+      continue;
+    }
+    HCCL_TRY(hccl__wait_change(&l->sfifo->head, &l->sfifo->send_waiting, head, base->peer, w,
+                               shm_check));
+  }
+  *buf = l->sdata + (size_t)(l->sent % SHM_NSLOTS) * base->slot_bytes;
+  return HCCL_SUCCESS;
+}
+
+static void shm_send_commit(struct hccl_link *base, size_t bytes) {
+  struct shm_link *l = (struct shm_link *)base;
+  l->sfifo->sizes[l->sent % SHM_NSLOTS] = (uint32_t)bytes;
+  l->sent++;
+  hccl__post(&l->sfifo->tail, &l->sfifo->recv_waiting, l->sent);
+}
+
+static HcclResult shm_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
+                                   const struct hccl_wait *w) {
+  struct shm_link *l = (struct shm_link *)base;
+  while (l->tail_seen == l->received) {
+    uint32_t tail = atomic_load_explicit(&l->rfifo->tail, memory_order_acquire);
+    if (tail != l->received) {
+      l->tail_seen = tail;
+      break;
+    }
+    HCCL_TRY(hccl__wait_change(&l->rfifo->tail, &l->rfifo->recv_waiting, tail, base->peer, w,
+                               shm_check));
+  }
+  uint32_t slot = l->received % SHM_NSLOTS;
+  *buf = l->rdata + (size_t)slot * base->slot_bytes;
+  *bytes = l->rfifo->sizes[slot];
+  return HCCL_SUCCESS;
+}
+
+static void shm_recv_release(struct hccl_link *base) {
+  struct shm_link *l = (struct shm_link *)base;
+  l->received++;
+  hccl__post(&l->rfifo->head, &l->rfifo->send_waiting, l->received);
+}
+
+static void wake_area(struct shm_area *a) {
+  for (uint32_t i = 0; i < a->hdr->nfifos; i++) {
+    hccl__wake_all(&a->fifos[i].tail);
+    hccl__wake_all(&a->fifos[i].head);
+  }
+}
+
+static void mark_abort(struct shm_header *h, uint32_t origin, HcclResult code,
+                       const char *reason) {
+  uint32_t expect = 0;
+  if (!atomic_compare_exchange_strong(&h->abort_origin, &expect, origin + 1)) return;
+  atomic_store(&h->abort_code, (int32_t)code);
+  snprintf(h->abort_reason, sizeof(h->abort_reason), "%s", reason);
+  atomic_store(&h->abort_ready, 1);
+}
+
+static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) {
+  struct shm_state *st = comm->shm;
+  if (!st || !st->own.hdr) return;
+  const char *reason = HcclGetLastErrorMessage();
+  char copy[200];
+  /* If the failure came from another rank's abort, pass its words on unchanged. */
+  if (atomic_load(&st->own.hdr->abort_origin) != 0) return;
+  snprintf(copy, sizeof(copy), "%s", reason && *reason ? reason : HcclGetErrorString(code));
+  mark_abort(st->own.hdr, origin, code, copy);
+  for (uint32_t r = 0; r < comm->nranks; r++) {
+    struct shm_link *l = st->by_rank[r];
+    if (!l) continue;
+    mark_abort(l->peer.hdr, origin, code, copy);
+    wake_area(&l->peer);
+  }
+  wake_area(&st->own);
+}
+
+static void shm_close(struct hccl_link *base) {
+  struct shm_link *l = (struct shm_link *)base;
+  struct shm_state *st = base->comm->shm;
+  if (st) st->by_rank[base->peer] = NULL;
+  if (l->pidfd >= 0) close(l->pidfd);
+  munmap(l->peer.hdr, l->peer.bytes);
+  free(l);
+}
+
+static void shm_teardown(struct hccl_comm *comm) {
+  struct shm_state *st = comm->shm;
+  if (!st) return;
+  if (st->own.hdr) {
+    atomic_store(&st->own.hdr->state, SHM_DESTROYED);
+    wake_area(&st->own);
+    munmap(st->own.hdr, st->own.bytes);
+  }
+  if (st->memfd >= 0) close(st->memfd);
+  free(st->by_rank);
+  free(st);
+  comm->shm = NULL;
+}
+
+const struct hccl_transport_ops hccl__transport_shm = {
+    .name = "shm",
+    .can_connect = shm_can_connect,
+    .setup = shm_setup,
+    .connect = shm_connect,
+    .connected = shm_connected,
+    .send_acquire = shm_send_acquire,
+    .send_commit = shm_send_commit,
+    .recv_acquire = shm_recv_acquire,
+    .recv_release = shm_recv_release,
+    .abort = shm_abort,
+    .close = shm_close,
+    .teardown = shm_teardown,
+};
+
+const struct hccl_transport_ops *const hccl__transports[] = {&hccl__transport_shm, NULL};

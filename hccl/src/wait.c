@@ -1,0 +1,104 @@
+/*
+ * wait.c - spin, yield, then futex sleep with a deadline. See wait.h.
+ *
+ * Lost wake-ups are impossible: the waiter sets its flag, then re-reads the word before
+ * sleeping, and FUTEX_WAIT itself re-checks the word; the poster stores the word, then reads
+ * the flag. Both sides use sequentially consistent accesses, so at least one sees the other.
+ */
+#define _GNU_SOURCE
+#include "wait.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+
+static int g_spin = 2000;
+static int g_yields = 2;
+
+int64_t hccl__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void hccl__wait_set_spin(int local_ranks, int spin_setting) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus < 1) cpus = 1;
+  if (spin_setting >= 0) {
+    g_spin = spin_setting;
+  } else if (local_ranks > cpus) {
+    /* Oversubscribed: whoever we wait for needs our core. */
+    g_spin = 64;
+    g_yields = 1;
+  } else {
+    g_spin = 20000;
+    g_yields = 4;
+  }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
+}
+
+HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
+                             uint32_t peer, const struct hccl_wait *w,
+                             HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
+  for (int i = 0; i < g_spin; i++) {
+    if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
+    cpu_relax();
+  }
+  for (int i = 0; i < g_yields; i++) {
+    sched_yield();
+    if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
+  }
+  for (;;) {
+    atomic_store(waiting, 1);
+    if (atomic_load(word) != old) break;
+    int64_t now = hccl__now_ns();
+    int64_t left = w->deadline_ns - now;
+    if (left <= 0) {
+      atomic_store(waiting, 0);
+      return hccl__fail(HCCL_E_TIMEOUT,
+                        "%s timed out after %lld s waiting for rank %u (HCCL_EXEC_TIMEOUT); "
+                        "rank %u did not reach this call, or is stuck",
+                        w->what, (long long)(w->comm->cfg.exec_timeout_ms / 1000), peer, peer);
+    }
+    int64_t slice = left < 10000000 ? left : 10000000;
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
+    futex(word, FUTEX_WAIT, old, &ts);
+    if (atomic_load(word) != old) break;
+    if (check) {
+      HcclResult r = check(w, peer);
+      if (r != HCCL_SUCCESS) {
+        atomic_store(waiting, 0);
+        return r;
+      }
+    }
+  }
+  atomic_store(waiting, 0);
+  atomic_thread_fence(memory_order_acquire);
+  return HCCL_SUCCESS;
+}
+
+void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value) {
+  atomic_store(word, value);
+  if (atomic_load(waiting)) futex(word, FUTEX_WAKE, 1, NULL);
+}
+
+void hccl__wake_all(_Atomic uint32_t *word) { futex(word, FUTEX_WAKE, 0x7fffffff, NULL); }

@@ -1,0 +1,43 @@
+/*
+ * wait.h - the one way this library waits for another process: poll a 32-bit word in shared
+ * memory briefly, yield, then sleep on a futex, in slices, until the word changes, the deadline
+ * passes, the peer dies, or the communicator is aborted. With 8 ranks on 2 cores a wait that
+ * only spins would starve the very peer it waits for, so the spin is short when the machine is
+ * oversubscribed.
+ */
+#ifndef HCCL_WAIT_H
+#define HCCL_WAIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hccl.h"
+
+/* What a wait is for, to make errors name it; set up once per collective. */
+struct hccl_wait {
+  struct hccl_comm *comm;
+  const char *what;    /* "allreduce", ... */
+  int64_t deadline_ns; /* CLOCK_MONOTONIC */
+};
+
+int64_t hccl__now_ns(void);
+
+/* Polls to do before sleeping: HCCL_SPIN, else chosen from ranks per core. */
+void hccl__wait_set_spin(int local_ranks, int spin_setting);
+
+/* Waits until *word != old. `waiting` is the sleeper flag a poster checks (hccl__wake);
+ * `peer` is the global rank waited for; `check` is called each sleep slice (about 10 ms) and
+ * may return an error to end the wait (dead peer, abort). Returns HCCL_E_TIMEOUT (logged,
+ * naming the peer and w->what) at the deadline. */
+HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
+                             uint32_t peer, const struct hccl_wait *w,
+                             HcclResult (*check)(const struct hccl_wait *w, uint32_t peer));
+
+/* Stores `value` into *word and wakes the sleeper if the flag says there is one. */
+void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value);
+
+/* Wakes every sleeper on *word (abort paths). */
+void hccl__wake_all(_Atomic uint32_t *word);
+
+#endif
