@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""gloo_allreduce_perf.py - allreduce_perf's flags and output for torch.distributed's gloo
+backend, so bench/compare.sh can put gloo next to libhccl and MPI.
+
+One process per rank, started like allreduce_perf (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+set; env:// rendezvous). Rank 0 prints the same table as allreduce_perf (perf/perf_common.c):
+same flags, same loop order (size, type, op), same checking data (the exact result does not
+depend on the reduction order), same footer and exit codes (0 ok, 1 wrong, 2 bad flags).
+
+torch's allreduce is in-place only, so "out-of-place" here is recv.copy_(send) followed by an
+in-place allreduce of recv: the copy is part of the time, as it would be for a user.
+"""
+import os
+import socket
+import sys
+import time
+
+PROG = "gloo_allreduce_perf"
+TYPES = ["int8", "int32", "half", "float"]
+OPS = ["sum", "prod", "max", "min"]
+AVG = ["rank0", "avg", "min", "max"]
+
+
+def usage_error(msg):
+    if os.environ.get("RANK", "0") in ("", "0"):
+        sys.stderr.write("%s: %s\nRun '%s -h' for the list of flags.\n" % (PROG, msg, PROG))
+    sys.exit(2)
+
+
+def parse_size(flag, s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    body, m = (s[:-1], mult[s[-1].upper()]) if s and s[-1].upper() in mult else (s, 1)
+    if not body.isdigit():
+        usage_error("-%s '%s' is not a size: expected a number of bytes with an optional K, M "
+                    "or G suffix (powers of 1024), e.g. 8, 4K, 64M" % (flag, s))
+    return int(body) * m
+
+
+def parse_int(flag, s, lo, hi):
+    try:
+        v = int(s)
+    except ValueError:
+        v = None
+    if v is None or v < lo or v > hi:
+        usage_error("-%s '%s' is not valid: expected an integer from %d to %d" % (flag, s, lo, hi))
+    return v
+
+
+def parse_args(argv):
+    o = dict(b=32 << 20, e=32 << 20, f=2, i=0, n=20, w=1, c=1, a=1, z=1,
+             d=["float"], o=["sum"])
+    seen = set()
+    k = 0
+    while k < len(argv):
+        a = argv[k]
+        if a == "-h":
+            print("Usage: %s -b -e -f|-i -n -w -c -d -o -a -z, as allreduce_perf -h" % PROG)
+            sys.exit(0)
+        if len(a) != 2 or a[0] != "-" or a[1] not in "befinwcdoazgt":
+            usage_error("unknown flag %s" % a if a.startswith("-") else
+                        "unexpected argument '%s': every setting is a flag with a value" % a)
+        if k + 1 >= len(argv):
+            usage_error("flag %s needs a value" % a)
+        f, v = a[1], argv[k + 1]
+        k += 2
+        seen.add(f)
+        if f in "bei":
+            o[f] = parse_size(f, v)
+        elif f == "f":
+            o[f] = parse_int(f, v, 2, 1 << 30)
+        elif f in "nw":
+            o[f] = parse_int(f, v, 1 if f == "n" else 0, 100000000)
+        elif f in "cz":
+            o[f] = parse_int(f, v, 0, 1)
+        elif f == "a":
+            o[f] = parse_int(f, v, 0, 3)
+        elif f == "d":
+            if v != "all" and v not in TYPES:
+                usage_error("-d '%s' is not a type this benchmark reduces: expected int8, int32, "
+                            "half, float or all" % v)
+            o[f] = TYPES if v == "all" else [v]
+        elif f == "o":
+            if v != "all" and v not in OPS:
+                usage_error("-o '%s' is not an op: expected sum, prod, max, min or all" % v)
+            o[f] = OPS if v == "all" else [v]
+        elif v != "1":  # -g, -t
+            usage_error("-%s '%s' is not supported: one device and one thread per process" % (f, v))
+    if "i" in seen and o["i"] == 0:
+        usage_error("-i '0' is not valid: the increment must be at least 1 byte")
+    if "f" in seen and "i" in seen:
+        usage_error("-f and -i both given: the size either grows by a factor (-f) or by a fixed "
+                    "step (-i), choose one")
+    if "i" in seen:
+        o["f"] = 0
+    if o["e"] < o["b"]:
+        usage_error("-e %d is smaller than -b %d: the largest size must be at least the smallest"
+                    % (o["e"], o["b"]))
+    return o
+
+
+def sizes(o):
+    s = o["b"]
+    while True:
+        yield s
+        nxt = s * o["f"] if o["f"] > 1 else s + o["i"]
+        if nxt > o["e"] or nxt == s:
+            return
+        s = nxt
+
+
+def main():
+    o = parse_args(sys.argv[1:])
+    import torch
+    import torch.distributed as dist
+
+    dtypes = {"int8": torch.int8, "int32": torch.int32, "half": torch.float16,
+              "float": torch.float32}
+    esize = {"int8": 1, "int32": 4, "half": 2, "float": 4}
+    rops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
+            "min": dist.ReduceOp.MIN}
+    if "RANK" not in os.environ:  # no launcher: one rank, like allreduce_perf
+        os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+    dist.init_process_group("gloo", init_method="env://")
+    rank, p = dist.get_rank(), dist.get_world_size()
+
+    # header: every rank's pid and device (LOCAL_RANK), gathered like allreduce_perf does
+    me = torch.tensor([rank, os.getpid(), int(os.environ.get("LOCAL_RANK", rank))],
+                      dtype=torch.int64)
+    infos = [torch.zeros(3, dtype=torch.int64) for _ in range(p)]
+    dist.all_gather(infos, me)
+    if rank == 0:
+        print("# %s (torch %s gloo) nranks %d" % (PROG, torch.__version__, p))
+        step = ("%d(factor)" % o["f"]) if o["f"] > 1 else ("%d(bytes)" % o["i"])
+        print("# minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d validation: %d "
+              "average: %d(%s) blocking: %d" % (o["b"], o["e"], step, o["w"], o["n"], o["c"],
+                                                o["a"], AVG[o["a"]], o["z"]))
+        print("# Loop order: for each size, for each type, for each op; out-of-place then "
+              "in-place")
+        print("# gloo twin: out-of-place = copy into recv + in-place allreduce")
+        print("#\n# Using devices")
+        host = socket.gethostname()
+        for t in infos:
+            print("#  Rank %2d Group  0 Pid %6d on %10s device %2d" % (t[0], t[1], host, t[2]))
+        print("#")
+        print("#" + " " * 62 + "out-of-place" + " " * 23 + "in-place          ")
+        print("#       size         count      type   redop    root     time   algbw   busbw "
+              "#wrong     time   algbw   busbw #wrong")
+        print("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)  "
+              "          (us)  (GB/s)  (GB/s)       ")
+        sys.stdout.flush()
+
+    period = 105 * p
+    e = torch.arange(period, dtype=torch.int64)
+
+    def value(op, r):
+        if op == "sum":
+            return (7 * r + e) % 5 - 2
+        if op == "prod":
+            k = (r + e) % 3
+            v = torch.full_like(e, -1)
+            v[k == 0] = 1
+            v[k == 1] = 2 if r < 8 else 1
+            return v
+        return (r + e) % p + e % 7 - 3
+
+    def tables(tname, op):
+        dt = dtypes[tname]
+        vals = [value(op, r).to(dt) for r in range(p)]  # stored in the type (int8 wraps)
+        wide = torch.int64 if tname in ("int8", "int32") else torch.float64
+        acc = vals[0].to(wide)
+        for v in vals[1:]:
+            v = v.to(wide)
+            acc = (acc + v if op == "sum" else acc * v if op == "prod"
+                   else torch.maximum(acc, v) if op == "max" else torch.minimum(acc, v))
+        return vals[rank], acc.to(dt)
+
+    def tile(tab, count):
+        reps = (count + period - 1) // period
+        return tab.repeat(max(reps, 1))[:count].clone()
+
+    def combine(us):
+        if o["a"] == 0:
+            return us
+        t = torch.tensor([us], dtype=torch.float32)
+        dist.all_reduce(t, [dist.ReduceOp.SUM, dist.ReduceOp.SUM, dist.ReduceOp.MIN,
+                            dist.ReduceOp.MAX][o["a"]])
+        return t.item() / p if o["a"] == 1 else t.item()
+
+    total_wrong, bw_sum, nbw = 0, 0.0, 0
+    for size in sizes(o):
+        for tname in o["d"]:
+            count = size // esize[tname]
+            nbytes = count * esize[tname]
+            for op in o["o"]:
+                mine, want = tables(tname, op)
+                line = "%12d  %12d  %8s  %6s  %6d" % (nbytes, count, tname, op, -1)
+                for inplace in (0, 1):
+                    send = tile(mine, count)
+                    recv = send if inplace else torch.empty_like(send)
+
+                    def call():
+                        if not inplace:
+                            recv.copy_(send)
+                        dist.all_reduce(recv, rops[op])
+
+                    for _ in range(o["w"]):
+                        call()
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    for _ in range(o["n"]):
+                        call()
+                    us = combine((time.perf_counter() - t0) * 1e6 / o["n"])
+                    algbw = nbytes / us / 1e3 if us > 0 else 0.0
+                    busbw = algbw * 2 * (p - 1) / p
+                    ts = "%7.0f" % us if us >= 10000 else "%7.1f" % us if us >= 100 else "%7.2f" % us
+                    if o["c"]:
+                        send = tile(mine, count)
+                        recv = send if inplace else torch.empty_like(send)
+                        call()
+                        bad = int((recv != tile(want, count)).sum())
+                        if not inplace:
+                            bad += int((send != tile(mine, count)).sum())
+                        w = torch.tensor([bad], dtype=torch.int32)
+                        dist.all_reduce(w)
+                        total_wrong += int(w.item())
+                        ws = "%5d" % w.item()
+                    else:
+                        ws = "%5s" % "N/A"
+                    bw_sum += busbw
+                    nbw += 1
+                    line += "  %7s  %6.2f  %6.2f  %5s" % (ts, algbw, busbw, ws)
+                if rank == 0:
+                    print(line)
+                    sys.stdout.flush()
+    if rank == 0:
+        print("# Out of bounds values : %d %s" % (total_wrong, "FAILED" if total_wrong else "OK"))
+        print("# Avg bus bandwidth    : %g " % (bw_sum / nbw if nbw else 0.0))
+        print("#")
+        sys.stdout.flush()
+    dist.destroy_process_group()
+    return 1 if total_wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
