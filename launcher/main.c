@@ -1,0 +1,49 @@
+/*
+ * main.c - npu-launch: starts one process per device of this server with the variables HCCL,
+ * torchrun and the Ascend scripts read, binds each to its CPUs, and supervises them.
+ *
+ * The order matters: every refusal (bad options, device list, topology rule, CPU list, master
+ * address or port, missing program, log directory) happens before any rank starts, and exits
+ * with status 2 (127 for a program that cannot be run) and one message naming the value and
+ * the rule. Only then are ranks started (supervise.c).
+ */
+#include "launch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int refuse(int code, const char *err) {
+  launch_note("%s", err);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  struct launch_job job;
+  char err[1024] = "";
+  memset(&job, 0, sizeof(job));
+
+  int rc = launch_parse_options(argc, argv, &job.o, err, sizeof(err));
+  if (rc > 0) return 0; /* --help or --version */
+  if (rc < 0) return refuse(LAUNCH_EXIT_USAGE, err);
+
+  if (launch_plan_devices(&job, err, sizeof(err))) return refuse(LAUNCH_EXIT_USAGE, err);
+  if (launch_plan_binding(&job, err, sizeof(err))) return refuse(LAUNCH_EXIT_USAGE, err);
+  if (launch_resolve_master(job.o.master_addr, job.master_addr, sizeof(job.master_addr), err,
+                            sizeof(err)))
+    return refuse(LAUNCH_EXIT_USAGE, err);
+  if (launch_find_program(job.o.argv[0], err, sizeof(err)))
+    return refuse(LAUNCH_EXIT_NOT_FOUND, err);
+
+  if (job.o.dry_run) {
+    /* The port is not probed: a dry run must not depend on what else runs right now. */
+    launch_print_dry_run(&job);
+    return 0;
+  }
+  if (job.o.node_rank == 0 &&
+      launch_probe_master_port(job.master_addr, job.o.master_port, err, sizeof(err)))
+    return refuse(LAUNCH_EXIT_USAGE, err);
+  if (job.o.log_dir && launch_make_log_dir(job.o.log_dir, err, sizeof(err)))
+    return refuse(LAUNCH_EXIT_USAGE, err);
+  if (job.o.report_bindings) launch_report_bindings(&job);
+  return launch_run(&job);
+}

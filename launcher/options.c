@@ -1,0 +1,259 @@
+/*
+ * options.c - npu-launch's command line: the option table (with torchrun's underscore
+ * spellings as aliases), defaults, range checks of numeric values, --help and --version.
+ *
+ * Parsing stops at the first word that is not an option (or after "--"): that word is the
+ * program and everything after it is passed to the program untouched.
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NPU_LAUNCH_VERSION
+#define NPU_LAUNCH_VERSION "0.0.0"
+#endif
+
+enum {
+  OPT_DEVICE_LIST = 256,
+  OPT_NPROC,
+  OPT_NNODES,
+  OPT_NODE_RANK,
+  OPT_MASTER_ADDR,
+  OPT_MASTER_PORT,
+  OPT_CPU_BIND,
+  OPT_REPORT_BINDINGS,
+  OPT_LOG_DIR,
+  OPT_TAG_OUTPUT,
+  OPT_DRY_RUN,
+  OPT_TOPOLOGY,
+  OPT_GRACE,
+};
+
+static const struct option long_options[] = {
+    {"device-list", required_argument, NULL, OPT_DEVICE_LIST},
+    {"nproc-per-node", required_argument, NULL, OPT_NPROC},
+    {"nproc_per_node", required_argument, NULL, OPT_NPROC},
+    {"nnodes", required_argument, NULL, OPT_NNODES},
+    {"node-rank", required_argument, NULL, OPT_NODE_RANK},
+    {"node_rank", required_argument, NULL, OPT_NODE_RANK},
+    {"master-addr", required_argument, NULL, OPT_MASTER_ADDR},
+    {"master_addr", required_argument, NULL, OPT_MASTER_ADDR},
+    {"master-port", required_argument, NULL, OPT_MASTER_PORT},
+    {"master_port", required_argument, NULL, OPT_MASTER_PORT},
+    {"cpu-bind", required_argument, NULL, OPT_CPU_BIND},
+    {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
+    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
+    {"log_dir", required_argument, NULL, OPT_LOG_DIR},
+    {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"topology", required_argument, NULL, OPT_TOPOLOGY},
+    {"grace-period", required_argument, NULL, OPT_GRACE},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static const char usage_text[] =
+    "Usage: npu-launch [options] [--] program [args...]\n"
+    "\n"
+    "Starts one process (rank) per device of this server, with the variables HCCL, torchrun\n"
+    "and the Ascend scripts read, each bound to its own CPUs. When one rank fails the others\n"
+    "are stopped and a summary names the failure.\n"
+    "\n"
+    "Devices and servers:\n"
+    "  --device-list LIST     devices of this server, e.g. 0,1,2,3 or 0-3 (sorted: rank i\n"
+    "                         drives device sorted[i]); 1, 2, 4 or 8 devices\n"
+    "  --nproc-per-node N     without --device-list: devices 0..N-1\n"
+    "  --nnodes N             servers in the job (default 1); ranks are numbered server by\n"
+    "                         server, each server runs the same number of ranks\n"
+    "  --node-rank K          this server's index, 0..N-1 (default 0)\n"
+    "  --master-addr ADDR     IPv4 address of server 0 (default 127.0.0.1; names are\n"
+    "                         resolved to IPv4, so localhost never becomes ::1)\n"
+    "  --master-port PORT     port on server 0 (default 29688); checked to be free there\n"
+    "  --topology NAME|PATH   server topology (default: flat, no placement rule; also\n"
+    "                         $HCCL_TOPO_FILE). ascend910 turns on HCCL's rule that a 2- or\n"
+    "                         4-device job sits inside devices 0-3 or 4-7\n"
+    "\n"
+    "CPU binding:\n"
+    "  --cpu-bind MODE        block (default): nproc/ranks CPUs each, rank r on the r-th\n"
+    "                         contiguous block, as taskset -c does; none; or a list with one\n"
+    "                         entry per rank: 0,1 or 0-3,4-7 or 0+2,1+3 ('+' joins CPUs)\n"
+    "  --report-bindings      print each rank's CPUs\n"
+    "\n"
+    "Output and failures:\n"
+    "  --tag-output           prefix each output line with \"[rank N] \"\n"
+    "  --log-dir DIR          write each rank's stdout and stderr to DIR/rank_N.log\n"
+    "  --grace-period SEC     after the first failure, SIGTERM every rank, then SIGKILL\n"
+    "                         those still running after SEC seconds (default 5)\n"
+    "  --dry-run              print each rank's command, variables and CPUs; start nothing\n"
+    "  -h, --help             this text\n"
+    "  -V, --version          the version\n"
+    "\n"
+    "Each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
+    "MASTER_PORT, RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, and OMP_NUM_THREADS (its CPU\n"
+    "count) unless already set. Exit status: 0 when every rank exits 0; 2 when refused before\n"
+    "starting; otherwise the first failed rank's exit code (128 + signal number for a signal).\n"
+    "See docs/launching.md.\n";
+
+bool launch_parse_long(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || end == s || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static int usage_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int usage_error(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof(*o));
+  o->nnodes = 1;
+  o->node_rank = 0;
+  o->master_addr = LAUNCH_DEFAULT_ADDR;
+  o->master_port = LAUNCH_DEFAULT_PORT;
+  o->cpu_bind = LAUNCH_BIND_BLOCK;
+  o->grace_s = LAUNCH_DEFAULT_GRACE_S;
+  bool node_rank_given = false;
+
+  opterr = 0; /* we word the messages ourselves */
+  optind = 1;
+  int c, idx;
+  long v;
+  while ((c = getopt_long(argc, argv, "+:hV", long_options, &idx)) != -1) {
+    const char *name = argv[optind - 1]; /* the option itself for ':' and '?' */
+    switch (c) {
+    case OPT_DEVICE_LIST:
+      o->device_list = optarg;
+      break;
+    case OPT_NPROC:
+      if (!launch_parse_long(optarg, 1, 1000000, &v))
+        return usage_error(err, errlen,
+                           "--nproc-per-node '%s' is not a positive whole number of ranks", optarg);
+      o->nproc_per_node = (int)v;
+      break;
+    case OPT_NNODES:
+      if (!launch_parse_long(optarg, 1, 65536, &v))
+        return usage_error(err, errlen, "--nnodes '%s' must be a whole number from 1 to 65536",
+                           optarg);
+      o->nnodes = (int)v;
+      break;
+    case OPT_NODE_RANK:
+      if (!launch_parse_long(optarg, 0, 65535, &v))
+        return usage_error(err, errlen, "--node-rank '%s' must be a whole number, 0 or more",
+                           optarg);
+      o->node_rank = (int)v;
+      node_rank_given = true;
+      break;
+    case OPT_MASTER_ADDR:
+      if (!*optarg)
+        return usage_error(err, errlen, "--master-addr is empty; give server 0's IPv4 address");
+      o->master_addr = optarg;
+      break;
+    case OPT_MASTER_PORT:
+      if (!launch_parse_long(optarg, 1, 65535, &v))
+        return usage_error(err, errlen, "--master-port '%s' must be a port number from 1 to 65535",
+                           optarg);
+      o->master_port = (int)v;
+      break;
+    case OPT_CPU_BIND:
+      if (strcmp(optarg, "block") == 0) {
+        o->cpu_bind = LAUNCH_BIND_BLOCK;
+      } else if (strcmp(optarg, "none") == 0) {
+        o->cpu_bind = LAUNCH_BIND_NONE;
+      } else {
+        o->cpu_bind = LAUNCH_BIND_LIST; /* checked by cpubind.c against the rank count */
+        o->cpu_bind_list = optarg;
+      }
+      break;
+    case OPT_REPORT_BINDINGS:
+      o->report_bindings = true;
+      break;
+    case OPT_LOG_DIR:
+      if (!*optarg)
+        return usage_error(err, errlen, "--log-dir is empty; give a directory for the rank logs");
+      o->log_dir = optarg;
+      break;
+    case OPT_TAG_OUTPUT:
+      o->tag_output = true;
+      break;
+    case OPT_DRY_RUN:
+      o->dry_run = true;
+      break;
+    case OPT_TOPOLOGY:
+      o->topology = optarg;
+      o->topology_from_option = true;
+      break;
+    case OPT_GRACE: {
+      char *end;
+      errno = 0;
+      double g = strtod(optarg, &end);
+      if (errno || end == optarg || *end || !(g >= 0 && g <= 3600))
+        return usage_error(
+            err, errlen, "--grace-period '%s' must be a number of seconds from 0 to 3600", optarg);
+      o->grace_s = g;
+      break;
+    }
+    case 'h':
+      fputs(usage_text, stdout);
+      return 1;
+    case 'V':
+      printf("npu-launch %s\n", NPU_LAUNCH_VERSION);
+      return 1;
+    case ':':
+      return usage_error(err, errlen, "option %s needs a value; see npu-launch --help", name);
+    default:
+      if (optopt && optopt < 256)
+        return usage_error(err, errlen, "unknown option '-%c'; see npu-launch --help", optopt);
+      return usage_error(err, errlen, "unknown option '%s'; see npu-launch --help", name);
+    }
+  }
+
+  if (optind >= argc) {
+    snprintf(err, errlen,
+             "no program given; usage: npu-launch [options] [--] program [args...], e.g. "
+             "npu-launch --device-list 0,1 -- python3 train.py");
+    return -1;
+  }
+  o->argv = argv + optind;
+
+  if (o->node_rank >= o->nnodes) {
+    snprintf(err, errlen, "--node-rank %d is not below --nnodes %d; servers are numbered 0-%d",
+             o->node_rank, o->nnodes, o->nnodes - 1);
+    return -1;
+  }
+  if (o->nnodes > 1 && !node_rank_given)
+    launch_note("--nnodes %d without --node-rank: this server is taken as server 0", o->nnodes);
+
+  if (!o->topology) {
+    const char *env = getenv("HCCL_TOPO_FILE");
+    if (env && *env) o->topology = env;
+  }
+  if (o->topology && strlen(o->topology) >= LAUNCH_VALUE_MAX - 1) {
+    snprintf(err, errlen, "--topology value is longer than %d characters", LAUNCH_VALUE_MAX - 2);
+    return -1;
+  }
+  if (!o->device_list && !o->nproc_per_node) {
+    snprintf(err, errlen,
+             "no devices given; say which devices this server uses with --device-list (e.g. "
+             "--device-list 0,1,2,3 or 0-3) or how many with --nproc-per-node N (devices "
+             "0..N-1)");
+    return -1;
+  }
+  return 0;
+}

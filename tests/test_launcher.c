@@ -1,0 +1,775 @@
+/*
+ * test_launcher.c - npu-launch, run as users run it: each test forks the built program
+ * (HCCL_BIN_DIR/npu-launch) with small shell programs as ranks and checks what they saw
+ * (variables, CPU affinity read back from /proc/self/status), what the launcher printed, its
+ * exit code, and that no process is left behind.
+ *
+ * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run), CPU
+ * binding (block, explicit lists, none, --report-bindings), each refusal (exit 2), the master
+ * port check, fail-fast with exit codes, signals and the grace period, signal forwarding,
+ * no orphans (leftovers, strays, a SIGKILLed launcher), --log-dir, --tag-output, and an
+ * end-to-end allreduce_perf run at 1/2/4/8 devices (in its own test: it needs the library).
+ * Every launcher run has a deadline, and each test is capped with alarm().
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define LAUNCHER HCCL_BIN_DIR "/npu-launch"
+#define MAX_ARGS 40
+
+struct run {
+  int code; /* exit status, or 128 + signal; -1 when the deadline killed it */
+  double seconds;
+  char out[1 << 16];
+  char err[1 << 16];
+};
+
+static struct run g_run; /* large: not on the stack */
+static char g_port[16];
+static char g_dir[64];
+
+static double mono(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Starts npu-launch with args (NULL-terminated, without argv[0]). env entries are "NAME=VALUE"
+ * to set or "NAME" to unset; OMP_NUM_THREADS and HCCL_TOPO_FILE are unset unless given. */
+static pid_t start(const char *const *args, const char *const *env, int *out_fd, int *err_fd) {
+  int o[2], e[2];
+  assert_int_equal(pipe2(o, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(e, O_CLOEXEC), 0);
+  const char *argv[MAX_ARGS + 2] = {LAUNCHER};
+  int n = 1;
+  for (; args[n - 1] && n <= MAX_ARGS; n++)
+    argv[n] = args[n - 1];
+  argv[n] = NULL;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("HCCL_TOPO_FILE");
+    for (int i = 0; env && env[i]; i++) {
+      if (strchr(env[i], '='))
+        putenv((char *)env[i]);
+      else
+        unsetenv(env[i]);
+    }
+    struct rlimit nocore = {0, 0};
+    setrlimit(RLIMIT_CORE, &nocore);
+    execv(LAUNCHER, (char *const *)argv);
+    fprintf(stderr, "cannot run %s: %s\n", LAUNCHER, strerror(errno));
+    _exit(126);
+  }
+  close(o[1]);
+  close(e[1]);
+  *out_fd = o[0];
+  *err_fd = e[0];
+  return pid;
+}
+
+/* Reads the launcher's output until EOF and reaps it; SIGKILL at the deadline. */
+static int finish(pid_t pid, int out_fd, int err_fd, double t0, int timeout_s, struct run *r) {
+  size_t lens[2] = {0, 0};
+  char *bufs[2] = {r->out, r->err};
+  int fds[2] = {out_fd, err_fd};
+  double deadline = t0 + timeout_s;
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    struct pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    int ms = (int)((deadline - mono()) * 1000);
+    if (ms <= 0) {
+      kill(pid, SIGKILL);
+      break;
+    }
+    if (poll(p, 2, ms) < 0 && errno != EINTR) break;
+    for (int k = 0; k < 2; k++) {
+      if (fds[k] < 0 || !p[k].revents) continue;
+      ssize_t got = read(fds[k], bufs[k] + lens[k], sizeof(r->out) - 1 - lens[k]);
+      if (got <= 0) {
+        close(fds[k]);
+        fds[k] = -1;
+      } else {
+        lens[k] += (size_t)got;
+      }
+    }
+  }
+  for (int k = 0; k < 2; k++)
+    if (fds[k] >= 0) close(fds[k]);
+  r->out[lens[0]] = r->err[lens[1]] = '\0';
+  int status;
+  waitpid(pid, &status, 0);
+  r->seconds = mono() - t0;
+  bool timed_out = r->seconds >= timeout_s;
+  r->code = timed_out ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (r->code != 0)
+    printf("# npu-launch exit %d after %.2f s; stderr:\n%s", r->code, r->seconds, r->err);
+  return r->code;
+}
+
+static int run_env(const char *const *env, const char *const *args) {
+  int o, e;
+  double t0 = mono();
+  pid_t pid = start(args, env, &o, &e);
+  return finish(pid, o, e, t0, 30, &g_run);
+}
+
+#define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN_ENV(env, ...) run_env(env, (const char *const[]){__VA_ARGS__, NULL})
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
+#define ASSERT_HAS(hay, needle)                                                                    \
+  do {                                                                                             \
+    if (!strstr((hay), (needle))) fail_msg("expected '%s' in:\n%s", (needle), (hay));              \
+  } while (0)
+#define ASSERT_LACKS(hay, needle)                                                                  \
+  do {                                                                                             \
+    if (strstr((hay), (needle))) fail_msg("did not expect '%s' in:\n%s", (needle), (hay));         \
+  } while (0)
+
+static const char *path_in_dir(const char *name) {
+  static char bufs[8][256];
+  static int next;
+  char *b = bufs[next++ % 8];
+  snprintf(b, 256, "%s/%s", g_dir, name);
+  return b;
+}
+
+static bool file_exists(const char *path) {
+  return access(path, F_OK) == 0;
+}
+
+static char *read_text(const char *path) {
+  static char buf[1 << 16];
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+static bool wait_for_file(const char *path, double timeout_s) {
+  double end = mono() + timeout_s;
+  while (!file_exists(path) || !read_text(path) || !strchr(read_text(path), '\n')) {
+    if (mono() > end) return false;
+    usleep(10000);
+  }
+  return true;
+}
+
+static pid_t pid_from_file(const char *path) {
+  char *t = read_text(path);
+  assert_non_null(t);
+  return (pid_t)atoi(t);
+}
+
+/* Alive and not a zombie. */
+static bool alive(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+static bool gone_within(pid_t pid, double timeout_s) {
+  double end = mono() + timeout_s;
+  while (alive(pid)) {
+    if (mono() > end) return false;
+    usleep(10000);
+  }
+  return true;
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_port, sizeof(g_port), "%u", harness_free_port());
+  snprintf(g_dir, sizeof(g_dir), "/tmp/test_launcher_XXXXXX");
+  assert_non_null(mkdtemp(g_dir));
+  alarm(60);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  alarm(0);
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- CPU sets ---- */
+
+static void parse_cpu_list(const char *s, cpu_set_t *set) {
+  CPU_ZERO(set);
+  while (*s >= '0' && *s <= '9') { /* up to the end of the line */
+    char *end;
+    long lo = strtol(s, &end, 10), hi = lo;
+    if (end == s) break;
+    if (*end == '-') hi = strtol(end + 1, &end, 10);
+    for (long c = lo; c <= hi; c++)
+      CPU_SET((int)c, set);
+    s = *end == ',' ? end + 1 : end;
+  }
+}
+
+static int my_cpus(int *cpus) {
+  cpu_set_t set;
+  int m = 0;
+  assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) cpus[m++] = c;
+  return m;
+}
+
+/* The docs' block rule, computed here independently of the launcher. */
+static void expected_block(int n, int r, cpu_set_t *out) {
+  int cpus[CPU_SETSIZE], m = my_cpus(cpus);
+  CPU_ZERO(out);
+  if (m < n) {
+    CPU_SET(cpus[r % m], out);
+    return;
+  }
+  int k = m / n;
+  for (int c = r * k; c < (r + 1) * k; c++)
+    CPU_SET(cpus[c], out);
+}
+
+/* From output lines "<rank> <Cpus_allowed_list value>", the set of rank r. */
+static bool rank_cpus(const char *out, int r, cpu_set_t *set) {
+  char key[32];
+  snprintf(key, sizeof(key), "\n%d ", r);
+  char *buf = malloc(strlen(out) + 2);
+  sprintf(buf, "\n%s", out);
+  char *p = strstr(buf, key);
+  if (p) parse_cpu_list(p + strlen(key), set);
+  free(buf);
+  return p != NULL;
+}
+
+#define PRINT_CPUS "echo $RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+
+/* ---- tests ---- */
+
+static void test_mapping_sorted(void **state) {
+  (void)state;
+  const char *prog = "echo R$RANK D$DEVICE_ID A$ASCEND_DEVICE_ID L$LOCAL_RANK";
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "7,5,6,4", "--", "sh", "-c", prog),
+                   0);
+  for (int r = 0; r < 4; r++) {
+    char want[64];
+    snprintf(want, sizeof(want), "R%d D%d A%d L%d\n", r, 4 + r, 4 + r, r);
+    ASSERT_HAS(g_run.out, want);
+  }
+  assert_int_equal(count_of(g_run.out, "\n"), 4);
+  /* ranges, unsorted, with spaces */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "6-7, 0-1", "sh", "-c", prog), 0);
+  ASSERT_HAS(g_run.out, "R0 D0 ");
+  ASSERT_HAS(g_run.out, "R1 D1 ");
+  ASSERT_HAS(g_run.out, "R2 D6 ");
+  ASSERT_HAS(g_run.out, "R3 D7 ");
+  /* --nproc-per-node N: devices 0..N-1 */
+  assert_int_equal(RUN("--master-port", g_port, "--nproc-per-node", "2", "sh", "-c", prog), 0);
+  ASSERT_HAS(g_run.out, "R0 D0 A0 L0");
+  ASSERT_HAS(g_run.out, "R1 D1 A1 L1");
+}
+
+static void test_variables(void **state) {
+  (void)state;
+  const char *prog = "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+                     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+                     "MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT RANK_ID=$RANK_ID "
+                     "RANK_SIZE=$RANK_SIZE DEVICE_ID=$DEVICE_ID ASCEND_DEVICE_ID=$ASCEND_DEVICE_ID "
+                     "OMP_NUM_THREADS=$OMP_NUM_THREADS MINE=$MINE";
+  const char *env[] = {"MINE=kept", NULL};
+  assert_int_equal(RUN_ENV(env, "--master-port", g_port, "--device-list", "2,3", "sh", "-c", prog),
+                   0);
+  cpu_set_t want_cpus;
+  expected_block(2, 1, &want_cpus);
+  char want[512];
+  snprintf(want, sizeof(want),
+           "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 GROUP_RANK=0 "
+           "MASTER_ADDR=127.0.0.1 MASTER_PORT=%s RANK_ID=1 RANK_SIZE=2 DEVICE_ID=3 "
+           "ASCEND_DEVICE_ID=3 OMP_NUM_THREADS=%d MINE=kept\n",
+           g_port, CPU_COUNT(&want_cpus));
+  ASSERT_HAS(g_run.out, want);
+  ASSERT_HAS(g_run.out, "RANK=0 LOCAL_RANK=0 WORLD_SIZE=2");
+  assert_int_equal(count_of(g_run.err, "OMP_NUM_THREADS is not set"), 1); /* said once */
+
+  /* the user's OMP_NUM_THREADS and the launcher's variables' own values win as documented */
+  const char *env2[] = {"OMP_NUM_THREADS=3", "RANK=99", NULL};
+  assert_int_equal(RUN_ENV(env2, "--master-port", g_port, "--device-list", "0", "--master-addr",
+                           "localhost", "sh", "-c", prog),
+                   0);
+  ASSERT_HAS(g_run.out, "RANK=0 ");
+  ASSERT_HAS(g_run.out, "OMP_NUM_THREADS=3 ");
+  ASSERT_HAS(g_run.out, "MASTER_ADDR=127.0.0.1 "); /* localhost never becomes ::1 */
+  ASSERT_LACKS(g_run.err, "OMP_NUM_THREADS is not set");
+}
+
+static void test_nnodes_dry_run(void **state) {
+  (void)state;
+  const char *marker = path_in_dir("started");
+  char prog[300];
+  snprintf(prog, sizeof(prog), "touch %s", marker);
+  for (int node = 0; node < 2; node++) {
+    char node_s[4];
+    snprintf(node_s, sizeof(node_s), "%d", node);
+    assert_int_equal(RUN("--nnodes", "2", "--node-rank", node_s, "--device-list", "0-3",
+                         "--master-addr", "10.0.0.1", "--master-port", "29700", "--dry-run", "sh",
+                         "-c", prog),
+                     0);
+    for (int l = 0; l < 4; l++) {
+      char want[256];
+      snprintf(want, sizeof(want), "rank %d: device %d, local rank %d", node * 4 + l, l, l);
+      ASSERT_HAS(g_run.out, want);
+      snprintf(want, sizeof(want),
+               "RANK=%d LOCAL_RANK=%d WORLD_SIZE=8 LOCAL_WORLD_SIZE=4 GROUP_RANK=%d "
+               "MASTER_ADDR=10.0.0.1 MASTER_PORT=29700 RANK_ID=%d RANK_SIZE=8 DEVICE_ID=%d",
+               node * 4 + l, l, node, node * 4 + l, l);
+      ASSERT_HAS(g_run.out, want);
+    }
+    ASSERT_HAS(g_run.out, "command: taskset -c ");
+  }
+  usleep(100000);
+  assert_false(file_exists(marker)); /* a dry run starts nothing */
+}
+
+static void test_binding_block(void **state) {
+  (void)state;
+  static const char *const lists[] = {"0", "0-1", "0-3", "0-7"};
+  for (int i = 0; i < 4; i++) {
+    int n = 1 << i;
+    assert_int_equal(RUN("--master-port", g_port, "--device-list", lists[i], "--report-bindings",
+                         "sh", "-c", PRINT_CPUS),
+                     0);
+    for (int r = 0; r < n; r++) {
+      cpu_set_t got, want;
+      expected_block(n, r, &want);
+      if (!rank_cpus(g_run.out, r, &got)) fail_msg("no line for rank %d in:\n%s", r, g_run.out);
+      if (!CPU_EQUAL(&got, &want)) fail_msg("rank %d of %d: wrong CPUs in:\n%s", r, n, g_run.out);
+      char want_s[64];
+      snprintf(want_s, sizeof(want_s), "rank %d (device %d) bound to CPUs ", r, r);
+      ASSERT_HAS(g_run.err, want_s);
+    }
+    int cpus[CPU_SETSIZE];
+    if (my_cpus(cpus) < n)
+      assert_int_equal(count_of(g_run.err, "share"), 1); /* round-robin, said once */
+  }
+}
+
+static void test_binding_explicit_and_none(void **state) {
+  (void)state;
+  int cpus[CPU_SETSIZE], m = my_cpus(cpus);
+  int a = cpus[0], b = cpus[m > 1 ? 1 : 0];
+  char list[64];
+  snprintf(list, sizeof(list), "%d,%d", b, a); /* rank 0 on b, rank 1 on a, then again */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0-3", "--cpu-bind", list, "sh",
+                       "-c", PRINT_CPUS),
+                   0);
+  for (int r = 0; r < 4; r++) {
+    cpu_set_t got;
+    assert_true(rank_cpus(g_run.out, r, &got));
+    assert_int_equal(CPU_COUNT(&got), 1);
+    assert_true(CPU_ISSET(r % 2 == 0 ? b : a, &got));
+  }
+  ASSERT_HAS(g_run.err, "reused round-robin");
+
+  snprintf(list, sizeof(list), "%d+%d", a, b); /* one entry: both CPUs for the only rank */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "5", "--cpu-bind", list, "sh",
+                       "-c", PRINT_CPUS),
+                   0);
+  cpu_set_t got, mine;
+  assert_true(rank_cpus(g_run.out, 0, &got));
+  assert_true(CPU_ISSET(a, &got) && CPU_ISSET(b, &got) && CPU_COUNT(&got) == (a == b ? 1 : 2));
+
+  /* none: each rank keeps the launcher's (here: this test's) affinity */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1", "--cpu-bind", "none", "sh",
+                       "-c", PRINT_CPUS),
+                   0);
+  sched_getaffinity(0, sizeof(mine), &mine);
+  for (int r = 0; r < 2; r++) {
+    assert_true(rank_cpus(g_run.out, r, &got));
+    assert_true(CPU_EQUAL(&got, &mine));
+  }
+}
+
+struct refusal {
+  const char *args[12];
+  const char *env;
+  const char *message;
+};
+
+static void test_refusals(void **state) {
+  (void)state;
+  static const struct refusal cases[] = {
+      {{"--device-list", ""}, NULL, "device list '' is empty"},
+      {{"--device-list", "0,a"}, NULL, "'a', which is not a device number"},
+      {{"--device-list", "-1,0"}, NULL, "device -1; device numbers are 0 or more"},
+      {{"--device-list", "0,1,1,2"}, NULL, "names device 1 twice"},
+      {{"--device-list", "3-1"}, NULL, "runs backwards"},
+      {{"--device-list", "0,1,2"}, NULL, "has 3 devices; a group must have 1, 2, 4 or 8"},
+      {{"--device-list", "0-5"}, NULL, "has 6 devices; a group must have 1, 2, 4 or 8"},
+      {{"--nproc-per-node", "3"}, NULL, "has 3 devices; a group must have 1, 2, 4 or 8"},
+      {{"--device-list", "0,9"}, NULL, "device 9 in device list '0,9' is out of range"},
+      {{"--topology", "ascend910", "--device-list", "0,1,4,5"},
+       NULL,
+       "device list 0,1,4,5 spans groups 0-3 and 4-7 of topology ascend910; a 2- or 4-device "
+       "job must sit inside one group"},
+      {{"--topology", "ascend910", "--device-list", "3,4"}, NULL, "spans groups 0-3 and 4-7"},
+      {{"--device-list", "2-5"}, "HCCL_TOPO_FILE=ascend910", "spans groups 0-3 and 4-7"},
+      {{"--topology", "nosuch", "--device-list", "0"}, NULL, "unknown topology 'nosuch'"},
+      {{"--master-port", "0", "--device-list", "0"}, NULL, "--master-port '0' must be a port"},
+      {{"--nnodes", "2", "--node-rank", "2", "--device-list", "0"},
+       NULL,
+       "--node-rank 2 is not below --nnodes 2"},
+      {{"--cpu-bind", "0,1000", "--device-list", "0,1"}, NULL, "names CPU 1000"},
+      {{"--cpu-bind", "0,0,0", "--device-list", "0,1"}, NULL, "more entries than the 2 ranks"},
+      {{"--bogus", "--device-list", "0"}, NULL, "unknown option '--bogus'"},
+      {{"--master-addr", "::1", "--device-list", "0"}, NULL, "is an IPv6 address"},
+      {{"--grace-period", "-1", "--device-list", "0"}, NULL, "--grace-period '-1'"},
+      {{"sh"}, NULL, "no devices given"},
+  };
+  const char *marker = path_in_dir("started");
+  char prog[300];
+  snprintf(prog, sizeof(prog), "touch %s", marker);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *args[MAX_ARGS] = {NULL};
+    int n = 0;
+    for (int k = 0; cases[i].args[k]; k++)
+      args[n++] = cases[i].args[k];
+    if (strcmp(cases[i].args[0], "sh") != 0) {
+      args[n++] = "sh";
+      args[n++] = "-c";
+      args[n++] = prog;
+    }
+    const char *env[] = {cases[i].env, NULL};
+    int code = run_env(env, args);
+    if (code != 2) fail_msg("case %zu (%s): exit %d, expected 2", i, cases[i].message, code);
+    ASSERT_HAS(g_run.err, cases[i].message);
+    assert_false(file_exists(marker));
+  }
+  /* the same lists pass where the rule does not apply */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1,4,5", "true"), 0);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--topology", "flat8", "--device-list", "0,1,4,5", "true"), 0);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--topology", "ascend910", "--device-list", "0-7", "true"), 0);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--topology", "ascend910", "--device-list", "4-7", "true"), 0);
+  assert_int_equal(RUN("--device-list", "0", "no-such-program-xyz"), 127);
+  ASSERT_HAS(g_run.err, "cannot run program 'no-such-program-xyz'");
+}
+
+static void test_master_port_in_use(void **state) {
+  (void)state;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(g_port))};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(fd, 4), 0);
+  const char *marker = path_in_dir("started");
+  char prog[300], want[200];
+  snprintf(prog, sizeof(prog), "touch %s", marker);
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1", "sh", "-c", prog), 2);
+  snprintf(want, sizeof(want),
+           "master port %s on 127.0.0.1 is already in use (another job?); choose another with "
+           "--master-port",
+           g_port);
+  ASSERT_HAS(g_run.err, want);
+  assert_false(file_exists(marker));
+  /* only server 0 checks: server 1 does not listen there */
+  assert_int_equal(RUN("--master-port", g_port, "--nnodes", "2", "--node-rank", "1",
+                       "--device-list", "0,1", "sh", "-c", prog),
+                   0);
+  assert_true(file_exists(marker));
+  close(fd);
+  /* the probe is closed before ranks start: rank 0 can bind the port itself */
+  if (access("/usr/bin/python3", X_OK) == 0) {
+    const char *py = "import os, socket; s = socket.socket(); "
+                     "s.bind((os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']))); "
+                     "print('bound', os.environ['RANK'])";
+    assert_int_equal(RUN("--master-port", g_port, "--device-list", "0", "python3", "-c", py), 0);
+    ASSERT_HAS(g_run.out, "bound 0");
+  }
+}
+
+static void test_fail_fast_exit_code(void **state) {
+  (void)state;
+  const char *prog = "if [ $RANK = 2 ]; then sleep 0.3; exit 7; fi; sleep 30";
+  assert_int_equal(
+      RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0-3", "sh", "-c", prog),
+      7);
+  assert_true(g_run.seconds < 10); /* not the 30 s the others would sleep */
+  ASSERT_HAS(g_run.err, "rank 2 (device 2, pid ");
+  ASSERT_HAS(g_run.err, "failed first: exit code 7, at ");
+  ASSERT_HAS(g_run.err, "s after start");
+  ASSERT_HAS(g_run.err, "exit code 7 (first failure)");
+  assert_int_equal(count_of(g_run.err, "SIGTERM from npu-launch"), 3);
+  /* all ranks exit 0, some later than others: no fail-fast, exit 0, no summary */
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1", "sh", "-c",
+                       "[ $RANK = 0 ] || sleep 0.3; exit 0"),
+                   0);
+  ASSERT_LACKS(g_run.err, "failed first");
+}
+
+static void test_fail_fast_signal_and_grace(void **state) {
+  (void)state;
+  /* a rank killed by a signal: 128 + its number, named in the summary */
+  assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0,1", "sh",
+                       "-c", "if [ $RANK = 1 ]; then kill -SEGV $$; fi; sleep 30"),
+                   128 + SIGSEGV);
+  ASSERT_HAS(g_run.err, "rank 1 (device 1, pid ");
+  ASSERT_HAS(g_run.err, "killed by SIGSEGV");
+  assert_true(g_run.seconds < 10);
+
+  /* ranks that ignore SIGTERM get SIGKILL after the grace period, and are gone */
+  char prog[400];
+  snprintf(prog, sizeof(prog),
+           "trap '' TERM; if [ $RANK = 0 ]; then sleep 0.3; exit 3; fi; sleep 30 & "
+           "echo $! > %s/sleep$RANK; wait",
+           g_dir);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0-3", "sh", "-c", prog),
+      3);
+  assert_true(g_run.seconds >= 1.0 && g_run.seconds < 10);
+  assert_int_equal(count_of(g_run.err, "SIGKILL from npu-launch"), 3);
+  for (int r = 1; r < 4; r++) {
+    char name[16];
+    snprintf(name, sizeof(name), "sleep%d", r);
+    assert_true(gone_within(pid_from_file(path_in_dir(name)), 2));
+  }
+}
+
+static void test_signal_forwarding(void **state) {
+  (void)state;
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (int k = 0; k < 3; k++) {
+    char prog[400], pid0[256], pid1[256];
+    snprintf(pid0, sizeof(pid0), "%s/pid%d_0", g_dir, k);
+    snprintf(pid1, sizeof(pid1), "%s/pid%d_1", g_dir, k);
+    snprintf(prog, sizeof(prog),
+             "trap 'echo caught $RANK; exit 0' INT TERM HUP; echo $$ > %s/pid%d_$RANK; "
+             "while :; do sleep 0.05; done",
+             g_dir, k);
+    const char *args[] = {"--master-port", g_port, "--device-list", "0,1", "sh", "-c", prog, NULL};
+    int o, e;
+    double t0 = mono();
+    pid_t pid = start(args, NULL, &o, &e);
+    assert_true(wait_for_file(pid0, 10) && wait_for_file(pid1, 10));
+    kill(pid, sigs[k]);
+    assert_int_equal(finish(pid, o, e, t0, 20, &g_run), 128 + sigs[k]);
+    ASSERT_HAS(g_run.out, "caught 0");
+    ASSERT_HAS(g_run.out, "caught 1");
+    ASSERT_HAS(g_run.err, "received SIG");
+    assert_true(gone_within(pid_from_file(pid0), 2));
+    assert_true(gone_within(pid_from_file(pid1), 2));
+  }
+}
+
+static void test_no_orphans(void **state) {
+  (void)state;
+  char prog[400];
+  /* (a) a failure: the background child of a still-running rank is stopped too */
+  snprintf(prog, sizeof(prog),
+           "sleep 60 & echo $! > %s/bg$RANK; if [ $RANK = 1 ]; then sleep 0.3; exit 3; fi; wait",
+           g_dir);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0,1", "sh", "-c", prog),
+      3);
+  assert_true(gone_within(pid_from_file(path_in_dir("bg0")), 2));
+  assert_true(gone_within(pid_from_file(path_in_dir("bg1")), 2));
+
+  /* (b) success, but a rank left a process behind: stopped, still exit 0 */
+  snprintf(prog, sizeof(prog), "sleep 60 & echo $! > %s/left$RANK; exit 0", g_dir);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0", "sh", "-c", prog),
+      0);
+  ASSERT_HAS(g_run.err, "stopping processes they left running");
+  assert_true(gone_within(pid_from_file(path_in_dir("left0")), 2));
+
+  /* (c) a stray that left the rank's process group (setsid) is adopted and killed */
+  if (access("/usr/bin/setsid", X_OK) == 0) {
+    snprintf(prog, sizeof(prog), "setsid sleep 60 & echo $! > %s/stray$RANK; exit 0", g_dir);
+    assert_int_equal(
+        RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0", "sh", "-c", prog),
+        0);
+    assert_true(gone_within(pid_from_file(path_in_dir("stray0")), 2));
+  }
+
+  /* (d) the launcher itself killed with SIGKILL: its ranks die with it (PDEATHSIG) */
+  snprintf(prog, sizeof(prog), "echo $$ > %s/k$RANK; exec sleep 60", g_dir);
+  const char *args[] = {"--master-port", g_port, "--device-list", "0,1", "sh", "-c", prog, NULL};
+  int o, e;
+  double t0 = mono();
+  pid_t pid = start(args, NULL, &o, &e);
+  assert_true(wait_for_file(path_in_dir("k0"), 10) && wait_for_file(path_in_dir("k1"), 10));
+  kill(pid, SIGKILL);
+  finish(pid, o, e, t0, 10, &g_run);
+  assert_true(gone_within(pid_from_file(path_in_dir("k0")), 2));
+  assert_true(gone_within(pid_from_file(path_in_dir("k1")), 2));
+}
+
+static void test_log_dir(void **state) {
+  (void)state;
+  const char *dir = path_in_dir("logs/nested");
+  const char *prog = "i=1; while [ $i -le 20 ]; do echo \"rank $RANK line $i\"; i=$((i+1)); "
+                     "done; echo \"err $RANK\" >&2; if [ $RANK = 1 ]; then exit 5; fi";
+  assert_int_equal(
+      RUN("--master-port", g_port, "--log-dir", dir, "--device-list", "0,1", "sh", "-c", prog), 5);
+  ASSERT_LACKS(g_run.out, "line"); /* into the files, not the terminal */
+  char path[300];
+  snprintf(path, sizeof(path), "%s/rank_0.log", dir);
+  char *log = read_text(path);
+  assert_non_null(log);
+  ASSERT_HAS(log, "rank 0 line 1\n");
+  ASSERT_HAS(log, "rank 0 line 20\nerr 0\n"); /* stdout and stderr, in order */
+  snprintf(path, sizeof(path), "%s/rank_1.log", dir);
+  assert_non_null(read_text(path));
+  /* the summary shows the failed rank's last 10 lines: 12..20 and the stderr line */
+  char want[400];
+  snprintf(want, sizeof(want), "last 10 lines of %s", path);
+  ASSERT_HAS(g_run.err, want);
+  ASSERT_HAS(g_run.err, "| rank 1 line 12\n");
+  ASSERT_HAS(g_run.err, "| err 1\n");
+  ASSERT_LACKS(g_run.err, "| rank 1 line 11\n");
+  ASSERT_LACKS(g_run.err, "| rank 0 ");
+}
+
+static void test_tag_output(void **state) {
+  (void)state;
+  /* off by default: output passes through byte for byte */
+  assert_int_equal(
+      RUN("--master-port", g_port, "--device-list", "0", "sh", "-c", "printf 'a\\n b\\nno-eol'"),
+      0);
+  assert_string_equal(g_run.out, "a\n b\nno-eol");
+  const char *prog = "echo out $RANK; echo err $RANK >&2; printf 'tail'";
+  assert_int_equal(
+      RUN("--master-port", g_port, "--tag-output", "--device-list", "0,1", "sh", "-c", prog), 0);
+  ASSERT_HAS(g_run.out, "[rank 0] out 0\n");
+  ASSERT_HAS(g_run.out, "[rank 1] out 1\n");
+  ASSERT_HAS(g_run.out, "[rank 1] tail\n");
+  ASSERT_HAS(g_run.err, "[rank 0] err 0\n");
+  ASSERT_LACKS(g_run.out, "err 1");
+  assert_int_equal(count_of(g_run.out, "[rank "), 4);
+  /* with --log-dir as well: tagged on the terminal, untagged in the file */
+  const char *dir = path_in_dir("taglogs");
+  assert_int_equal(RUN("--master-port", g_port, "--tag-output", "--log-dir", dir, "--device-list",
+                       "0", "sh", "-c", prog),
+                   0);
+  ASSERT_HAS(g_run.out, "[rank 0] out 0\n");
+  char path[300];
+  snprintf(path, sizeof(path), "%s/rank_0.log", dir);
+  char *log = read_text(path);
+  assert_non_null(log);
+  ASSERT_HAS(log, "out 0\n");
+  ASSERT_LACKS(log, "[rank");
+}
+
+static void test_help_version(void **state) {
+  (void)state;
+  assert_int_equal(RUN("--help"), 0);
+  ASSERT_HAS(g_run.out, "--device-list");
+  ASSERT_HAS(g_run.out, "--cpu-bind");
+  assert_int_equal(RUN("--version"), 0);
+  ASSERT_HAS(g_run.out, "npu-launch ");
+  assert_int_equal(RUN("--device-list", "0"), 2);
+  ASSERT_HAS(g_run.err, "no program given");
+}
+
+/* Needs allreduce_perf and the library; fails (reported) until both are built. */
+static void test_allreduce_perf_end_to_end(void **state) {
+  (void)state;
+  const char *perf = HCCL_BIN_DIR "/allreduce_perf";
+  if (access(perf, X_OK) != 0) fail_msg("%s is not built yet", perf);
+  static const char *const lists[] = {"0", "0-1", "0-3", "0-7"};
+  alarm(600);
+  for (int i = 0; i < 4; i++) {
+    char port[16];
+    snprintf(port, sizeof(port), "%u", harness_free_port());
+    const char *args[] = {"--master-port",
+                          port,
+                          "--grace-period",
+                          "1",
+                          "--device-list",
+                          lists[i],
+                          "--",
+                          perf,
+                          "-b",
+                          "8",
+                          "-e",
+                          "1M",
+                          "-f",
+                          "4",
+                          "-c",
+                          "1",
+                          NULL};
+    int o, e;
+    double t0 = mono();
+    pid_t pid = start(args, NULL, &o, &e);
+    int code = finish(pid, o, e, t0, 120, &g_run);
+    if (code != 0) fail_msg("%d devices: exit %d\n%s", 1 << i, code, g_run.out);
+    ASSERT_HAS(g_run.out, "# Out of bounds values : 0 OK");
+    printf("# allreduce_perf on %d devices: %.1f s\n", 1 << i, g_run.seconds);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_mapping_sorted, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_variables, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_nnodes_dry_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_binding_block, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_binding_explicit_and_none, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_master_port_in_use, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fail_fast_exit_code, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fail_fast_signal_and_grace, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_signal_forwarding, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_orphans, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_log_dir, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tag_output, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_help_version, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_allreduce_perf_end_to_end, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
