@@ -1,0 +1,137 @@
+/*
+ * store_proto.h - the wire format the TCP store client (store_tcp.c) and the store server
+ * (store_server.c) speak, the limits both enforce, and the few helpers they share.
+ *
+ * One request, one reply, in order, over one TCP connection. Every integer is big-endian.
+ *
+ *   request header (16 bytes)           reply header (16 bytes)
+ *   +0  u16 magic 0x4843 ("HC")         +0  u16 magic 0x4843
+ *   +2  u8  version (1)                 +2  u8  version (1)
+ *   +3  u8  op                          +3  u8  status
+ *   +4  u32 key_len                     +4  u32 reserved (0)
+ *   +8  u64 arg                         +8  u64 arg
+ *   then key[key_len] (no NUL)          then the body described below
+ *   then value[arg] for SET only
+ *
+ *   op   | request arg              | reply on status OK
+ *   -----+--------------------------+-------------------------------------------
+ *   SET  | value length             | arg 0, no body
+ *   GET  | 0                        | arg = value length, value[arg] follows
+ *   ADD  | delta (int64, two's c.)  | arg = new value (int64), no body
+ *
+ * Any status other than OK carries arg = length of a text message (at most
+ * HCCL_STORE_MAX_ERROR_LEN bytes, no NUL) naming what was wrong. After STATUS_BAD_REQUEST the
+ * server closes the connection, because it cannot find the next request in the stream.
+ *
+ * GET on a key that does not exist yet is held by the server until some client sets (or adds
+ * to) that key; the reply is sent then. The client owns the deadline: when it gives up it
+ * closes the connection, and the server drops the held GET. A connection carries one request
+ * at a time; bytes that arrive while a GET is held are a protocol error (connection closed).
+ *
+ * Values written by ADD are stored as decimal text ("42"), so GET on an ADD key returns the
+ * text, and ADD on a key whose value is not such text fails with STATUS_NOT_INTEGER.
+ */
+#ifndef HCCL_STORE_PROTO_H
+#define HCCL_STORE_PROTO_H
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hccl.h"
+
+#define HCCL_STORE_MAGIC 0x4843u
+#define HCCL_STORE_VERSION 1u
+#define HCCL_STORE_HEADER_LEN 16u
+
+/* Bootstrap records are small; the limits catch a corrupt length before it becomes a huge
+ * allocation. */
+#define HCCL_STORE_MAX_KEY_LEN 1024u
+#define HCCL_STORE_MAX_VALUE_LEN (64u * 1024u * 1024u)
+#define HCCL_STORE_MAX_ERROR_LEN 512u
+/* Longest decimal int64 text ("-9223372036854775808"). */
+#define HCCL_STORE_INT_TEXT_LEN 20
+
+enum hccl_store_op { HCCL_STORE_OP_SET = 1, HCCL_STORE_OP_GET = 2, HCCL_STORE_OP_ADD = 3 };
+
+enum hccl_store_status {
+  HCCL_STORE_STATUS_OK = 0,
+  HCCL_STORE_STATUS_BAD_REQUEST = 1, /* malformed or over a limit; connection is closed */
+  HCCL_STORE_STATUS_NOT_INTEGER = 2, /* ADD on a value that is not decimal int64 text */
+  HCCL_STORE_STATUS_OVERFLOW = 3,    /* ADD would leave the int64 range */
+};
+
+/* A header as numbers; hccl__store_header_pack/unpack convert to and from the 16 bytes. For a
+ * reply, `op` holds the status and key_len is 0. */
+struct hccl_store_header {
+  uint8_t op;
+  uint32_t key_len;
+  uint64_t arg;
+};
+
+static inline void hccl__store_header_pack(const struct hccl_store_header *h,
+                                           unsigned char out[HCCL_STORE_HEADER_LEN]) {
+  out[0] = (unsigned char)(HCCL_STORE_MAGIC >> 8);
+  out[1] = (unsigned char)(HCCL_STORE_MAGIC & 0xff);
+  out[2] = HCCL_STORE_VERSION;
+  out[3] = h->op;
+  for (int i = 0; i < 4; i++)
+    out[4 + i] = (unsigned char)(h->key_len >> (24 - 8 * i));
+  for (int i = 0; i < 8; i++)
+    out[8 + i] = (unsigned char)(h->arg >> (56 - 8 * i));
+}
+
+/* Returns 0, or -1 when magic or version is wrong (not our protocol on the other end). */
+static inline int hccl__store_header_unpack(const unsigned char in[HCCL_STORE_HEADER_LEN],
+                                            struct hccl_store_header *h) {
+  if (((unsigned)in[0] << 8 | in[1]) != HCCL_STORE_MAGIC || in[2] != HCCL_STORE_VERSION) return -1;
+  h->op = in[3];
+  h->key_len = 0;
+  for (int i = 0; i < 4; i++)
+    h->key_len = h->key_len << 8 | in[4 + i];
+  h->arg = 0;
+  for (int i = 0; i < 8; i++)
+    h->arg = h->arg << 8 | in[8 + i];
+  return 0;
+}
+
+/* Parses val[0..len) as the decimal text ADD stores. Absent values count as 0 (val NULL).
+ * Returns 0 and sets *out, or -1 when the text is not a whole int64. */
+static inline int hccl__store_parse_int(const void *val, size_t len, int64_t *out) {
+  char text[HCCL_STORE_INT_TEXT_LEN + 2];
+  if (val == NULL) {
+    *out = 0;
+    return 0;
+  }
+  if (len == 0 || len > HCCL_STORE_INT_TEXT_LEN) return -1;
+  memcpy(text, val, len);
+  text[len] = '\0';
+  if (!(text[0] == '-' || (text[0] >= '0' && text[0] <= '9'))) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0') return -1;
+  *out = (int64_t)v;
+  return 0;
+}
+
+/* Adds delta to base without leaving the int64 range. Returns 0, or -1 on overflow. */
+static inline int hccl__store_add_checked(int64_t base, int64_t delta, int64_t *out) {
+  return __builtin_add_overflow(base, delta, out) ? -1 : 0;
+}
+
+/* Resolves host for a TCP store, IPv4 addresses first so that "localhost" never becomes ::1
+ * when 127.0.0.1 exists (a known cause of bootstrap hangs). Numeric addresses are taken as
+ * they are. Asks for AF_INET first and falls back to any family only when the name has no
+ * IPv4 address. On success *out is a getaddrinfo list (free it with freeaddrinfo); passive
+ * asks for AI_PASSIVE (bind).  On failure returns HCCL_E_NOT_FOUND, already logged via hccl__fail
+ * with a message naming host and port; `role` ("store server", "store client") starts the message.
+ */
+struct addrinfo;
+HcclResult hccl__store_resolve(const char *host, uint16_t port, int passive, const char *role,
+                               struct addrinfo **out);
+
+#endif
