@@ -280,25 +280,13 @@ static void comm_free(struct hccl_comm *c) {
   free(c);
 }
 
-/* Runs the bootstrap rounds on c (store, rank, size, prefix set). */
-static HcclResult bootstrap(struct hccl_comm *c) {
-  struct hccl_peer_info self = {0};
-  self.rank = c->rank;
-  self.nranks = c->nranks;
-  self.pid = (int32_t)getpid();
-  self.host_hash = host_identity(self.host, sizeof(self.host));
-  self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
-  self.buffsize = c->cfg.buffsize;
-  self.algo = c->cfg.algo;
-  self.shm_fd = -1;
-
-  if (c->nranks > 1) HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
-  else c->peers[0] = self;
+/* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
+static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
-  self.device = c->device;
-  for (int i = 0; hccl__transports[i]; i++) HCCL_TRY(hccl__transports[i]->setup(c, &self));
+  self->device = c->device;
+  for (int i = 0; hccl__transports[i]; i++) HCCL_TRY(hccl__transports[i]->setup(c, self));
   if (c->nranks > 1) {
-    HCCL_TRY(store_allgather(c, "conn", &self, sizeof(self), c->peers));
+    HCCL_TRY(store_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
@@ -313,13 +301,63 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   }
   for (int i = 0; hccl__transports[i]; i++)
     if (hccl__transports[i]->connected) hccl__transports[i]->connected(c);
-  c->scratch = malloc(c->chunk_bytes);
-  if (!c->scratch) return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch",
-                                     c->chunk_bytes);
-  hccl__wait_set_spin((int)c->local_nranks, c->cfg.spin);
-  /* The store is only for bootstrap; rank 0 keeps serving until destroy for slower peers. */
+  return HCCL_SUCCESS;
+}
+
+/* Ends the store's part, on success and on failure alike, once every rank got past "info":
+ * each other rank says "done" as its last store call; rank 0 waits for all of them, then
+ * stops the store, so no rank loses the store while it still reads from it and no store
+ * outlives its bootstrap. */
+static void finish_store(struct hccl_comm *c) {
+  char key[160];
+  if (c->store && c->rank != 0) {
+    snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, c->rank);
+    uint32_t one = 1;
+    hccl__log_quiet(1); /* the store may close as soon as rank 0 has seen it */
+    hccl__store_set(c->store, key, &one, sizeof(one));
+    hccl__log_quiet(0);
+  } else if (c->store) {
+    for (uint32_t r = 1; r < c->nranks; r++) {
+      void *val = NULL;
+      size_t n;
+      snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, r);
+      hccl__log_quiet(1);
+      HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
+      hccl__log_quiet(0);
+      free(val);
+      if (res != HCCL_SUCCESS) {
+        HCCL_WARN("rank %u did not finish bootstrap within HCCL_CONNECT_TIMEOUT", r);
+        break;
+      }
+    }
+  }
   hccl__store_close(c->store);
   c->store = NULL;
+  hccl__store_server_stop(c->server);
+  c->server = NULL;
+}
+
+/* Runs the bootstrap rounds on c (store, rank, size, prefix set). */
+static HcclResult bootstrap(struct hccl_comm *c) {
+  struct hccl_peer_info self = {0};
+  self.rank = c->rank;
+  self.nranks = c->nranks;
+  self.pid = (int32_t)getpid();
+  self.host_hash = host_identity(self.host, sizeof(self.host));
+  self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
+  self.buffsize = c->cfg.buffsize;
+  self.algo = c->cfg.algo;
+  self.shm_fd = -1;
+
+  if (c->nranks > 1) HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
+  else c->peers[0] = self;
+  HcclResult r = bootstrap_rest(c, &self);
+  finish_store(c);
+  HCCL_TRY(r);
+  c->scratch = malloc(c->chunk_bytes);
+  if (!c->scratch)
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
+  hccl__wait_set_spin((int)c->local_nranks, c->cfg.spin);
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes",
             c->rank, c->nranks, c->device, c->local_nranks, c->chunk_bytes);
   return HCCL_SUCCESS;
@@ -405,8 +443,8 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   return HCCL_SUCCESS;
 }
 
-/* Connects to rank 0's store for generation `gen`: a store still serving an earlier
- * communicator of the same job (rank 0 has not destroyed it yet) is left and retried. */
+/* Connects to rank 0's store for generation `gen`: a store still serving the bootstrap of an
+ * earlier communicator of the same job (rank 0 has not finished it yet) is left and retried. */
 static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
   int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
   for (;;) {
@@ -416,7 +454,9 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
     HCCL_TRY(hccl__store_tcp_connect(c->cfg.master_addr, c->cfg.master_port, left_ms, &s));
     void *val = NULL;
     size_t n = 0;
+    hccl__log_quiet(1); /* a store of an earlier communicator may close under us */
     HcclResult r = hccl__store_get(s, "generation", &val, &n, left_ms < 2000 ? left_ms : 2000);
+    hccl__log_quiet(0);
     if (r == HCCL_SUCCESS && n == sizeof(unsigned) && memcmp(val, &gen, n) == 0) {
       free(val);
       c->store = s;

@@ -12,6 +12,9 @@
 static enum hccl_log_level g_level = HCCL_LOG_WARN;
 static int g_rank = -1;
 static _Thread_local char t_last_error[1024];
+static _Thread_local int t_quiet;
+
+void hccl__log_quiet(int on) { t_quiet += on ? 1 : -1; }
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
@@ -48,7 +51,7 @@ HcclResult hccl__fail(HcclResult code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(t_last_error, sizeof(t_last_error), fmt, ap);
   va_end(ap);
-  if (HCCL_LOG_ERROR >= g_level) emit(HCCL_LOG_ERROR, t_last_error);
+  if (HCCL_LOG_ERROR >= g_level && t_quiet <= 0) emit(HCCL_LOG_ERROR, t_last_error);
   return code;
 }
 

@@ -24,6 +24,10 @@ void hccl__log(enum hccl_log_level level, const char *fmt, ...)
 /* Logs fmt at ERROR, stores it as this thread's last error message, returns code. */
 HcclResult hccl__fail(HcclResult code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* While quiet (a counter, per thread), failures are kept but not logged: for probes whose
+ * failure is expected and handled (a stale store, a store that already closed). */
+void hccl__log_quiet(int on);
+
 /* Sets this thread's last error message without logging (a failure another thread logged). */
 void hccl__set_last_error(const char *msg);
 

@@ -229,7 +229,12 @@ static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
   }
   struct shm_link *l = st->by_rank[peer];
   if (!l) return HCCL_SUCCESS;
-  if (atomic_load(&l->peer.hdr->state) == SHM_DESTROYED)
+  struct shm_header *ph = l->peer.hdr;
+  origin = atomic_load(&ph->abort_origin);
+  if (origin != 0 && atomic_load(&ph->abort_ready))
+    return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", w->what,
+                      comm->rank, origin - 1, ph->abort_reason);
+  if (atomic_load(&ph->state) == SHM_DESTROYED)
     return hccl__fail(HCCL_E_REMOTE,
                       "%s on rank %u: rank %u (device %d) destroyed its communicator while rank "
                       "%u waited for it",
@@ -316,13 +321,13 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   /* If the failure came from another rank's abort, pass its words on unchanged. */
   if (atomic_load(&st->own.hdr->abort_origin) != 0) return;
   snprintf(copy, sizeof(copy), "%s", reason && *reason ? reason : HcclGetErrorString(code));
+  /* Mark everyone before waking anyone: a woken peer may fail and destroy at once, and the
+   * others must already know why. */
   mark_abort(st->own.hdr, origin, code, copy);
-  for (uint32_t r = 0; r < comm->nranks; r++) {
-    struct shm_link *l = st->by_rank[r];
-    if (!l) continue;
-    mark_abort(l->peer.hdr, origin, code, copy);
-    wake_area(&l->peer);
-  }
+  for (uint32_t r = 0; r < comm->nranks; r++)
+    if (st->by_rank[r]) mark_abort(st->by_rank[r]->peer.hdr, origin, code, copy);
+  for (uint32_t r = 0; r < comm->nranks; r++)
+    if (st->by_rank[r]) wake_area(&st->by_rank[r]->peer);
   wake_area(&st->own);
 }
 
