@@ -5,31 +5,38 @@
 #   bench/compare.sh [build-dir]        (default ./build; builds nothing)
 #
 # For each N it runs, float sum only:
-#   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
-#                       or, when npu-launch is not built, N background processes with
+#   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P
+#                       --cpu-bind none, or, when npu-launch is not built, N background
+#                       processes with
 #                       RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT set;
 #   mpi_allreduce_perf  under mpirun --allow-run-as-root --oversubscribe -np N
 #                       --mca mpi_yield_when_idle 1 --bind-to none. With more ranks than cores
 #                       a busy-polling MPI rank steals the core its peer needs; yielding when
-#                       idle makes the comparison fair (libhccl's waits block, they do not spin).
-#                       --bind-to none because the fallback launcher does not bind either;
+#                       idle makes the comparison fair (libhccl's waits spin only briefly when
+#                       oversubscribed, then sleep on a futex).
+#                       --bind-to none and --cpu-bind none: no program is pinned, so the
+#                       three share the 2 cores under the same rules (npu-launch would pin
+#                       8 ranks round-robin on 2 CPUs, mpirun cannot bind 8 ranks to 2 cores);
 #   gloo_allreduce_perf.py (torch.distributed, gloo backend) the same way as allreduce_perf,
 #                       when /usr/bin/python3 can import torch.
-# Each program runs twice: 64 MiB with few iterations (bandwidth) and 4 KiB with many
+# Each program runs at 64 MiB with few iterations (bandwidth) and at 4 KiB with many
 # (latency); one sweep with a single -n would either take minutes at 64 MiB or be noise at
-# 4 KiB. Numbers are from the out-of-place columns, time combined across ranks as the
-# average (-a 1, the default). Every run checks its results (-c 1): a wrong element fails.
+# 4 KiB. Each of those runs is repeated REPEATS times and the table shows the median, so one
+# burst of load from something else on the machine does not decide a column. Numbers are
+# from the out-of-place columns, time combined across ranks as the average (-a 1, the
+# default). Every run checks its results (-c 1): a wrong element makes the cell n/a.
 #
-# Settings (environment): ITERS_LARGE (default 5) and ITERS_SMALL (default 300) timed
-# iterations, RUN_TIMEOUT (default 120) seconds per run, RESULTS_DIR (default a new
-# /tmp/hccl-compare.XXXXXX) where every run's full output is kept.
+# Settings (environment): ITERS_LARGE (default 5) and ITERS_SMALL (default 500) timed
+# iterations, REPEATS (default 3), RUN_TIMEOUT (default 120) seconds per run, RESULTS_DIR
+# (default a new /tmp/hccl-compare.XXXXXX) where every run's full output is kept.
 set -u
 
 BUILD=${1:-./build}
 BIN=$BUILD/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
 ITERS_LARGE=${ITERS_LARGE:-5}
-ITERS_SMALL=${ITERS_SMALL:-300}
+ITERS_SMALL=${ITERS_SMALL:-500}
+REPEATS=${REPEATS:-3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 RESULTS_DIR=${RESULTS_DIR:-$(mktemp -d /tmp/hccl-compare.XXXXXX)}
 mkdir -p "$RESULTS_DIR"
@@ -72,7 +79,8 @@ launch() {
   shift
   port=$(free_port)
   if [ -x "$BIN/npu-launch" ]; then
-    timeout "$RUN_TIMEOUT" "$BIN/npu-launch" --device-list "0-$((n - 1))" --master-port "$port" -- "$@"
+    timeout "$RUN_TIMEOUT" "$BIN/npu-launch" --device-list "0-$((n - 1))" --master-port "$port" \
+      --cpu-bind none -- "$@"
     return
   fi
   local pids=() rc=0 r
@@ -103,18 +111,26 @@ field() {
     }' "$1"
 }
 
-# run NAME N SIZE launcher-fn prog... : runs, keeps the output, prints "time busbw" or "n/a".
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
+
+# run NAME N SIZE launcher-fn prog... : runs REPEATS times, keeps every output, prints the
+# median "time busbw", or "n/a n/a" if any run failed.
 run() {
   local name=$1 n=$2 size=$3 how=$4
   shift 4
-  local flags out=$RESULTS_DIR/$name.np$n.$size.txt
+  local flags out k times=() bws=()
   if [ "$size" = 64M ]; then flags=("${LARGE_FLAGS[@]}"); else flags=("${SMALL_FLAGS[@]}"); fi
-  if ! "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1 || ! grep -q "Out of bounds values : 0 OK" "$out"; then
-    echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
-    echo "n/a n/a"
-    return
-  fi
-  echo "$(field "$out" time) $(field "$out" busbw)"
+  for ((k = 1; k <= REPEATS; k++)); do
+    out=$RESULTS_DIR/$name.np$n.$size.$k.txt
+    if ! "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1 || ! grep -q "Out of bounds values : 0 OK" "$out"; then
+      echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
+      echo "n/a n/a"
+      return
+    fi
+    times+=("$(field "$out" time)")
+    bws+=("$(field "$out" busbw)")
+  done
+  echo "$(printf '%s\n' "${times[@]}" | median) $(printf '%s\n' "${bws[@]}" | median)"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -152,6 +168,7 @@ fi
 printf '%s\n' "${rows[@]}"
 echo
 echo "ratio = hccl / mpi: above 1 is better for hccl in the busbw column, below 1 is better"
-echo "for hccl in the time column. 64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20."
+echo "for hccl in the time column. 64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20;"
+echo "median of $REPEATS runs each. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 [ $HAVE_GLOO = 1 ] || echo "gloo: python3-torch not installed"
 echo "took $(($(date +%s) - start)) s; raw output in $RESULTS_DIR"

@@ -105,8 +105,8 @@ static int mpi_init(struct perf_world *w) {
 
 static int mpi_allreduce(void *send, void *recv, size_t count, perf_type t, perf_op op,
                          int blocking) {
-  static const char *const names[PERF_NTYPES] = {"MPI_INT8_T", "MPI_INT32_T",
-                                                 "MPI_UINT16_T (half)", "MPI_FLOAT"};
+  static const char *const names[PERF_NTYPES] = {"MPI_INT8_T", "MPI_INT32_T", "MPI_UINT16_T (half)",
+                                                 "MPI_FLOAT"};
   MPI_Datatype dt = t == PERF_INT8    ? MPI_INT8_T
                     : t == PERF_INT32 ? MPI_INT32_T
                     : t == PERF_HALF  ? MPI_UINT16_T
@@ -132,7 +132,9 @@ static int mpi_allreduce(void *send, void *recv, size_t count, perf_type t, perf
   return failed(rc, call);
 }
 
-static int mpi_wait_all(void) { return 0; /* every call was completed when issued */ }
+static int mpi_wait_all(void) {
+  return 0; /* every call was completed when issued */
+}
 
 static int mpi_allgather(const void *send, void *recv, size_t bytes) {
   int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
@@ -144,10 +146,13 @@ static int mpi_barrier(void) {
   return rc == MPI_SUCCESS ? 0 : failed(rc, "MPI_Barrier");
 }
 
-static const char *mpi_last_error(void) { return errbuf; }
+static const char *mpi_last_error(void) {
+  return errbuf;
+}
 
 static void mpi_finalize(void) {
-  for (int op = 0; op < PERF_NOPS; op++) MPI_Op_free(&half_ops[op]);
+  for (int op = 0; op < PERF_NOPS; op++)
+    MPI_Op_free(&half_ops[op]);
   MPI_Finalize();
 }
 

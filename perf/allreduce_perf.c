@@ -40,8 +40,8 @@ static const HcclReduceOp ops[PERF_NOPS] = {
 /* Records a failed call for last_error(); returns 1. */
 static int failed(HcclResult rc, const char *call) {
   const char *detail = HcclGetLastErrorMessage();
-  snprintf(errbuf, sizeof(errbuf), "%s failed: %d (%s)%s%s", call, (int)rc,
-           HcclGetErrorString(rc), detail && *detail ? ": " : "", detail ? detail : "");
+  snprintf(errbuf, sizeof(errbuf), "%s failed: %d (%s)%s%s", call, (int)rc, HcclGetErrorString(rc),
+           detail && *detail ? ": " : "", detail ? detail : "");
   return 1;
 }
 
@@ -92,8 +92,9 @@ static int hccl_wait_all(void) {
   int bad = 0;
   for (size_t i = 0; i < npending; i++) {
     HcclResult rc = HcclRequestWait(pending[i]); /* waits on every request, even after a failure */
-    if (rc != HCCL_SUCCESS && !bad) bad = failed(rc, "HcclRequestWait (an HcclAllReduce queued "
-                                                     "with -z 0)");
+    if (rc != HCCL_SUCCESS && !bad)
+      bad = failed(rc, "HcclRequestWait (an HcclAllReduce queued "
+                       "with -z 0)");
   }
   npending = 0;
   return bad;
@@ -109,7 +110,9 @@ static int hccl_barrier(void) {
   return rc == HCCL_SUCCESS ? 0 : failed(rc, "HcclBarrier");
 }
 
-static const char *hccl_last_error(void) { return errbuf; }
+static const char *hccl_last_error(void) {
+  return errbuf;
+}
 
 static void hccl_finalize(void) {
   HcclCommDestroy(comm);

@@ -51,7 +51,9 @@ const char *perf_op_name(perf_op op) {
   return (unsigned)op < PERF_NOPS ? op_names[op] : "unknown";
 }
 
-size_t perf_type_size(perf_type t) { return (unsigned)t < PERF_NTYPES ? type_sizes[t] : 0; }
+size_t perf_type_size(perf_type t) {
+  return (unsigned)t < PERF_NTYPES ? type_sizes[t] : 0;
+}
 
 /* ---- float16 ---- */
 
@@ -152,20 +154,37 @@ usage_error(const char *prog, const char *fmt, ...) {
 static size_t parse_size(const char *prog, char flag, const char *s) {
   char *end;
   if (*s < '0' || *s > '9')
-    usage_error(prog, "-%c '%s' is not a size: expected a number of bytes with an optional K, "
-                      "M or G suffix (powers of 1024), e.g. 8, 4K, 64M", flag, s);
+    usage_error(prog,
+                "-%c '%s' is not a size: expected a number of bytes with an optional K, "
+                "M or G suffix (powers of 1024), e.g. 8, 4K, 64M",
+                flag, s);
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   unsigned shift = 0;
   switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  default: break;
+  case 'k':
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    end++;
+    break;
+  default:
+    break;
   }
   if (*end != '\0')
-    usage_error(prog, "-%c '%s' is not a size: expected a number of bytes with an optional K, "
-                      "M or G suffix (powers of 1024), e.g. 8, 4K, 64M", flag, s);
+    usage_error(prog,
+                "-%c '%s' is not a size: expected a number of bytes with an optional K, "
+                "M or G suffix (powers of 1024), e.g. 8, 4K, 64M",
+                flag, s);
   if (errno == ERANGE || v > (SIZE_MAX >> 1) >> shift)
     usage_error(prog, "-%c '%s' is too large", flag, s);
   return (size_t)v << shift;
@@ -186,8 +205,10 @@ static void parse_types(const char *prog, const char *s, struct perf_opts *o) {
   for (int t = 0; t < PERF_NTYPES; t++)
     if (strcmp(s, "all") == 0 || strcmp(s, type_names[t]) == 0) o->types[o->ntypes++] = t;
   if (o->ntypes == 0)
-    usage_error(prog, "-d '%s' is not a type this benchmark reduces: expected int8, int32, "
-                      "half, float or all", s);
+    usage_error(prog,
+                "-d '%s' is not a type this benchmark reduces: expected int8, int32, "
+                "half, float or all",
+                s);
 }
 
 static void parse_ops(const char *prog, const char *s, struct perf_opts *o) {
@@ -200,39 +221,73 @@ static void parse_ops(const char *prog, const char *s, struct perf_opts *o) {
 
 /* Fills *o from argv; exits 2 on a bad flag, 0 after -h. */
 static void parse_args(int argc, char **argv, const char *prog, struct perf_opts *o) {
-  *o = (struct perf_opts){.min_bytes = 32u << 20, .max_bytes = 32u << 20, .step_factor = 2,
-                          .iters = 20, .warmup = 1, .check = 1, .avg_mode = 1, .blocking = 1,
-                          .ntypes = 1, .types = {PERF_FLOAT}, .nops = 1, .ops = {PERF_SUM}};
+  *o = (struct perf_opts){.min_bytes = 32u << 20,
+                          .max_bytes = 32u << 20,
+                          .step_factor = 2,
+                          .iters = 20,
+                          .warmup = 1,
+                          .check = 1,
+                          .avg_mode = 1,
+                          .blocking = 1,
+                          .ntypes = 1,
+                          .types = {PERF_FLOAT},
+                          .nops = 1,
+                          .ops = {PERF_SUM}};
   int seen_f = 0, seen_i = 0, c;
   opterr = 0;
   optind = 1;
   while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:a:z:g:t:h")) != -1) {
     switch (c) {
-    case 'b': o->min_bytes = parse_size(prog, 'b', optarg); break;
-    case 'e': o->max_bytes = parse_size(prog, 'e', optarg); break;
-    case 'f': o->step_factor = parse_int(prog, 'f', optarg, 2, 1 << 30); seen_f = 1; break;
+    case 'b':
+      o->min_bytes = parse_size(prog, 'b', optarg);
+      break;
+    case 'e':
+      o->max_bytes = parse_size(prog, 'e', optarg);
+      break;
+    case 'f':
+      o->step_factor = parse_int(prog, 'f', optarg, 2, 1 << 30);
+      seen_f = 1;
+      break;
     case 'i':
       o->step_bytes = parse_size(prog, 'i', optarg);
       if (o->step_bytes == 0)
         usage_error(prog, "-i '%s' is not valid: the increment must be at least 1 byte", optarg);
       seen_i = 1;
       break;
-    case 'n': o->iters = (int)parse_int(prog, 'n', optarg, 1, 100000000); break;
-    case 'w': o->warmup = (int)parse_int(prog, 'w', optarg, 0, 100000000); break;
-    case 'c': o->check = (int)parse_int(prog, 'c', optarg, 0, 1); break;
-    case 'd': parse_types(prog, optarg, o); break;
-    case 'o': parse_ops(prog, optarg, o); break;
-    case 'a': o->avg_mode = (int)parse_int(prog, 'a', optarg, 0, 3); break;
-    case 'z': o->blocking = (int)parse_int(prog, 'z', optarg, 0, 1); break;
+    case 'n':
+      o->iters = (int)parse_int(prog, 'n', optarg, 1, 100000000);
+      break;
+    case 'w':
+      o->warmup = (int)parse_int(prog, 'w', optarg, 0, 100000000);
+      break;
+    case 'c':
+      o->check = (int)parse_int(prog, 'c', optarg, 0, 1);
+      break;
+    case 'd':
+      parse_types(prog, optarg, o);
+      break;
+    case 'o':
+      parse_ops(prog, optarg, o);
+      break;
+    case 'a':
+      o->avg_mode = (int)parse_int(prog, 'a', optarg, 0, 3);
+      break;
+    case 'z':
+      o->blocking = (int)parse_int(prog, 'z', optarg, 0, 1);
+      break;
     case 'g':
     case 't':
       if (strcmp(optarg, "1") != 0)
-        usage_error(prog, "-%c '%s' is not supported: this benchmark runs one device and one "
-                          "thread per process; start one process per device instead (-%c 1)",
+        usage_error(prog,
+                    "-%c '%s' is not supported: this benchmark runs one device and one "
+                    "thread per process; start one process per device instead (-%c 1)",
                     c, optarg, c);
       break;
-    case 'h': usage(stdout, prog); exit(0);
-    case ':': usage_error(prog, "flag -%c needs a value", optopt);
+    case 'h':
+      usage(stdout, prog);
+      exit(0);
+    case ':':
+      usage_error(prog, "flag -%c needs a value", optopt);
     default:
       if (optopt >= 0x20 && optopt < 0x7f) usage_error(prog, "unknown flag -%c", optopt);
       usage_error(prog, "unknown flag '%s'", argv[optind - 1]);
@@ -246,8 +301,10 @@ static void parse_args(int argc, char **argv, const char *prog, struct perf_opts
                       "fixed step (-i), choose one");
   if (seen_i) o->step_factor = 0;
   if (o->max_bytes < o->min_bytes)
-    usage_error(prog, "-e %zu is smaller than -b %zu: the largest size must be at least the "
-                      "smallest", o->max_bytes, o->min_bytes);
+    usage_error(prog,
+                "-e %zu is smaller than -b %zu: the largest size must be at least the "
+                "smallest",
+                o->max_bytes, o->min_bytes);
 }
 
 /* The next size of the sweep, or 0 when past max (or on overflow). */
@@ -268,30 +325,44 @@ static size_t next_size(const struct perf_opts *o, size_t size) {
 
 static long long pattern_value(perf_op op, int r, size_t e, int p) {
   switch (op) {
-  case PERF_SUM: return (long long)((7 * (size_t)r + e) % 5) - 2;
+  case PERF_SUM:
+    return (long long)((7 * (size_t)r + e) % 5) - 2;
   case PERF_PROD: {
     size_t k = ((size_t)r + e) % 3;
     return k == 0 ? 1 : k == 1 ? (r < 8 ? 2 : 1) : -1;
   }
-  default: return (long long)(((size_t)r + e) % (size_t)p) + (long long)(e % 7) - 3;
+  default:
+    return (long long)(((size_t)r + e) % (size_t)p) + (long long)(e % 7) - 3;
   }
 }
 
 static void store_value(perf_type t, void *dst, double v) {
   switch (t) {
-  case PERF_INT8: *(int8_t *)dst = (int8_t)(long long)v; break;
-  case PERF_INT32: *(int32_t *)dst = (int32_t)(long long)v; break;
-  case PERF_HALF: *(uint16_t *)dst = perf_half_from_float((float)v); break;
-  default: *(float *)dst = (float)v; break;
+  case PERF_INT8:
+    *(int8_t *)dst = (int8_t)(long long)v;
+    break;
+  case PERF_INT32:
+    *(int32_t *)dst = (int32_t)(long long)v;
+    break;
+  case PERF_HALF:
+    *(uint16_t *)dst = perf_half_from_float((float)v);
+    break;
+  default:
+    *(float *)dst = (float)v;
+    break;
   }
 }
 
 static double load_value(perf_type t, const void *src) {
   switch (t) {
-  case PERF_INT8: return *(const int8_t *)src;
-  case PERF_INT32: return *(const int32_t *)src;
-  case PERF_HALF: return perf_half_to_float(*(const uint16_t *)src);
-  default: return *(const float *)src;
+  case PERF_INT8:
+    return *(const int8_t *)src;
+  case PERF_INT32:
+    return *(const int32_t *)src;
+  case PERF_HALF:
+    return perf_half_to_float(*(const uint16_t *)src);
+  default:
+    return *(const float *)src;
   }
 }
 
@@ -352,7 +423,8 @@ static long long count_wrong(const void *buf, size_t count, size_t es, const uns
 static long long guard_changed(const void *buf, size_t bytes) {
   const unsigned char *g = (const unsigned char *)buf + bytes;
   long long n = 0;
-  for (int i = 0; i < GUARD_BYTES; i++) n += g[i] != GUARD_BYTE;
+  for (int i = 0; i < GUARD_BYTES; i++)
+    n += g[i] != GUARD_BYTE;
   return n;
 }
 
@@ -385,10 +457,12 @@ static void allreduce_or_die(const struct run *R, void *s, void *r, size_t count
 /* Time per call in microseconds, combined across ranks per -a. */
 static double time_calls(const struct run *R, void *dst, size_t count, perf_type t, perf_op op) {
   const struct perf_opts *o = R->o;
-  for (int i = 0; i < o->warmup; i++) allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
+  for (int i = 0; i < o->warmup; i++)
+    allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
   if (R->be->wait_all() != 0 || R->be->barrier() != 0) call_failed(R);
   double t0 = now_s();
-  for (int i = 0; i < o->iters; i++) allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
+  for (int i = 0; i < o->iters; i++)
+    allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
   if (R->be->wait_all() != 0) call_failed(R);
   float us = (float)((now_s() - t0) * 1e6 / o->iters), all = us;
   static const perf_op combine[4] = {PERF_SUM, PERF_SUM, PERF_MIN, PERF_MAX};
@@ -397,8 +471,8 @@ static double time_calls(const struct run *R, void *dst, size_t count, perf_type
 }
 
 /* One checked call on fresh data; returns the wrong elements summed over ranks. */
-static long long check_call(const struct run *R, int inplace, size_t count, perf_type t,
-                            perf_op op, const struct pattern *pt) {
+static long long check_call(const struct run *R, int inplace, size_t count, perf_type t, perf_op op,
+                            const struct pattern *pt) {
   size_t es = type_sizes[t], bytes = count * es;
   unsigned char *dst = inplace ? R->send : R->recv;
   fill_pattern(R->send, count, es, pt->mine, pt->period);
@@ -410,8 +484,7 @@ static long long check_call(const struct run *R, int inplace, size_t count, perf
   allreduce_or_die(R, R->send, dst, count, t, op, 1);
   long long wrong = count_wrong(dst, count, es, pt->want, pt->period) + guard_changed(dst, bytes);
   if (!inplace)
-    wrong += count_wrong(R->send, count, es, pt->mine, pt->period) +
-             guard_changed(R->send, bytes);
+    wrong += count_wrong(R->send, count, es, pt->mine, pt->period) + guard_changed(R->send, bytes);
   long long cap = INT32_MAX / R->w.nranks;
   int32_t mine = (int32_t)(wrong < cap ? wrong : cap), total = 0;
   allreduce_or_die(R, &mine, &total, 1, PERF_INT32, PERF_SUM, 1);
@@ -439,8 +512,8 @@ static void run_line(const struct run *R, size_t count, perf_type t, perf_op op,
   size_t es = type_sizes[t], bytes = count * es;
   int p = R->w.nranks;
   char line[256];
-  int len = snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6i", bytes, count,
-                     type_names[t], op_names[op], -1);
+  int len = snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6i", bytes, count, type_names[t],
+                     op_names[op], -1);
   for (int inplace = 0; inplace <= 1; inplace++) {
     unsigned char *dst = inplace ? R->send : R->recv;
     fill_pattern(R->send, count, es, pt->mine, pt->period);
@@ -495,8 +568,8 @@ static void print_header(const struct run *R) {
     printf("#\n# Using devices\n");
     for (int r = 0; r < p; r++) {
       all[r].host[sizeof(all[r].host) - 1] = '\0';
-      printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", (int)all[r].rank,
-             (int)all[r].pid, all[r].host, (int)all[r].device);
+      printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d\n", (int)all[r].rank, (int)all[r].pid,
+             all[r].host, (int)all[r].device);
     }
     printf("#\n");
     printf("#                                                              out-of-place          "
@@ -517,8 +590,8 @@ int perf_main(int argc, char **argv, const struct perf_backend *be) {
   size_t alloc = o.max_bytes + GUARD_BYTES;
   if (posix_memalign((void **)&R.send, 4096, alloc) != 0 ||
       posix_memalign((void **)&R.recv, 4096, alloc) != 0) {
-    fprintf(stderr, "%s: cannot allocate 2 buffers of %zu bytes for -e %zu; lower -e\n",
-            be->prog, alloc, o.max_bytes);
+    fprintf(stderr, "%s: cannot allocate 2 buffers of %zu bytes for -e %zu; lower -e\n", be->prog,
+            alloc, o.max_bytes);
     return 1;
   }
   memset(R.send, 0, alloc); /* touch every page now, not in the first timed loop */

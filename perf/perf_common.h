@@ -30,10 +30,10 @@ typedef enum { PERF_SUM, PERF_PROD, PERF_MAX, PERF_MIN, PERF_NOPS } perf_op;
 
 /* What a backend reports about this process after init. */
 struct perf_world {
-  int rank;        /* 0 .. nranks-1 */
-  int nranks;      /* >= 1 */
-  int device;      /* the device this rank drives (shown in the header) */
-  char impl[64];   /* e.g. "libhccl 0.1.0" or "Open MPI 4.1.4", shown in the header */
+  int rank;      /* 0 .. nranks-1 */
+  int nranks;    /* >= 1 */
+  int device;    /* the device this rank drives (shown in the header) */
+  char impl[64]; /* e.g. "libhccl 0.1.0" or "Open MPI 4.1.4", shown in the header */
 };
 
 /*
@@ -49,8 +49,7 @@ struct perf_backend {
   /* Allreduce of count elements. blocking != 0: returns when done. blocking == 0: may
    * return before the call finished; wait_all() then completes every such call (they run in
    * the order issued). send == recv means in-place. */
-  int (*allreduce)(void *send, void *recv, size_t count, perf_type type, perf_op op,
-                   int blocking);
+  int (*allreduce)(void *send, void *recv, size_t count, perf_type type, perf_op op, int blocking);
   int (*wait_all)(void);
   /* recv gets nranks * bytes bytes, rank r's send at offset r * bytes. Blocking. */
   int (*allgather)(const void *send, void *recv, size_t bytes);

@@ -63,7 +63,7 @@ static double now_s(void) {
  * LOCAL_WORLD_SIZE, MASTER_ADDR and a free MASTER_PORT. Waits at most timeout_s. */
 static void run_perf(int nranks, const char *const *args, int timeout_s, struct run_result *res) {
   static const char *const launcher_vars[] = {
-      "RANK",        "WORLD_SIZE", "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "RANK_ID", "RANK_SIZE",
+      "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK_ID", "RANK_SIZE",
       "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "DEVICE_ID",        NULL};
   char out_path[64], err_path[64], port[16];
   snprintf(out_path, sizeof(out_path), "/tmp/test_perf_out_%d.txt", (int)getpid());
@@ -72,7 +72,8 @@ static void run_perf(int nranks, const char *const *args, int timeout_s, struct 
 
   const char *argv[64] = {PERF_BIN};
   int argc = 1;
-  for (; args[argc - 1] && argc < 63; argc++) argv[argc] = args[argc - 1];
+  for (; args[argc - 1] && argc < 63; argc++)
+    argv[argc] = args[argc - 1];
   argv[argc] = NULL;
 
   pid_t pids[MAX_RANKS];
@@ -83,7 +84,8 @@ static void run_perf(int nranks, const char *const *args, int timeout_s, struct 
     assert_true(pid >= 0);
     if (pid == 0) {
       char buf[16];
-      for (int i = 0; launcher_vars[i]; i++) unsetenv(launcher_vars[i]);
+      for (int i = 0; launcher_vars[i]; i++)
+        unsetenv(launcher_vars[i]);
       if (nranks > 1) {
         snprintf(buf, sizeof(buf), "%d", r);
         setenv("RANK", buf, 1);
@@ -151,8 +153,7 @@ static void dump(const struct run_result *res) {
  * times factor^i), for each type (int8 int32 half float), for each op (sum prod max min).
  * Returns the number of data lines, or -1 after printing the first mismatch.
  */
-static int check_table(const char *out, size_t min_bytes, size_t factor, int nsizes,
-                       int checked) {
+static int check_table(const char *out, size_t min_bytes, size_t factor, int nsizes, int checked) {
   static const char *const types[] = {"int8", "int32", "half", "float"};
   static const size_t tsize[] = {1, 4, 2, 4};
   static const char *const ops[] = {"sum", "prod", "max", "min"};
@@ -161,8 +162,7 @@ static int check_table(const char *out, size_t min_bytes, size_t factor, int nsi
     const char *eol = strchr(line, '\n');
     size_t len = eol ? (size_t)(eol - line) : strlen(line);
     char buf[512], orig[512];
-    snprintf(orig, sizeof(orig), "%.*s", (int)(len < sizeof(orig) ? len : sizeof(orig) - 1),
-             line);
+    snprintf(orig, sizeof(orig), "%.*s", (int)(len < sizeof(orig) ? len : sizeof(orig) - 1), line);
     memcpy(buf, orig, sizeof(buf));
     line += len + (eol ? 1 : 0);
     if (buf[0] == '#' || buf[0] == '\0') continue;
@@ -173,7 +173,8 @@ static int check_table(const char *out, size_t min_bytes, size_t factor, int nsi
       snprintf(f[nf++], sizeof(f[0]), "%s", tok);
     int size_i = n / 16, type_i = (n / 4) % 4, op_i = n % 4;
     size_t bytes = min_bytes;
-    for (int i = 0; i < size_i; i++) bytes *= factor;
+    for (int i = 0; i < size_i; i++)
+      bytes *= factor;
     char want_bytes[32], want_count[32];
     snprintf(want_bytes, sizeof(want_bytes), "%zu", bytes / tsize[type_i] * tsize[type_i]);
     snprintf(want_count, sizeof(want_count), "%zu", bytes / tsize[type_i]);
@@ -192,8 +193,8 @@ static int check_table(const char *out, size_t min_bytes, size_t factor, int nsi
 
 static void test_one_rank_sweep(void **state) {
   alarm(120);
-  const char *args[] = {"-b", "8", "-e", "64", "-f", "2", "-d", "all", "-o", "all",
-                        "-n", "2", "-w", "1", NULL};
+  const char *args[] = {"-b", "8",   "-e", "64", "-f", "2", "-d", "all",
+                        "-o", "all", "-n", "2",  "-w", "1", NULL};
   struct run_result res = {.out = NULL};
   run_perf(1, args, 60, &res);
   if (res.exit_code[0] != 0) dump(&res);
@@ -212,8 +213,8 @@ static void test_one_rank_sweep(void **state) {
 
 static void test_no_check_prints_na(void **state) {
   alarm(60);
-  const char *args[] = {"-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-c", "0",
-                        "-n", "1", "-w", "0", NULL};
+  const char *args[] = {"-b", "1K", "-e", "1K", "-d", "all", "-o", "all",
+                        "-c", "0",  "-n", "1",  "-w", "0",   NULL};
   struct run_result res = {.out = NULL};
   run_perf(1, args, 30, &res);
   if (res.exit_code[0] != 0) dump(&res);
@@ -256,8 +257,8 @@ static void test_bad_flags_exit_2(void **state) {
 
 static void run_ranks_and_check(int nranks) {
   alarm(240);
-  const char *args[] = {"-b", "8", "-e", "4K", "-f", "8", "-d", "all", "-o", "all",
-                        "-n", "2", "-w", "1", NULL};
+  const char *args[] = {"-b", "8",   "-e", "4K", "-f", "8", "-d", "all",
+                        "-o", "all", "-n", "2",  "-w", "1", NULL};
   struct run_result res = {.out = NULL};
   run_perf(nranks, args, 180, &res);
   int failed = 0;
@@ -284,12 +285,16 @@ static void run_ranks_and_check(int nranks) {
   alarm(0);
 }
 
-static void test_two_ranks(void **state) { run_ranks_and_check(2); }
-static void test_four_ranks(void **state) { run_ranks_and_check(4); }
+static void test_two_ranks(void **state) {
+  run_ranks_and_check(2);
+}
+static void test_four_ranks(void **state) {
+  run_ranks_and_check(4);
+}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bad_flags_exit_2),  cmocka_unit_test(test_one_rank_sweep),
+      cmocka_unit_test(test_bad_flags_exit_2),   cmocka_unit_test(test_one_rank_sweep),
       cmocka_unit_test(test_no_check_prints_na), cmocka_unit_test(test_two_ranks),
       cmocka_unit_test(test_four_ranks),
   };
