@@ -592,6 +592,7 @@ int perf_main(int argc, char **argv, const struct perf_backend *be) {
       posix_memalign((void **)&R.recv, 4096, alloc) != 0) {
     fprintf(stderr, "%s: cannot allocate 2 buffers of %zu bytes for -e %zu; lower -e\n", be->prog,
             alloc, o.max_bytes);
+    free(R.send);
     return 1;
   }
   memset(R.send, 0, alloc); /* touch every page now, not in the first timed loop */
@@ -599,6 +600,8 @@ int perf_main(int argc, char **argv, const struct perf_backend *be) {
 
   if (be->init(&R.w) != 0) {
     fprintf(stderr, "%s: cannot join the job: %s\n", be->prog, be->last_error());
+    free(R.send);
+    free(R.recv);
     return 1;
   }
   if (R.w.rank == 0) setvbuf(stdout, NULL, _IOLBF, 0);
