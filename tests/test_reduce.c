@@ -1,0 +1,722 @@
+/*
+ * test_reduce.c - tests for the reduction kernels (hccl/src/reduce.c).
+ *
+ * Every kernel is checked against a reference written the slow, obvious way: integers in
+ * wider types with an explicit wrap, float32 in double (exact for one + or *, then rounded
+ * once to float, which is the correctly rounded float32 result since 53 >= 2*24+2), float16
+ * decoded to double, combined exactly and rounded once with our own double -> half
+ * round-to-nearest-even. Each check runs on both kernel sets (F16C/AVX2 and portable, via
+ * hccl__reduce_force_portable) and the two must agree bit for bit.
+ *
+ * HCCL_REDUCE_BENCH=1 also runs a small benchmark: GB/s of output for every dtype x op on a
+ * 4 MiB buffer, on both kernel sets.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "reduce.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+static const HcclDataType k_dtypes[] = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32,
+                                        HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32};
+static const HcclReduceOp k_ops[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
+                                     HCCL_REDUCE_MIN};
+
+static int setup_alarm(void **state) {
+  (void)state;
+  alarm(60);
+  return 0;
+}
+
+/* xorshift64*: fixed seeds, so every run checks the same values. */
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 0x2545F4914F6CDD1DULL;
+}
+
+static uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Whether the F16C/AVX2 kernel set can run here (then both sets are tested). */
+static bool fast_available(void) {
+  bool before = hccl__reduce_force_portable(false);
+  bool fast = hccl__reduce_force_portable(!before);
+  return fast;
+}
+
+/* ---- references ---- */
+
+static bool h_isnan(uint16_t h) {
+  return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
+}
+
+static double ref_half_to_double(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v;
+  if (e == 0)
+    v = ldexp(m, -24);
+  else if (e == 31)
+    v = m ? NAN : INFINITY;
+  else
+    v = ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* Round-to-nearest-even double -> half, by scaling to an integer count of units in the last
+ * place and rounding with rint (the default mode is to-nearest-even). */
+static uint16_t ref_double_to_half(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double ax = fabs(x);
+  if (isnan(x)) return sign | 0x7e00;
+  if (ax >= 65520.0) return sign | 0x7c00;
+  if (ax < ldexp(1, -14)) return sign | (uint16_t)rint(ldexp(ax, 24)); /* may give 0x400 */
+  int e;
+  frexp(ax, &e); /* ax in [2^(e-1), 2^e) */
+  int E = e - 1;
+  double q = rint(ldexp(ax, 10 - E)); /* in [1024, 2048] */
+  if (q == 2048) {
+    q = 1024;
+    E++;
+  }
+  if (E + 15 >= 31) return sign | 0x7c00;
+  return sign | (uint16_t)((E + 15) << 10) | (uint16_t)(q - 1024);
+}
+
+static int8_t wrap8(long v) {
+  long r = ((v % 256) + 256) % 256;
+  return (int8_t)(r >= 128 ? r - 256 : r);
+}
+static int32_t wrap32(int64_t v) {
+  uint64_t r = (uint64_t)v & 0xffffffffULL;
+  return r > INT32_MAX ? (int32_t)((int64_t)r - 4294967296LL) : (int32_t)r;
+}
+
+static long ref_int(long a, long b, HcclReduceOp op) {
+  switch (op) {
+  case HCCL_REDUCE_SUM:
+    return a + b;
+  case HCCL_REDUCE_PROD:
+    return a * b;
+  case HCCL_REDUCE_MAX:
+    return a > b ? a : b;
+  default:
+    return a < b ? a : b;
+  }
+}
+
+/* Reference for one element. Returns false when the result must be a NaN (payload free);
+ * else sets *bits. */
+static bool ref_elem(HcclDataType dt, HcclReduceOp op, const void *a, const void *b, size_t i,
+                     uint32_t *bits) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_INT8: {
+    int8_t r = wrap8(ref_int(((const int8_t *)a)[i], ((const int8_t *)b)[i], op));
+    *bits = (uint8_t)r;
+    return true;
+  }
+  case HCCL_DATA_TYPE_INT32: {
+    int64_t x = ((const int32_t *)a)[i], y = ((const int32_t *)b)[i];
+    *bits = (uint32_t)wrap32(ref_int((long)x, (long)y, op));
+    return true;
+  }
+  case HCCL_DATA_TYPE_FP16: {
+    uint16_t ha = ((const uint16_t *)a)[i], hb = ((const uint16_t *)b)[i];
+    double x = ref_half_to_double(ha), y = ref_half_to_double(hb);
+    if (isnan(x) || isnan(y)) return false;
+    if (op == HCCL_REDUCE_SUM)
+      *bits = ref_double_to_half(x + y);
+    else if (op == HCCL_REDUCE_PROD)
+      *bits = ref_double_to_half(x * y);
+    else if (op == HCCL_REDUCE_MAX)
+      *bits = x > y ? ha : hb;
+    else
+      *bits = x < y ? ha : hb;
+    return !h_isnan((uint16_t)*bits);
+  }
+  default: {
+    float fa = ((const float *)a)[i], fb = ((const float *)b)[i];
+    double x = fa, y = fb;
+    float r;
+    if (isnan(x) || isnan(y)) return false;
+    if (op == HCCL_REDUCE_SUM)
+      r = (float)(x + y);
+    else if (op == HCCL_REDUCE_PROD)
+      r = (float)(x * y);
+    else if (op == HCCL_REDUCE_MAX)
+      r = x > y ? fa : fb;
+    else
+      r = x < y ? fa : fb;
+    *bits = f2u(r);
+    return !isnan(r);
+  }
+  }
+}
+
+static uint32_t load_bits(HcclDataType dt, const void *p, size_t i) {
+  switch (hccl__dtype_size(dt)) {
+  case 1:
+    return ((const uint8_t *)p)[i];
+  case 2:
+    return ((const uint16_t *)p)[i];
+  default:
+    return ((const uint32_t *)p)[i];
+  }
+}
+
+static bool is_nan_bits(HcclDataType dt, uint32_t v) {
+  if (dt == HCCL_DATA_TYPE_FP16) return h_isnan((uint16_t)v);
+  if (dt == HCCL_DATA_TYPE_FP32) return isnan(u2f(v));
+  return false;
+}
+
+/* Random element bits; floats mostly finite and moderate, with some specials. */
+static void fill_random(HcclDataType dt, void *p, size_t n, uint64_t *s) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = rng_next(s);
+    switch (dt) {
+    case HCCL_DATA_TYPE_INT8:
+      ((uint8_t *)p)[i] = (uint8_t)r;
+      break;
+    case HCCL_DATA_TYPE_INT32:
+      ((uint32_t *)p)[i] = (uint32_t)(r >> 32);
+      break;
+    case HCCL_DATA_TYPE_FP16:
+      ((uint16_t *)p)[i] = (uint16_t)(r >> 40);
+      break;
+    default: {
+      /* exponent within +-40 of 1 most of the time, raw bits otherwise */
+      uint32_t u = (uint32_t)(r >> 32);
+      if ((r & 7) != 0) u = (u & 0x807fffffu) | ((uint32_t)(87 + (r >> 8) % 80) << 23);
+      ((uint32_t *)p)[i] = u;
+    }
+    }
+  }
+}
+
+/* ---- names, sizes, support ---- */
+
+static void test_names_and_sizes(void **state) {
+  (void)state;
+  static const struct {
+    HcclDataType dt;
+    size_t size;
+    const char *name;
+  } t[] = {
+      {HCCL_DATA_TYPE_INT8, 1, "int8"},     {HCCL_DATA_TYPE_INT16, 2, "int16"},
+      {HCCL_DATA_TYPE_INT32, 4, "int32"},   {HCCL_DATA_TYPE_FP16, 2, "half"},
+      {HCCL_DATA_TYPE_FP32, 4, "float"},    {HCCL_DATA_TYPE_INT64, 8, "int64"},
+      {HCCL_DATA_TYPE_UINT64, 8, "uint64"}, {HCCL_DATA_TYPE_UINT8, 1, "uint8"},
+      {HCCL_DATA_TYPE_UINT16, 2, "uint16"}, {HCCL_DATA_TYPE_UINT32, 4, "uint32"},
+      {HCCL_DATA_TYPE_FP64, 8, "double"},   {HCCL_DATA_TYPE_BFP16, 2, "bfloat16"},
+  };
+  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+    assert_int_equal(hccl__dtype_size(t[i].dt), t[i].size);
+    assert_string_equal(hccl__dtype_name(t[i].dt), t[i].name);
+  }
+  assert_int_equal(hccl__dtype_size(HCCL_DATA_TYPE_RESERVED), 0);
+  assert_int_equal(hccl__dtype_size((HcclDataType)-1), 0);
+  assert_string_equal(hccl__dtype_name(HCCL_DATA_TYPE_RESERVED), "unknown");
+  assert_string_equal(hccl__dtype_name((HcclDataType)-3), "unknown");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_SUM), "sum");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_PROD), "prod");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_MAX), "max");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_MIN), "min");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_RESERVED), "unknown");
+  assert_string_equal(hccl__op_name((HcclReduceOp)-1), "unknown");
+}
+
+static void test_supported(void **state) {
+  (void)state;
+  for (int pass = 0; pass < 2; pass++) {
+    bool before = hccl__reduce_force_portable(pass == 0);
+    for (int d = -2; d <= (int)HCCL_DATA_TYPE_RESERVED + 2; d++) {
+      for (int o = -2; o <= (int)HCCL_REDUCE_RESERVED + 2; o++) {
+        HcclDataType dt = (HcclDataType)d;
+        HcclReduceOp op = (HcclReduceOp)o;
+        bool want = (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
+                     dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32) &&
+                    o >= 0 && o < (int)HCCL_REDUCE_RESERVED;
+        assert_int_equal(hccl__reduce_supported(dt, op), want);
+        assert_int_equal(hccl__reduce_kernel(dt, op) != NULL, want);
+      }
+    }
+    hccl__reduce_force_portable(!before);
+  }
+  /* The unsupported convenience call writes nothing. */
+  int64_t x = 1, y = 2, out = 77;
+  hccl__reduce(&out, &x, &y, 1, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM);
+  assert_int_equal(out, 77);
+}
+
+/* ---- every dtype x op x size x aliasing against the reference ---- */
+
+enum alias { ALIAS_NONE, ALIAS_A, ALIAS_B };
+
+/* Runs one kernel on n elements and checks every element and the canary after the output.
+ * Returns the number of mismatches (printed, up to a few). */
+static int check_one(HcclDataType dt, HcclReduceOp op, size_t n, enum alias al, int misalign,
+                     uint64_t *seed) {
+  size_t es = hccl__dtype_size(dt), pad = 64;
+  size_t bytes = (n + 1) * es + pad;
+  uint8_t *a = malloc(bytes), *b = malloc(bytes), *o = malloc(bytes);
+  uint8_t *a0 = malloc(bytes), *b0 = malloc(bytes);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(o);
+  assert_non_null(a0);
+  assert_non_null(b0);
+  size_t off = misalign ? es : 0; /* element-aligned but not vector-aligned */
+  fill_random(dt, a + off, n, seed);
+  fill_random(dt, b + off, n, seed);
+  memcpy(a0, a, bytes);
+  memcpy(b0, b, bytes);
+  memset(o, 0xa5, bytes);
+  uint8_t *out = o + off, *pa = a + off, *pb = b + off;
+  if (al == ALIAS_A) {
+    memcpy(o, a, bytes);
+    memset(o + off + n * es, 0xa5, bytes - off - n * es);
+    pa = out;
+  } else if (al == ALIAS_B) {
+    memcpy(o, b, bytes);
+    memset(o + off + n * es, 0xa5, bytes - off - n * es);
+    pb = out;
+  }
+  hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
+  assert_non_null(fn);
+  fn(out, pa, pb, n);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t want = 0, got = load_bits(dt, out, i);
+    bool finite = ref_elem(dt, op, a0 + off, b0 + off, i, &want);
+    bool ok = finite ? got == want : is_nan_bits(dt, got);
+    if (!ok && bad++ < 5)
+      fprintf(stderr, "%s %s n=%zu alias=%d i=%zu a=%#x b=%#x: got %#x want %s%#x\n",
+              hccl__dtype_name(dt), hccl__op_name(op), n, (int)al, i, load_bits(dt, a0 + off, i),
+              load_bits(dt, b0 + off, i), got, finite ? "" : "NaN, e.g. ", want);
+  }
+  for (size_t k = off + n * es; k < bytes; k++)
+    if (o[k] != 0xa5 && bad++ < 5) fprintf(stderr, "canary overwritten at byte %zu\n", k);
+  if (al != ALIAS_A && memcmp(a, a0, bytes) != 0) bad++;
+  if (al != ALIAS_B && memcmp(b, b0, bytes) != 0) bad++;
+  free(a);
+  free(b);
+  free(o);
+  free(a0);
+  free(b0);
+  return bad;
+}
+
+static void test_kernels_vs_reference(void **state) {
+  (void)state;
+  static const size_t sizes[] = {0, 1, 7, 8, 15, 16, 17, 33, 1000, 4099};
+  int bad = 0, runs = 0;
+  bool fast = fast_available();
+  for (int pass = 0; pass < (fast ? 2 : 1); pass++) {
+    bool before = hccl__reduce_force_portable(pass == 0);
+    uint64_t seed = 0x1234567;
+    for (size_t d = 0; d < 4; d++)
+      for (size_t o = 0; o < 4; o++)
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+          for (int al = ALIAS_NONE; al <= ALIAS_B; al++)
+            for (int mis = 0; mis < 2; mis++, runs++)
+              bad += check_one(k_dtypes[d], k_ops[o], sizes[s], (enum alias)al, mis, &seed);
+    hccl__reduce_force_portable(!before);
+  }
+  fprintf(stderr, "kernels vs reference: %d runs, %d mismatches, f16c path %s\n", runs, bad,
+          fast ? "tested" : "not available");
+  assert_int_equal(bad, 0);
+}
+
+/* ---- integer wrap ---- */
+
+static void test_integer_wrap(void **state) {
+  (void)state;
+  for (int pass = 0; pass < 2; pass++) {
+    bool before = hccl__reduce_force_portable(pass == 0);
+    int8_t a8[] = {127, 16, -128, -128, -1, 127, -128, 100};
+    int8_t b8[] = {1, 16, -1, -128, -128, -128, 127, 3};
+    int8_t o8[8];
+    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM);
+    assert_int_equal(o8[0], -128); /* 127 + 1 */
+    assert_int_equal(o8[2], 127);  /* -128 + -1 */
+    assert_int_equal(o8[3], 0);    /* -128 + -128 */
+    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_PROD);
+    assert_int_equal(o8[1], 0);    /* 16 * 16 = 256 */
+    assert_int_equal(o8[2], -128); /* -128 * -1 = 128 */
+    assert_int_equal(o8[3], 0);    /* 16384 */
+    assert_int_equal(o8[5], -128); /* 127 * -128 = -16256 = -128 mod 256 */
+    assert_int_equal(o8[7], 44);   /* 300 - 256 */
+    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX);
+    assert_int_equal(o8[5], 127);
+    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MIN);
+    assert_int_equal(o8[5], -128);
+
+    int32_t a32[] = {INT32_MAX, INT32_MIN, INT32_MIN, 65536, INT32_MAX, -7};
+    int32_t b32[] = {1, -1, INT32_MIN, 65536, INT32_MAX, 3};
+    int32_t o32[6];
+    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM);
+    assert_int_equal(o32[0], INT32_MIN);
+    assert_int_equal(o32[1], INT32_MAX);
+    assert_int_equal(o32[2], 0);
+    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_PROD);
+    assert_int_equal(o32[1], INT32_MIN); /* INT_MIN * -1 */
+    assert_int_equal(o32[2], 0);
+    assert_int_equal(o32[3], 0); /* 2^32 */
+    assert_int_equal(o32[4], 1); /* (2^31-1)^2 = 1 mod 2^32 */
+    assert_int_equal(o32[5], -21);
+    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX);
+    assert_int_equal(o32[1], -1);
+    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN);
+    assert_int_equal(o32[1], INT32_MIN);
+    hccl__reduce_force_portable(!before);
+  }
+}
+
+/* ---- float16 conversions ---- */
+
+#if HAVE_X86
+__attribute__((target("f16c"))) static uint32_t hw_half_to_float_bits(uint16_t h) {
+  return f2u(_mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16((short)h))));
+}
+__attribute__((target("f16c"))) static uint16_t hw_float_to_half(float f) {
+  return (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set1_ps(f), _MM_FROUND_TO_NEAREST_INT), 0);
+}
+static bool hw_f16c(void) {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+#endif
+
+static void test_f16_roundtrip_exhaustive(void **state) {
+  (void)state;
+  int bad = 0;
+  bool hw = false;
+#if HAVE_X86
+  hw = hw_f16c();
+#endif
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = hccl__half_to_float((uint16_t)h);
+    double want = ref_half_to_double((uint16_t)h);
+    uint16_t back = hccl__float_to_half(f);
+    if (h_isnan((uint16_t)h)) {
+      bad += !isnan(f) || !h_isnan(back);
+      bad += (back & 0x81ff) != (h & 0x81ff); /* sign and low payload survive, quiet bit set */
+      bad += (back & 0x200) == 0;
+    } else {
+      bad += (double)f != want || !signbit(f) != !signbit(want);
+      bad += back != h;
+    }
+#if HAVE_X86
+    if (hw) { /* the portable conversion gives the same bits as VCVTPH2PS, NaNs included */
+      bad += hw_half_to_float_bits((uint16_t)h) != f2u(f);
+      bad += hw_float_to_half(f) != back;
+    }
+#endif
+  }
+  fprintf(stderr, "half round trip: 65536 patterns, %d mismatches (hardware compare %s)\n", bad,
+          hw ? "on" : "off");
+  assert_int_equal(bad, 0);
+}
+
+static void test_f16_rounding(void **state) {
+  (void)state;
+  static const struct {
+    float f;
+    uint16_t h;
+  } t[] = {
+      {1.0f, 0x3c00},
+      {1.0f + 0x1p-11f, 0x3c00},            /* tie between 1 and 1+2^-10: even is 1 */
+      {1.0f + 3 * 0x1p-11f, 0x3c02},        /* tie between 0x3c01 and 0x3c02: even */
+      {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01}, /* just above the tie */
+      {-(1.0f + 0x1p-11f), 0xbc00},
+      {2049.0f, 0x6800},  /* 2048 and 2050 are halves: tie -> 2048 */
+      {2051.0f, 0x6802},  /* tie -> 2052 */
+      {0x1p-24f, 0x0001}, /* smallest subnormal */
+      {0x1p-25f, 0x0000}, /* tie between 0 and 2^-24: even is 0 */
+      {0x1p-25f + 0x1p-40f, 0x0001},
+      {3 * 0x1p-25f, 0x0002}, /* tie between 1 and 2 units: 2 */
+      {5 * 0x1p-25f, 0x0002}, /* tie between 2 and 3 units: 2 */
+      {-0x1p-25f, 0x8000},
+      {0x1p-14f, 0x0400},           /* smallest normal */
+      {1023.5f * 0x1p-24f, 0x0400}, /* tie between largest subnormal and 2^-14 */
+      {1022.5f * 0x1p-24f, 0x03fe},
+      {0x1p-30f, 0x0000},
+      {1e-30f, 0x0000},
+      {0x1p-149f, 0x0000}, /* float subnormal */
+      {65504.0f, 0x7bff},
+      {65519.99f, 0x7bff},
+      {65520.0f, 0x7c00}, /* tie between 65504 and 2^16: rounds to Inf */
+      {-65520.0f, 0xfc00},
+      {1e10f, 0x7c00},
+      {INFINITY, 0x7c00},
+      {-INFINITY, 0xfc00},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {0.1f, 0x2e66},
+      {-2.5f, 0xc100},
+  };
+  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+    uint16_t got = hccl__float_to_half(t[i].f);
+    if (got != t[i].h) fprintf(stderr, "float_to_half(%a) = %#x, want %#x\n", t[i].f, got, t[i].h);
+    assert_int_equal(got, t[i].h);
+    assert_int_equal(ref_double_to_half(t[i].f), t[i].h); /* the reference agrees too */
+  }
+  assert_true(h_isnan(hccl__float_to_half(NAN)));
+  assert_true(h_isnan(hccl__float_to_half(u2f(0x7f800001u)))); /* payload only in low bits */
+  assert_true(h_isnan(hccl__float_to_half(u2f(0xff800001u))));
+
+  /* A sweep of float bit patterns (every 97th, all exponents): portable against the double
+   * reference, and against VCVTPS2PH (NaN payloads included) when the CPU has it. */
+  int bad = 0;
+  bool hw = false;
+#if HAVE_X86
+  hw = hw_f16c();
+#endif
+  uint64_t n = 0;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 97, n++) {
+    float f = u2f((uint32_t)u);
+    uint16_t got = hccl__float_to_half(f);
+    if (isnan(f))
+      bad += !h_isnan(got);
+    else
+      bad += got != ref_double_to_half(f);
+#if HAVE_X86
+    if (hw) bad += got != hw_float_to_half(f);
+#endif
+  }
+  fprintf(stderr, "float->half sweep: %llu floats, %d mismatches\n", (unsigned long long)n, bad);
+  assert_int_equal(bad, 0);
+}
+
+/* ---- float16 sum/prod/max/min on many random pairs, both paths ---- */
+
+static void test_f16_random_pairs(void **state) {
+  (void)state;
+  const size_t n = (size_t)1 << 20;
+  uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *r0 = malloc(n * 2), *r1 = malloc(n * 2);
+  assert_true(a && b && r0 && r1);
+  uint64_t seed = 0xfeedbeef;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = rng_next(&seed);
+    a[i] = (uint16_t)r;
+    if (i % 2 == 0) {
+      b[i] = (uint16_t)(r >> 16); /* independent bits */
+    } else {
+      /* exponent near a's, so sums cancel or hit ties often */
+      int e = (a[i] >> 10) & 31, de = (int)((r >> 16) % 13) - 6;
+      int eb = e + de < 0 ? 0 : e + de > 30 ? 30 : e + de;
+      b[i] = (uint16_t)(((r >> 32) & 0x8000) | (unsigned)(eb << 10) | ((r >> 40) & 0x3ff));
+    }
+  }
+  bool fast = fast_available();
+  int bad = 0, diff_paths = 0;
+  for (size_t o = 0; o < 4; o++) {
+    HcclReduceOp op = k_ops[o];
+    bool before = hccl__reduce_force_portable(true);
+    hccl__reduce(r0, a, b, n, HCCL_DATA_TYPE_FP16, op);
+    hccl__reduce_force_portable(false);
+    hccl__reduce(r1, a, b, n, HCCL_DATA_TYPE_FP16, op);
+    hccl__reduce_force_portable(!before);
+    for (size_t i = 0; i < n; i++) {
+      uint32_t want = 0;
+      bool finite = ref_elem(HCCL_DATA_TYPE_FP16, op, a, b, i, &want);
+      bool ok0 = finite ? r0[i] == want : h_isnan(r0[i]);
+      bool ok1 = finite ? r1[i] == want : h_isnan(r1[i]);
+      /* Bit-identical paths, except the payload of a sum/prod of two NaNs (see reduce.c). */
+      bool both_nan_in = h_isnan(a[i]) && h_isnan(b[i]) && o < 2;
+      bool same = r0[i] == r1[i] || (both_nan_in && h_isnan(r0[i]) && h_isnan(r1[i]));
+      if ((!ok0 || !ok1) && bad++ < 5)
+        fprintf(stderr, "f16 %s %#x, %#x: portable %#x f16c %#x want %#x\n", hccl__op_name(op),
+                a[i], b[i], r0[i], r1[i], want);
+      diff_paths += !same;
+    }
+  }
+  fprintf(stderr, "f16 random pairs: 4 ops x %zu pairs, %d wrong, %d path differences (f16c %s)\n",
+          n, bad, diff_paths, fast ? "tested" : "not available");
+  assert_int_equal(bad, 0);
+  assert_int_equal(diff_paths, 0);
+  free(a);
+  free(b);
+  free(r0);
+  free(r1);
+}
+
+/* ---- NaN and Inf ---- */
+
+static void test_nan_inf(void **state) {
+  (void)state;
+  const uint16_t hnan = 0x7e00, hinf = 0x7c00, hninf = 0xfc00, h1 = 0x3c00, hm2 = 0xc000;
+  const float fnan = NAN, finf = INFINITY;
+  for (int pass = 0; pass < 2; pass++) {
+    bool before = hccl__reduce_force_portable(pass == 0);
+    for (size_t o = 0; o < 4; o++) {
+      HcclReduceOp op = k_ops[o];
+      /* NaN in either position, against a finite value, Inf, -Inf and NaN; 9 elements so the
+       * F16C path runs both its 8-wide body and its tail. */
+      uint16_t ha[9] = {hnan, h1, hnan, hinf, hnan, hninf, hnan, hm2, hnan};
+      uint16_t hb[9] = {h1, hnan, hinf, hnan, hninf, hnan, hnan, hnan, hm2};
+      uint16_t ho[9];
+      hccl__reduce(ho, ha, hb, 9, HCCL_DATA_TYPE_FP16, op);
+      for (int i = 0; i < 9; i++)
+        assert_true(h_isnan(ho[i]));
+      float fa[9] = {fnan, 1, fnan, finf, fnan, -finf, fnan, -2, fnan};
+      float fb[9] = {1, fnan, finf, fnan, -finf, fnan, fnan, fnan, -2};
+      float fo[9];
+      hccl__reduce(fo, fa, fb, 9, HCCL_DATA_TYPE_FP32, op);
+      for (int i = 0; i < 9; i++)
+        assert_true(isnan(fo[i]));
+    }
+    /* Inf + -Inf = NaN; Inf * 0 = NaN; max(Inf, x) = Inf; min(-Inf, x) = -Inf. */
+    uint16_t ha[3] = {hinf, hinf, 0x3555}, hb[3] = {hninf, 0x0000, hinf}, ho[3];
+    hccl__reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
+    assert_true(h_isnan(ho[0]));
+    hccl__reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_PROD);
+    assert_true(h_isnan(ho[1]));
+    hccl__reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MAX);
+    assert_int_equal(ho[0], hinf);
+    assert_int_equal(ho[1], hinf);
+    assert_int_equal(ho[2], hinf);
+    hccl__reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MIN);
+    assert_int_equal(ho[0], hninf);
+    assert_int_equal(ho[2], 0x3555);
+    hccl__reduce(ho, hb, ha, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM); /* 1/3 + Inf */
+    assert_int_equal(ho[2], hinf);
+    uint16_t big[2] = {0x7bff, 0x7bff}; /* 65504 + 65504 overflows to Inf */
+    hccl__reduce(ho, big, big, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
+    assert_int_equal(ho[0], hinf);
+
+    float fa[3] = {finf, finf, 5}, fb[3] = {-finf, 0, finf}, fo[3];
+    hccl__reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
+    assert_true(isnan(fo[0]));
+    hccl__reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_PROD);
+    assert_true(isnan(fo[1]));
+    hccl__reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX);
+    assert_true(fo[0] == finf && fo[1] == finf && fo[2] == finf);
+    hccl__reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MIN);
+    assert_true(fo[0] == -finf && fo[1] == 0 && fo[2] == 5);
+    float fbig[1] = {3e38f};
+    hccl__reduce(fo, fbig, fbig, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
+    assert_true(fo[0] == finf);
+    hccl__reduce_force_portable(!before);
+  }
+}
+
+/* ---- benchmark (HCCL_REDUCE_BENCH=1) ---- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Best of `iters` runs of fn over a 4 MiB output; GB/s = output bytes / time. */
+static double bench_one(hccl__reduce_fn fn, void *out, const void *a, const void *b, size_t n,
+                        size_t bytes, int iters) {
+  double best = 1e9;
+  for (int it = 0; it < iters; it++) {
+    double t0 = now_s();
+    fn(out, a, b, n);
+    double t = now_s() - t0;
+    if (t < best) best = t;
+  }
+  return (double)bytes / best / 1e9;
+}
+
+/* Benchmark data: random integers; floats in [-2, 2) like gradients (no subnormals, whose
+ * slow paths would measure the data rather than the kernel). */
+static void fill_bench(HcclDataType dt, void *p, size_t n, uint64_t *s) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = rng_next(s);
+    float f = (float)((double)(r >> 11) * 0x1p-51 - 2.0);
+    if (dt == HCCL_DATA_TYPE_FP16)
+      ((uint16_t *)p)[i] = hccl__float_to_half(f);
+    else if (dt == HCCL_DATA_TYPE_FP32)
+      ((float *)p)[i] = f;
+    else
+      fill_random(dt, (uint8_t *)p + i * hccl__dtype_size(dt), 1, s);
+  }
+}
+
+static void test_bench(void **state) {
+  (void)state;
+  const char *env = getenv("HCCL_REDUCE_BENCH");
+  if (env == NULL || strcmp(env, "1") != 0) {
+    skip();
+    return;
+  }
+  const size_t bytes = (size_t)4 << 20;
+  uint8_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes),
+          *o = aligned_alloc(64, bytes);
+  assert_true(a && b && o);
+  bool fast = fast_available();
+  printf("# reduce kernels, 4 MiB output, GB/s of output (best of 30)\n");
+  printf("%-6s %-5s %10s %10s %10s\n", "type", "op", fast ? "avx2/f16c" : "-", "in-place",
+         "portable");
+  for (size_t d = 0; d < 4; d++) {
+    HcclDataType dt = k_dtypes[d];
+    size_t n = bytes / hccl__dtype_size(dt);
+    uint64_t seed = 99;
+    fill_bench(dt, a, n, &seed);
+    fill_bench(dt, b, n, &seed);
+    for (size_t k = 0; k < 4; k++) {
+      HcclReduceOp op = k_ops[k];
+      double g[3] = {0, 0, 0};
+      bool before = hccl__reduce_force_portable(!fast);
+      hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
+      g[0] = bench_one(fn, o, a, b, n, bytes, 30);
+      memcpy(o, a, bytes);
+      g[1] = bench_one(fn, o, o, b, n, bytes, 30);
+      hccl__reduce_force_portable(true);
+      fn = hccl__reduce_kernel(dt, op);
+      g[2] = bench_one(fn, o, a, b, n, bytes, 30);
+      hccl__reduce_force_portable(!before);
+      printf("%-6s %-5s %10.1f %10.1f %10.1f\n", hccl__dtype_name(dt), hccl__op_name(op), g[0],
+             g[1], g[2]);
+    }
+  }
+  free(a);
+  free(b);
+  free(o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_names_and_sizes, setup_alarm),
+      cmocka_unit_test_setup(test_supported, setup_alarm),
+      cmocka_unit_test_setup(test_kernels_vs_reference, setup_alarm),
+      cmocka_unit_test_setup(test_integer_wrap, setup_alarm),
+      cmocka_unit_test_setup(test_f16_roundtrip_exhaustive, setup_alarm),
+      cmocka_unit_test_setup(test_f16_rounding, setup_alarm),
+      cmocka_unit_test_setup(test_f16_random_pairs, setup_alarm),
+      cmocka_unit_test_setup(test_nan_inf, setup_alarm),
+      cmocka_unit_test_setup(test_bench, setup_alarm),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
