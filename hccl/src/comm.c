@@ -86,14 +86,22 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
     void *val;
     size_t n;
     snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, r);
+    /* The store's own message lacks the bootstrap's context: keep it quiet, log ours once. */
+    hccl__log_quiet(1);
     HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
+    hccl__log_quiet(0);
+    if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
+      char why[1024];
+      snprintf(why, sizeof(why), "%s", HcclGetLastErrorMessage());
+      return hccl__fail(res, "rank %u lost the bootstrap store while waiting for rank %u: %s",
+                        c->rank, r, why);
+    }
     if (res == HCCL_E_TIMEOUT)
       return hccl__fail(res,
                         "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u to join the "
                         "communicator of %u ranks; check that every rank was started with the "
                         "same MASTER_ADDR/MASTER_PORT and that rank %u is running",
                         c->rank, (long long)(c->cfg.connect_timeout_ms / 1000), r, c->nranks, r);
-    if (res != HCCL_SUCCESS) return res;
     if (n != len) {
       free(val);
       return hccl__fail(HCCL_E_INTERNAL,
