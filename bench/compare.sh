@@ -5,18 +5,19 @@
 #   bench/compare.sh [build-dir]        (default ./build; builds nothing)
 #
 # For each N it runs, float sum only:
-#   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P
-#                       --cpu-bind none, or, when npu-launch is not built, N background
-#                       processes with
+#   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
+#                       or, when npu-launch is not built, N background processes with
 #                       RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT set;
 #   mpi_allreduce_perf  under mpirun --allow-run-as-root --oversubscribe -np N
-#                       --mca mpi_yield_when_idle 1 --bind-to none. With more ranks than cores
+#                       --mca mpi_yield_when_idle 1. With more ranks than cores
 #                       a busy-polling MPI rank steals the core its peer needs; yielding when
 #                       idle makes the comparison fair (libhccl's waits spin only briefly when
 #                       oversubscribed, then sleep on a futex).
-#                       --bind-to none and --cpu-bind none: no program is pinned, so the
-#                       three share the 2 cores under the same rules (npu-launch would pin
-#                       8 ranks round-robin on 2 CPUs, mpirun cannot bind 8 ranks to 2 cores);
+#                       Both launchers keep their default CPU binding, as a user gets it:
+#                       npu-launch pins rank r to CPU r mod ncpu; mpirun binds to cores up to
+#                       one rank per core and not at all when oversubscribed. (The shell-loop
+#                       fallback binds nothing; unpinned libhccl ranks can be much slower at
+#                       4 KiB on a busy machine, see bench/README.md.)
 #   gloo_allreduce_perf.py (torch.distributed, gloo backend) the same way as allreduce_perf,
 #                       when /usr/bin/python3 can import torch.
 # Each program runs at 64 MiB with few iterations (bandwidth) and at 4 KiB with many
@@ -79,8 +80,7 @@ launch() {
   shift
   port=$(free_port)
   if [ -x "$BIN/npu-launch" ]; then
-    timeout "$RUN_TIMEOUT" "$BIN/npu-launch" --device-list "0-$((n - 1))" --master-port "$port" \
-      --cpu-bind none -- "$@"
+    timeout "$RUN_TIMEOUT" "$BIN/npu-launch" --device-list "0-$((n - 1))" --master-port "$port" -- "$@"
     return
   fi
   local pids=() rc=0 r
@@ -97,7 +97,7 @@ mpi_launch() {
   local n=$1
   shift
   timeout "$RUN_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -np "$n" \
-    --mca mpi_yield_when_idle 1 --bind-to none "$@"
+    --mca mpi_yield_when_idle 1 "$@"
 }
 
 # field FILE COLUMN: the out-of-place time (COLUMN=time) or busbw (COLUMN=busbw) of the
