@@ -4,8 +4,8 @@
  * The sweep forks 1, 2, 4 and 8 ranks once per forced algorithm (HCCL_ALGO=ring, tree) with
  * HCCL_BUFFSIZE=1, and inside that one communicator runs every collective (allreduce,
  * reduce-scatter, allgather, broadcast and reduce from the first and the last rank, barrier)
- * over dtypes x ops x counts (0, 1, 7, and for a subset 1 MiB and 3 MiB + 5 elements, more
- * than the staging buffer) x in-place / out-of-place. Every element is compared with a
+ * over dtypes x ops x counts (0, 1, 7, 33333, and for a subset 1 MiB and 3 MiB + 5 elements,
+ * more than the staging buffer) x in-place / out-of-place. Every element is compared with a
  * reference computed locally from every rank's deterministic input (coll_check.h); an
  * out-of-place call must leave its send buffer untouched, and nothing may be written in the
  * guard bytes around any buffer. A mismatch prints the collective, dtype, op, count, root,
@@ -78,9 +78,11 @@ typedef struct {
 } case_t;
 
 static const char *case_str(const case_t *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s dtype=%s op=%s count=%llu %s root=%d", c->coll, cc_dtype_name(c->dt),
+  char root[16] = "-";
+  if (c->root >= 0) snprintf(root, sizeof(root), "%d", c->root);
+  snprintf(buf, len, "%s dtype=%s op=%s count=%llu %s root=%s", c->coll, cc_dtype_name(c->dt),
            (int)c->op < 0 ? "-" : cc_op_name(c->op), (unsigned long long)c->count,
-           c->inplace < 0 ? "-" : c->inplace ? "in-place" : "out-of-place", c->root);
+           c->inplace < 0 ? "-" : c->inplace ? "in-place" : "out-of-place", root);
   return buf;
 }
 
@@ -307,7 +309,10 @@ static const HcclDataType RED_DT[] = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32,
 static const HcclDataType MOVE_DT[] = {HCCL_DATA_TYPE_INT8,  HCCL_DATA_TYPE_INT32,
                                        HCCL_DATA_TYPE_FP16,  HCCL_DATA_TYPE_FP32,
                                        HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_FP64};
-static const uint64_t SMALL[] = {0, 1, 7};
+/* 0, 1, fewer than 8 (some ring blocks empty, vector kernels' tails), and 33333: more than one
+ * slot-sized chunk on 4 and 8 ranks, blocks of unequal sizes starting at odd offsets. */
+static const uint64_t SMALL[] = {0, 1, 7, 33333};
+#define NSMALL (sizeof(SMALL) / sizeof(SMALL[0]))
 
 /* Large counts: 1 MiB of bytes, and 3 MiB + 5 elements (more than HCCL_BUFFSIZE=1). For
  * reduce-scatter and allgather `per_rank` divides them by the group size, so the whole
@@ -320,7 +325,8 @@ static uint64_t large_count(HcclDataType dt, int which, int per_rank_n) {
 
 static int large_subset(HcclDataType dt, HcclReduceOp op) {
   return (dt == HCCL_DATA_TYPE_FP32 && op == HCCL_REDUCE_SUM) ||
-         (dt == HCCL_DATA_TYPE_INT8 && op == HCCL_REDUCE_MAX);
+         (dt == HCCL_DATA_TYPE_INT8 && op == HCCL_REDUCE_MAX) ||
+         (dt == HCCL_DATA_TYPE_FP16 && op == HCCL_REDUCE_MIN);
 }
 
 static int sweep(sweep_t *s) {
@@ -329,9 +335,6 @@ static int sweep(sweep_t *s) {
   for (size_t d = 0; d < sizeof(RED_DT) / sizeof(RED_DT[0]); d++) {
     for (int op = 0; op < 4; op++) {
       HcclDataType dt = RED_DT[d];
-      uint64_t counts[5];
-      int nc = 0;
-      for (size_t k = 0; k < 3; k++) counts[nc++] = SMALL[k];
       int big = large_subset(dt, (HcclReduceOp)op);
       for (int w = 0; big && w < 2; w++) {
         uint64_t cnt[2] = {large_count(dt, w, 1), large_count(dt, w, s->n)};
@@ -340,20 +343,21 @@ static int sweep(sweep_t *s) {
         for (int r = 0; r < nroots; r++)
           if (run_reduce(s, dt, op, cnt[0], roots[r])) return -1;
       }
-      for (int k = 0; k < nc; k++) {
-        if (run_allreduce(s, dt, op, counts[k])) return -1;
-        if (run_reduce_scatter(s, dt, op, counts[k])) return -1;
+      for (size_t k = 0; k < NSMALL; k++) {
+        if (run_allreduce(s, dt, op, SMALL[k])) return -1;
+        if (run_reduce_scatter(s, dt, op, SMALL[k])) return -1;
         for (int r = 0; r < nroots; r++)
-          if (run_reduce(s, dt, op, counts[k], roots[r])) return -1;
+          if (run_reduce(s, dt, op, SMALL[k], roots[r])) return -1;
       }
     }
   }
   for (size_t d = 0; d < sizeof(MOVE_DT) / sizeof(MOVE_DT[0]); d++) {
     HcclDataType dt = MOVE_DT[d];
     int big = dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_INT8;
-    for (int k = 0; k < 3 + 2 * big; k++) {
-      uint64_t cb = k < 3 ? SMALL[k] : large_count(dt, k - 3, 1);
-      uint64_t cg = k < 3 ? SMALL[k] : large_count(dt, k - 3, s->n);
+    for (int k = 0; k < (int)NSMALL + 2 * big; k++) {
+      int l = k - (int)NSMALL;
+      uint64_t cb = l < 0 ? SMALL[k] : large_count(dt, l, 1);
+      uint64_t cg = l < 0 ? SMALL[k] : large_count(dt, l, s->n);
       if (run_allgather(s, dt, cg)) return -1;
       for (int r = 0; r < nroots; r++)
         if (run_broadcast(s, dt, cb, roots[r])) return -1;
