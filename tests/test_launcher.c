@@ -49,7 +49,8 @@ struct run {
 };
 
 static struct run g_run; /* large: not on the stack */
-static char g_port[16];
+static char g_port[16];  /* --master-port of the next run; renewed by each start() */
+static bool g_keep_port; /* the port test needs the port it occupies to stay the same */
 static char g_dir[64];
 
 static double mono(void) {
@@ -58,12 +59,33 @@ static double mono(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* A port outside the kernel's ephemeral range (so no other test's outgoing connection takes
+ * it between our check and the launcher's), free a moment ago, into g_port. */
+static void fresh_port(void) {
+  static unsigned seed;
+  if (!seed) seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+  for (int i = 0; i < 100; i++) {
+    int port = 20000 + (int)(rand_r(&seed) % 12000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    close(fd);
+    if (rc == 0) {
+      snprintf(g_port, sizeof(g_port), "%d", port);
+      return;
+    }
+  }
+  snprintf(g_port, sizeof(g_port), "%u", harness_free_port());
+}
+
 /* Starts npu-launch with args (NULL-terminated, without argv[0]). env entries are "NAME=VALUE"
  * to set or "NAME" to unset; OMP_NUM_THREADS and HCCL_TOPO_FILE are unset unless given. */
 static pid_t start(const char *const *args, const char *const *env, int *out_fd, int *err_fd) {
   int o[2], e[2];
   assert_int_equal(pipe2(o, O_CLOEXEC), 0);
   assert_int_equal(pipe2(e, O_CLOEXEC), 0);
+  if (!g_keep_port) fresh_port(); /* args point at g_port: they see the new value */
   const char *argv[MAX_ARGS + 2] = {LAUNCHER};
   int n = 1;
   for (; args[n - 1] && n <= MAX_ARGS; n++)
@@ -222,7 +244,8 @@ static bool gone_within(pid_t pid, double timeout_s) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(g_port, sizeof(g_port), "%u", harness_free_port());
+  g_keep_port = false;
+  fresh_port();
   snprintf(g_dir, sizeof(g_dir), "/tmp/test_launcher_XXXXXX");
   assert_non_null(mkdtemp(g_dir));
   alarm(60);
@@ -502,6 +525,7 @@ static void test_refusals(void **state) {
 
 static void test_master_port_in_use(void **state) {
   (void)state;
+  g_keep_port = true;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(g_port))};
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -563,11 +587,13 @@ static void test_fail_fast_signal_and_grace(void **state) {
   assert_true(g_run.seconds < 10);
 
   /* ranks that ignore SIGTERM get SIGKILL after the grace period, and are gone */
-  char prog[400];
+  /* rank 0 fails once the others have started their sleeps, so the test does not race */
+  char prog[600];
   snprintf(prog, sizeof(prog),
-           "trap '' TERM; if [ $RANK = 0 ]; then sleep 0.3; exit 3; fi; sleep 30 & "
-           "echo $! > %s/sleep$RANK; wait",
-           g_dir);
+           "trap '' TERM; if [ $RANK = 0 ]; then for r in 1 2 3; do "
+           "while [ ! -s %s/sleep$r ]; do sleep 0.02; done; done; exit 3; fi; "
+           "sleep 30 & echo $! > %s/sleep$RANK; wait",
+           g_dir, g_dir);
   assert_int_equal(
       RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0-3", "sh", "-c", prog),
       3);
@@ -611,8 +637,9 @@ static void test_no_orphans(void **state) {
   char prog[400];
   /* (a) a failure: the background child of a still-running rank is stopped too */
   snprintf(prog, sizeof(prog),
-           "sleep 60 & echo $! > %s/bg$RANK; if [ $RANK = 1 ]; then sleep 0.3; exit 3; fi; wait",
-           g_dir);
+           "sleep 60 & echo $! > %s/bg$RANK; if [ $RANK = 1 ]; then "
+           "while [ ! -s %s/bg0 ]; do sleep 0.02; done; exit 3; fi; wait",
+           g_dir, g_dir);
   assert_int_equal(
       RUN("--master-port", g_port, "--grace-period", "1", "--device-list", "0,1", "sh", "-c", prog),
       3);
@@ -652,8 +679,13 @@ static void test_no_orphans(void **state) {
 static void test_log_dir(void **state) {
   (void)state;
   const char *dir = path_in_dir("logs/nested");
-  const char *prog = "i=1; while [ $i -le 20 ]; do echo \"rank $RANK line $i\"; i=$((i+1)); "
-                     "done; echo \"err $RANK\" >&2; if [ $RANK = 1 ]; then exit 5; fi";
+  /* rank 1 fails only once rank 0 has written everything, so the test does not race */
+  char prog[512];
+  snprintf(prog, sizeof(prog),
+           "i=1; while [ $i -le 20 ]; do echo \"rank $RANK line $i\"; i=$((i+1)); done; "
+           "echo \"err $RANK\" >&2; if [ $RANK = 0 ]; then touch %s/done0; exit 0; fi; "
+           "while [ ! -e %s/done0 ]; do sleep 0.02; done; exit 5",
+           g_dir, g_dir);
   assert_int_equal(
       RUN("--master-port", g_port, "--log-dir", dir, "--device-list", "0,1", "sh", "-c", prog), 5);
   ASSERT_LACKS(g_run.out, "line"); /* into the files, not the terminal */
@@ -724,10 +756,8 @@ static void test_allreduce_perf_end_to_end(void **state) {
   static const char *const lists[] = {"0", "0-1", "0-3", "0-7"};
   alarm(600);
   for (int i = 0; i < 4; i++) {
-    char port[16];
-    snprintf(port, sizeof(port), "%u", harness_free_port());
     const char *args[] = {"--master-port",
-                          port,
+                          g_port,
                           "--grace-period",
                           "1",
                           "--device-list",
@@ -771,5 +801,6 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_help_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_allreduce_perf_end_to_end, setup, teardown),
   };
+  if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "*signal*" */
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
