@@ -169,10 +169,18 @@ int launch_plan_binding(struct launch_job *j, char *err, size_t errlen) {
 
   const char *omp = getenv("OMP_NUM_THREADS");
   j->set_omp = !omp || !*omp;
-  if (j->set_omp && !j->o.dry_run)
-    launch_note("OMP_NUM_THREADS is not set; each rank gets its CPU count (%d), so threads do not "
+  if (j->set_omp && !j->o.dry_run) {
+    int lo = j->ranks[0].ncpus, hi = lo;
+    for (int i = 1; i < n; i++) {
+      if (j->ranks[i].ncpus < lo) lo = j->ranks[i].ncpus;
+      if (j->ranks[i].ncpus > hi) hi = j->ranks[i].ncpus;
+    }
+    char counts[32];
+    snprintf(counts, sizeof(counts), lo == hi ? "%d" : "%d-%d", lo, hi);
+    launch_note("OMP_NUM_THREADS is not set; each rank gets its CPU count (%s), so threads do not "
                 "oversubscribe its CPUs; set it yourself to choose",
-                j->ranks[0].ncpus);
+                counts);
+  }
   return 0;
 }
 

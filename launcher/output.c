@@ -134,19 +134,20 @@ void launch_print_log_tail(const char *path, int n) {
   buf[len] = '\0';
   if (len > 0 && buf[len - 1] == '\n') buf[--len] = '\0';
   size_t start = len;
-  int lines = 0;
-  while (start > 0 && lines < n) {
+  int lines = 1; /* the last line, which has no '\n' after the one removed above */
+  while (start > 0) {
+    if (buf[start - 1] == '\n' && lines == n) break;
+    if (buf[start - 1] == '\n') lines++;
     start--;
-    if (buf[start] == '\n' && ++lines == n) {
-      start++;
-      break;
-    }
   }
   if (len == 0) {
     launch_note("%s is empty", path);
     return;
   }
-  launch_note("last %d lines of %s:", n, path);
+  if (lines == 1)
+    launch_note("last line of %s:", path);
+  else
+    launch_note("last %d lines of %s:", lines, path);
   for (char *line = buf + start; line && *line;) {
     char *nl = strchr(line, '\n');
     if (nl) *nl = '\0';
