@@ -367,6 +367,12 @@ static void test_variables(void **state) {
   ASSERT_HAS(g_run.out, "OMP_NUM_THREADS=3 ");
   ASSERT_HAS(g_run.out, "MASTER_ADDR=127.0.0.1 "); /* localhost never becomes ::1 */
   ASSERT_LACKS(g_run.err, "OMP_NUM_THREADS is not set");
+
+  /* --topology is passed on, so that libhccl applies the same server description */
+  assert_int_equal(RUN("--master-port", g_port, "--topology", "ascend910", "--device-list", "4,5",
+                       "sh", "-c", "echo T=$HCCL_TOPO_FILE"),
+                   0);
+  ASSERT_HAS(g_run.out, "T=ascend910\nT=ascend910\n");
 }
 
 static void test_nnodes_dry_run(void **state) {
@@ -630,6 +636,34 @@ static void test_signal_forwarding(void **state) {
     assert_true(gone_within(pid_from_file(pid0), 2));
     assert_true(gone_within(pid_from_file(pid1), 2));
   }
+
+  /* ranks that ignore SIGTERM: a second signal to the launcher sends SIGKILL at once, long
+   * before the 30 s grace period */
+  char prog[300];
+  snprintf(prog, sizeof(prog), "trap '' TERM INT; echo $$ > %s/deaf$RANK; exec sleep 60", g_dir);
+  const char *args[] = {"--master-port",
+                        g_port,
+                        "--grace-period",
+                        "30",
+                        "--device-list",
+                        "0,1",
+                        "sh",
+                        "-c",
+                        prog,
+                        NULL};
+  int o, e;
+  double t0 = mono();
+  pid_t pid = start(args, NULL, &o, &e);
+  assert_true(wait_for_file(path_in_dir("deaf0"), 10) && wait_for_file(path_in_dir("deaf1"), 10));
+  kill(pid, SIGTERM);
+  kill(pid, SIGINT);
+  int code = finish(pid, o, e, t0, 20, &g_run);
+  /* pending signals are read lowest number first, so either may count as the first */
+  assert_true(code == 128 + SIGTERM || code == 128 + SIGINT);
+  assert_true(g_run.seconds < 10);
+  ASSERT_HAS(g_run.err, "sending SIGKILL now");
+  assert_true(gone_within(pid_from_file(path_in_dir("deaf0")), 2));
+  assert_true(gone_within(pid_from_file(path_in_dir("deaf1")), 2));
 }
 
 static void test_no_orphans(void **state) {
