@@ -513,6 +513,14 @@ static int requests_body(int rank, int nranks, void *argp) {
   RANK_CHECK(cc_first_mismatch(p, want, HCCL_DATA_TYPE_FP32, NB_COUNT) < 0,
              "polled allreduce: wrong result");
 
+  /* A queued call of count 0 completes at once: Test says done, Wait returns success. */
+  HcclRequest rz = NULL;
+  rc = HcclAllReduce(p, p, 0, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, &rz);
+  RANK_CHECK(rc == HCCL_SUCCESS && rz, "queue count 0: %d", rc);
+  done = 0;
+  RANK_CHECK(HcclRequestTest(rz, &done) == HCCL_SUCCESS && done == 1, "count 0 not done");
+  RANK_CHECK(HcclRequestWait(rz) == HCCL_SUCCESS, "wait count 0");
+
   for (int k = 0; k < 4; k++) free(bufs[k]);
   free(out3);
   free(want);

@@ -114,16 +114,22 @@ static int env_body(int rank, int nranks, void *argp) {
   if (allreduce_works(comm, rank, nranks, 3)) return 1;
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
 
-  /* DEVICE_ID set per rank (a permutation, so it differs from LOCAL_RANK) is respected. */
+  /* DEVICE_ID set per rank (a permutation, so it differs from LOCAL_RANK) is respected, and
+   * HCCL's own spelling of the halving-doubling choice is accepted. */
   char dev[16];
   snprintf(dev, sizeof(dev), "%d", nranks - 1 - rank);
   setenv("DEVICE_ID", dev, 1);
   setenv("MASTER_PORT", arg->port2, 1);
+  setenv("HCCL_ALGO", "level0:NA;level1:H-D_R", 1);
   comm = NULL;
   rc = HcclCommInitFromEnv(&comm);
   RANK_CHECK(rc == HCCL_SUCCESS && comm, "init with DEVICE_ID=%s: %d %s", dev, rc,
              HcclGetLastErrorMessage());
   if (check_getters(comm, rank, nranks, nranks - 1 - rank)) return 1;
+  const char *algo = HcclAllReduceAlgoName(comm, 64u << 20);
+  RANK_CHECK(nranks == 1 || (algo && strcmp(algo, "hd") == 0),
+             "HCCL_ALGO=level0:NA;level1:H-D_R but a 64 MiB allreduce would use %s",
+             algo ? algo : "(null)");
   if (allreduce_works(comm, rank, nranks, -5)) return 1;
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;
@@ -161,6 +167,75 @@ static int bare_body(int rank, int nranks, void *argp) {
 static void test_init_no_variables(void **st) {
   (void)st;
   run_and_check(1, bare_body, NULL, -1, 0);
+}
+
+/* Ascend's spelling of the launcher's variables: RANK_ID and RANK_SIZE instead of RANK and
+ * WORLD_SIZE. */
+static int rank_id_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  char buf[16];
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  snprintf(buf, sizeof(buf), "%d", rank);
+  setenv("RANK_ID", buf, 1);
+  snprintf(buf, sizeof(buf), "%d", nranks);
+  setenv("RANK_SIZE", buf, 1);
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "init from RANK_ID/RANK_SIZE: %d %s", rc,
+             HcclGetLastErrorMessage());
+  if (check_getters(comm, rank, nranks, rank)) return 1;
+  if (allreduce_works(comm, rank, nranks, 4)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_init_rank_id(void **st) {
+  (void)st;
+  run_and_check(4, rank_id_body, NULL, -1, 0);
+}
+
+/* Two communicators over the same processes alive at once (as with two process groups), their
+ * collectives interleaved, each with its own data. */
+static int two_comms_body(int rank, int nranks, void *argp) {
+  const struct env_arg *arg = argp;
+  base_env();
+  HcclComm a = NULL, b = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&a);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init A: %d %s", rc, HcclGetLastErrorMessage());
+  setenv("MASTER_PORT", arg->port2, 1);
+  setenv("HCCL_ALGO", "ring", 1);
+  rc = HcclCommInitFromEnv(&b);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init B: %d %s", rc, HcclGetLastErrorMessage());
+  for (int k = 0; k < 5; k++) {
+    if (allreduce_works(a, rank, nranks, 10 * k)) return 1;
+    if (allreduce_works(b, rank, nranks, 10 * k + 1)) return 1;
+  }
+  /* Queued on A, blocking on B meanwhile, then A's result. */
+  int32_t qa[4099], qb[4099];
+  for (int i = 0; i < 4099; i++) qa[i] = rank + i, qb[i] = 2 * rank - i;
+  HcclRequest req = NULL;
+  rc = HcclAllReduce(qa, qa, 4099, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, a, &req);
+  RANK_CHECK(rc == HCCL_SUCCESS, "queue on A: %d", rc);
+  rc = HcclAllReduce(qb, qb, 4099, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN, b, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS, "blocking on B: %d %s", rc, HcclGetLastErrorMessage());
+  RANK_CHECK(HcclRequestWait(req) == HCCL_SUCCESS, "wait on A: %s", HcclGetLastErrorMessage());
+  for (int i = 0; i < 4099; i++) {
+    RANK_CHECK(qa[i] == nranks - 1 + i, "A max[%d] = %d, want %d", i, qa[i], nranks - 1 + i);
+    RANK_CHECK(qb[i] == -i, "B min[%d] = %d, want %d", i, qb[i], -i);
+  }
+  RANK_CHECK(HcclCommDestroy(a) == HCCL_SUCCESS, "destroy A");
+  if (allreduce_works(b, rank, nranks, 99)) return 1; /* B outlives A */
+  RANK_CHECK(HcclCommDestroy(b) == HCCL_SUCCESS, "destroy B");
+  return 0;
+}
+
+static void test_two_communicators(void **st) {
+  (void)st;
+  struct env_arg a;
+  snprintf(a.port2, sizeof(a.port2), "%u", harness_free_port());
+  run_and_check(4, two_comms_body, &a, -1, 0);
 }
 
 /* ---- init from a root info ----
@@ -381,6 +456,11 @@ static int dead_peer_body(int rank, int nranks, void *argp) {
              fail_after);
   RANK_CHECK(cc_msg_names_rank(msg, DEAD_VICTIM), "the message does not name rank %d: %s",
              DEAD_VICTIM, msg);
+  /* The communicator stays failed: the next call is refused at once, it does not hang. */
+  double tn = cc_now();
+  HcclResult rc2 = HcclAllReduce(buf, buf, 16, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+  RANK_CHECK(rc2 != HCCL_SUCCESS && cc_now() - tn < 2.0,
+             "a call on the failed communicator returned %d after %.2f s", rc2, cc_now() - tn);
   double td = cc_now();
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy after failure");
   RANK_CHECK(cc_now() - td < 5.0, "destroy took %.2f s", cc_now() - td);
@@ -393,10 +473,18 @@ static void test_dead_peer(void **st) {
   run_and_check(4, dead_peer_body, NULL, DEAD_VICTIM, 1500);
 }
 
-/* ---- a peer that skips a collective ---- */
+/* ---- a peer that skips a collective ----
+ * Blocking, and queued (the timeout then reaches the thread that waits on the request, with
+ * its message). In the third form rank 1 makes the call late, after rank 0 has given up: it
+ * must fail too (rank 0 left the collective half done), neither hang nor succeed. */
+
+struct missing_arg {
+  int queued;    /* rank 0 queues its call and waits on the request */
+  int late_call; /* rank 1 makes the call after rank 0 has given up */
+};
 
 static int missing_peer_body(int rank, int nranks, void *argp) {
-  (void)argp;
+  const struct missing_arg *arg = argp;
   base_env();
   setenv("HCCL_EXEC_TIMEOUT", "2", 1);
   HcclComm comm = NULL;
@@ -405,18 +493,43 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
   if (allreduce_works(comm, rank, nranks, 2)) return 1;
   if (rank == 1) { /* skips the next allreduce, leaves once rank 0 has given up */
     RANK_CHECK(wait_flag(FLAG_DONE, 20), "rank 0 never gave up");
+    if (arg->late_call) {
+      int32_t y[64];
+      for (int i = 0; i < 64; i++) y[i] = 1000 + i;
+      double ty = cc_now();
+      rc = HcclAllReduce(y, y, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+      double dy = cc_now() - ty;
+      printf("  rank 1 calling late: %d after %.2f s (y[0] = %d, y[63] = %d): %s\n", rc, dy,
+             y[0], y[63], rc ? HcclGetLastErrorMessage() : "");
+      RANK_CHECK(rc != HCCL_SUCCESS,
+                 "rank 1's allreduce after rank 0 had given up on it succeeded (y[0] = %d): it "
+                 "completed with the data rank 0 left behind",
+                 y[0]);
+      RANK_CHECK(dy < 4.0, "rank 1's late allreduce took %.2f s to fail", dy);
+      RANK_CHECK(cc_msg_names_rank(HcclGetLastErrorMessage(), 0),
+                 "the message does not name rank 0: %s", HcclGetLastErrorMessage());
+    }
     double td = cc_now();
     RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
     RANK_CHECK(cc_now() - td < 5.0, "destroy took %.2f s", cc_now() - td);
     return 0;
   }
-  int32_t x[64] = {0};
+  int32_t x[64];
+  for (int i = 0; i < 64; i++) x[i] = 1 + i;
   double t0 = cc_now();
-  rc = HcclAllReduce(x, x, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+  if (arg->queued) {
+    HcclRequest req = NULL;
+    rc = HcclAllReduce(x, x, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, &req);
+    RANK_CHECK(rc == HCCL_SUCCESS && req, "queueing: %d", rc);
+    rc = HcclRequestWait(req);
+  } else {
+    rc = HcclAllReduce(x, x, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+  }
   double dt = cc_now() - t0;
   const char *msg = HcclGetLastErrorMessage();
   set_flag(FLAG_DONE);
-  printf("  rank 0 without rank 1: %d after %.2f s: %s\n", rc, dt, msg);
+  printf("  rank 0 without rank 1 (%s): %d after %.2f s: %s\n",
+         arg->queued ? "queued" : "blocking", rc, dt, msg);
   RANK_CHECK(rc == HCCL_E_TIMEOUT, "allreduce returned %d (%s), want HCCL_E_TIMEOUT", rc, msg);
   RANK_CHECK(dt >= 1.5 && dt <= 5.0, "HCCL_EXEC_TIMEOUT=2 but the allreduce gave up after %.2f s",
              dt);
@@ -427,7 +540,20 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
 
 static void test_missing_peer(void **st) {
   (void)st;
-  run_and_check(2, missing_peer_body, NULL, -1, 0);
+  struct missing_arg a = {.queued = 0};
+  run_and_check(2, missing_peer_body, &a, -1, 0);
+}
+
+static void test_missing_peer_queued(void **st) {
+  (void)st;
+  struct missing_arg a = {.queued = 1};
+  run_and_check(2, missing_peer_body, &a, -1, 0);
+}
+
+static void test_late_peer_after_timeout(void **st) {
+  (void)st;
+  struct missing_arg a = {.late_call = 1};
+  run_and_check(2, missing_peer_body, &a, -1, 0);
 }
 
 /* ---- bad arguments ----
@@ -554,10 +680,12 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_env_1),       cmocka_unit_test(test_init_env_2),
       cmocka_unit_test(test_init_env_4),       cmocka_unit_test(test_init_env_8),
-      cmocka_unit_test(test_init_no_variables), cmocka_unit_test(test_init_root_info),
+      cmocka_unit_test(test_init_no_variables), cmocka_unit_test(test_init_rank_id),
+      cmocka_unit_test(test_two_communicators), cmocka_unit_test(test_init_root_info),
       cmocka_unit_test(test_refused_3),        cmocka_unit_test(test_refused_6),
       cmocka_unit_test(test_bad_variables),    cmocka_unit_test(test_rank_never_joins),
       cmocka_unit_test(test_dead_peer),        cmocka_unit_test(test_missing_peer),
+      cmocka_unit_test(test_missing_peer_queued), cmocka_unit_test(test_late_peer_after_timeout),
       cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_init_destroy_repeated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
