@@ -3,7 +3,8 @@
  *
  * The sweep forks 1, 2, 4 and 8 ranks once per forced algorithm (HCCL_ALGO=ring, tree) with
  * HCCL_BUFFSIZE=1, and inside that one communicator runs every collective (allreduce,
- * reduce-scatter, allgather, broadcast and reduce from the first and the last rank, barrier)
+ * reduce-scatter, allgather, broadcast and reduce from the first, the last and a middle rank,
+ * barrier)
  * over dtypes x ops x counts (0, 1, 7, 33333, and for a subset 1 MiB and 3 MiB + 5 elements,
  * more than the staging buffer) x in-place / out-of-place. Every element is compared with a
  * reference computed locally from every rank's deterministic input (coll_check.h); an
@@ -330,8 +331,10 @@ static int large_subset(HcclDataType dt, HcclReduceOp op) {
 }
 
 static int sweep(sweep_t *s) {
-  int roots[2] = {0, s->n - 1};
-  int nroots = s->n > 1 ? 2 : 1;
+  /* First and last rank for every count; a middle one (the binomial tree's root position
+   * wraps around the ring) for the small counts on 4 and 8 ranks. */
+  int roots[3] = {0, s->n - 1, s->n / 2 - 1};
+  int nroots = s->n > 1 ? 2 : 1, nroots_small = s->n >= 4 ? 3 : nroots;
   for (size_t d = 0; d < sizeof(RED_DT) / sizeof(RED_DT[0]); d++) {
     for (int op = 0; op < 4; op++) {
       HcclDataType dt = RED_DT[d];
@@ -346,7 +349,7 @@ static int sweep(sweep_t *s) {
       for (size_t k = 0; k < NSMALL; k++) {
         if (run_allreduce(s, dt, op, SMALL[k])) return -1;
         if (run_reduce_scatter(s, dt, op, SMALL[k])) return -1;
-        for (int r = 0; r < nroots; r++)
+        for (int r = 0; r < nroots_small; r++)
           if (run_reduce(s, dt, op, SMALL[k], roots[r])) return -1;
       }
     }
@@ -359,7 +362,7 @@ static int sweep(sweep_t *s) {
       uint64_t cb = l < 0 ? SMALL[k] : large_count(dt, l, 1);
       uint64_t cg = l < 0 ? SMALL[k] : large_count(dt, l, s->n);
       if (run_allgather(s, dt, cg)) return -1;
-      for (int r = 0; r < nroots; r++)
+      for (int r = 0; r < (l < 0 ? nroots_small : nroots); r++)
         if (run_broadcast(s, dt, cb, roots[r])) return -1;
     }
   }

@@ -374,6 +374,21 @@ static int bad_vars_body(int rank, int nranks, void *argp) {
     else
       unsetenv(cases[k].var);
   }
+  /* A host name that does not resolve: an error naming it, at once, not after the timeout. */
+  {
+    setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
+    setenv("MASTER_ADDR", "nosuchhost.invalid", 1);
+    HcclComm comm = NULL;
+    double t0 = cc_now();
+    HcclResult rc = HcclCommInitFromEnv(&comm);
+    double dt = cc_now() - t0;
+    const char *msg = HcclGetLastErrorMessage();
+    if (rank == 0) printf("  MASTER_ADDR=nosuchhost.invalid: %d in %.3f s: %s\n", rc, dt, msg);
+    RANK_CHECK(rc != HCCL_SUCCESS && comm == NULL, "init with an unknown MASTER_ADDR succeeded");
+    RANK_CHECK(strstr(msg, "nosuchhost.invalid"), "the message does not name the host: %s", msg);
+    RANK_CHECK(dt < 5.0, "an unknown host took %.2f s to be reported", dt);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+  }
   HcclComm comm = NULL;
   setenv("HCCL_CONNECT_TIMEOUT", "20", 1);
   HcclResult rc = HcclCommInitFromEnv(&comm);
@@ -556,6 +571,40 @@ static void test_late_peer_after_timeout(void **st) {
   run_and_check(2, missing_peer_body, &a, -1, 0);
 }
 
+/* ---- a peer that destroys its communicator instead of joining a collective ----
+ * Rank 0 must hear of it long before HCCL_EXEC_TIMEOUT (30 s), with rank 1 named. */
+
+static int peer_destroys_body(int rank, int nranks, void *argp) {
+  (void)argp;
+  base_env();
+  HcclComm comm = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  if (allreduce_works(comm, rank, nranks, 5)) return 1;
+  if (rank == 1) {
+    RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+    RANK_CHECK(wait_flag(FLAG_DONE, 40), "rank 0 never gave up"); /* stay alive meanwhile */
+    return 0;
+  }
+  int32_t x[4096] = {0};
+  double t0 = cc_now();
+  rc = HcclAllReduce(x, x, 4096, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
+  double dt = cc_now() - t0;
+  const char *msg = HcclGetLastErrorMessage();
+  set_flag(FLAG_DONE);
+  printf("  rank 0 after rank 1 destroyed: %d after %.2f s: %s\n", rc, dt, msg);
+  RANK_CHECK(rc != HCCL_SUCCESS, "allreduce with a destroyed peer succeeded");
+  RANK_CHECK(dt < 5.0, "it took %.2f s to notice (HCCL_EXEC_TIMEOUT=30)", dt);
+  RANK_CHECK(cc_msg_names_rank(msg, 1), "the message does not name rank 1: %s", msg);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_peer_destroys(void **st) {
+  (void)st;
+  run_and_check(2, peer_destroys_body, NULL, -1, 0);
+}
+
 /* ---- bad arguments ----
  * Every rank makes the same bad calls; they fail locally and leave the communicator usable. */
 
@@ -686,6 +735,7 @@ int main(void) {
       cmocka_unit_test(test_bad_variables),    cmocka_unit_test(test_rank_never_joins),
       cmocka_unit_test(test_dead_peer),        cmocka_unit_test(test_missing_peer),
       cmocka_unit_test(test_missing_peer_queued), cmocka_unit_test(test_late_peer_after_timeout),
+      cmocka_unit_test(test_peer_destroys),
       cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_init_destroy_repeated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
