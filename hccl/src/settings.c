@@ -180,7 +180,7 @@ HcclResult hccl__settings_load(struct hccl_settings *s) {
   HCCL_TRY(env_int("HCCL_BUFFSIZE", 1, 65536, &v, NULL));
   s->buffsize = (size_t)v << 20;
   v = -1;
-  HCCL_TRY(env_int("HCCL_SPIN", 0, 100000000, &v, NULL));
+  HCCL_TRY(env_int("HCCL_SPIN", 0, 1000000, &v, NULL));
   s->spin = (int)v;
 
   const char *algo = getenv("HCCL_ALGO");

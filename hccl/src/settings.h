@@ -25,7 +25,7 @@ struct hccl_settings {
   enum hccl_algo_choice algo; /* HCCL_ALGO */
   char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
   char if_ip[64];             /* HCCL_IF_IP, "" = unset */
-  int spin;                   /* HCCL_SPIN: polls before sleeping, -1 = automatic */
+  int spin;                   /* HCCL_SPIN: microseconds of polling, -1 = automatic */
 
   /* Rank variables; have_rank is false when none is set (a one-rank job). */
   bool have_rank;

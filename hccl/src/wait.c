@@ -18,7 +18,9 @@
 #include "comm.h"
 #include "log.h"
 
-static int g_spin = 2000;
+/* Poll budget before yielding, in nanoseconds. A budget in time, not in polls: one `pause`
+ * costs 10 to 140 cycles depending on the CPU, so a count means nothing across machines. */
+static int64_t g_spin_ns = 2000;
 static int g_yields = 2;
 
 int64_t hccl__now_ns(void) {
@@ -33,14 +35,15 @@ void hccl__wait_set_spin(int local_ranks, int spin_setting) {
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
   if (cpus < 1) cpus = 1;
   if (spin_setting >= 0) {
-    g_spin = spin_setting;
+    g_spin_ns = (int64_t)spin_setting * 1000;
   } else if (local_ranks > cpus) {
     /* Oversubscribed: whoever we wait for needs our core. */
-    g_spin = 64;
+    g_spin_ns = 500;
     g_yields = 1;
   } else {
-    g_spin = 20000;
-    g_yields = 4;
+    /* A core each, as far as we know; other load may still share them, so stay short. */
+    g_spin_ns = 5000;
+    g_yields = 2;
   }
 }
 
@@ -59,10 +62,14 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
 HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
                              uint32_t peer, const struct hccl_wait *w,
                              HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
-  for (int i = 0; i < g_spin; i++) {
-    if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-    cpu_relax();
-  }
+  if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
+  int64_t spin_end = hccl__now_ns() + g_spin_ns;
+  do {
+    for (int i = 0; i < 32; i++) {
+      if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
+      cpu_relax();
+    }
+  } while (hccl__now_ns() < spin_end);
   for (int i = 0; i < g_yields; i++) {
     sched_yield();
     if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;

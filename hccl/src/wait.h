@@ -23,7 +23,7 @@ struct hccl_wait {
 
 int64_t hccl__now_ns(void);
 
-/* Polls to do before sleeping: HCCL_SPIN, else chosen from ranks per core. */
+/* Polling time before yielding: HCCL_SPIN (microseconds), else chosen from ranks per core. */
 void hccl__wait_set_spin(int local_ranks, int spin_setting);
 
 /* Waits until *word != old. `waiting` is the sleeper flag a poster checks (hccl__wake);
