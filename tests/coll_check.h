@@ -41,25 +41,37 @@ static inline double cc_now(void) {
 
 static inline size_t cc_dtype_size(HcclDataType dt) {
   switch (dt) {
-  case HCCL_DATA_TYPE_INT8: return 1;
-  case HCCL_DATA_TYPE_FP16: return 2;
+  case HCCL_DATA_TYPE_INT8:
+    return 1;
+  case HCCL_DATA_TYPE_FP16:
+    return 2;
   case HCCL_DATA_TYPE_INT32:
-  case HCCL_DATA_TYPE_FP32: return 4;
+  case HCCL_DATA_TYPE_FP32:
+    return 4;
   case HCCL_DATA_TYPE_INT64:
-  case HCCL_DATA_TYPE_FP64: return 8;
-  default: return 0;
+  case HCCL_DATA_TYPE_FP64:
+    return 8;
+  default:
+    return 0;
   }
 }
 
 static inline const char *cc_dtype_name(HcclDataType dt) {
   switch (dt) {
-  case HCCL_DATA_TYPE_INT8: return "int8";
-  case HCCL_DATA_TYPE_INT32: return "int32";
-  case HCCL_DATA_TYPE_FP16: return "fp16";
-  case HCCL_DATA_TYPE_FP32: return "fp32";
-  case HCCL_DATA_TYPE_INT64: return "int64";
-  case HCCL_DATA_TYPE_FP64: return "fp64";
-  default: return "?";
+  case HCCL_DATA_TYPE_INT8:
+    return "int8";
+  case HCCL_DATA_TYPE_INT32:
+    return "int32";
+  case HCCL_DATA_TYPE_FP16:
+    return "fp16";
+  case HCCL_DATA_TYPE_FP32:
+    return "fp32";
+  case HCCL_DATA_TYPE_INT64:
+    return "int64";
+  case HCCL_DATA_TYPE_FP64:
+    return "fp64";
+  default:
+    return "?";
   }
 }
 
@@ -92,7 +104,7 @@ static inline uint16_t cc_float_to_half(float f) {
     return sign | (uint16_t)nearbyintf(ldexpf(a, 24));
   }
   int e;
-  frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+  frexpf(a, &e);                                /* a = m * 2^e, m in [0.5, 1) */
   float scaled = nearbyintf(ldexpf(a, 11 - e)); /* 11 significant bits */
   if (scaled >= 2048.0f) {
     scaled /= 2;
@@ -125,32 +137,43 @@ static inline int64_t cc_in_int(HcclDataType dt, uint32_t salt, int rank, uint64
 static inline float cc_in_float(HcclReduceOp op, uint32_t salt, int rank, uint64_t i) {
   uint64_t h = cc_hash(salt, rank, i);
   switch (op) {
-  case HCCL_REDUCE_SUM: return (float)((int)(h % 17) - 8);
+  case HCCL_REDUCE_SUM:
+    return (float)((int)(h % 17) - 8);
   case HCCL_REDUCE_PROD: {
     static const float v[3] = {1.0f, 2.0f, -1.0f};
     return v[h % 3];
   }
-  default: return (float)((int)(h % 2001) - 1000) * 0.25f;
+  default:
+    return (float)((int)(h % 2001) - 1000) * 0.25f;
   }
 }
 
 /* Writes input(rank, first + j) for j in [0, count) into p. */
-static inline void cc_fill_input(void *p, HcclDataType dt, HcclReduceOp op, uint32_t salt,
-                                 int rank, uint64_t first, uint64_t count) {
+static inline void cc_fill_input(void *p, HcclDataType dt, HcclReduceOp op, uint32_t salt, int rank,
+                                 uint64_t first, uint64_t count) {
   for (uint64_t j = 0; j < count; j++) {
     uint64_t i = first + j;
     switch (dt) {
-    case HCCL_DATA_TYPE_INT8: ((int8_t *)p)[j] = (int8_t)cc_in_int(dt, salt, rank, i); break;
-    case HCCL_DATA_TYPE_INT32: ((int32_t *)p)[j] = (int32_t)cc_in_int(dt, salt, rank, i); break;
-    case HCCL_DATA_TYPE_FP32: ((float *)p)[j] = cc_in_float(op, salt, rank, i); break;
+    case HCCL_DATA_TYPE_INT8:
+      ((int8_t *)p)[j] = (int8_t)cc_in_int(dt, salt, rank, i);
+      break;
+    case HCCL_DATA_TYPE_INT32:
+      ((int32_t *)p)[j] = (int32_t)cc_in_int(dt, salt, rank, i);
+      break;
+    case HCCL_DATA_TYPE_FP32:
+      ((float *)p)[j] = cc_in_float(op, salt, rank, i);
+      break;
     case HCCL_DATA_TYPE_FP16:
       ((uint16_t *)p)[j] = cc_float_to_half(cc_in_float(op, salt, rank, i));
       break;
-    case HCCL_DATA_TYPE_INT64: ((uint64_t *)p)[j] = cc_hash(salt, rank, i); break;
+    case HCCL_DATA_TYPE_INT64:
+      ((uint64_t *)p)[j] = cc_hash(salt, rank, i);
+      break;
     case HCCL_DATA_TYPE_FP64:
       ((double *)p)[j] = (double)(int64_t)(cc_hash(salt, rank, i) >> 11) * 0x1p-40;
       break;
-    default: break;
+    default:
+      break;
     }
   }
 }
@@ -210,8 +233,12 @@ static inline int cc_is_nan(HcclDataType dt, const void *p, uint64_t i) {
 static inline const char *cc_elem_str(HcclDataType dt, const void *p, uint64_t i, char *buf,
                                       size_t len) {
   switch (dt) {
-  case HCCL_DATA_TYPE_INT8: snprintf(buf, len, "%d", ((const int8_t *)p)[i]); break;
-  case HCCL_DATA_TYPE_INT32: snprintf(buf, len, "%d", ((const int32_t *)p)[i]); break;
+  case HCCL_DATA_TYPE_INT8:
+    snprintf(buf, len, "%d", ((const int8_t *)p)[i]);
+    break;
+  case HCCL_DATA_TYPE_INT32:
+    snprintf(buf, len, "%d", ((const int32_t *)p)[i]);
+    break;
   case HCCL_DATA_TYPE_INT64:
     snprintf(buf, len, "0x%016llx", (unsigned long long)((const uint64_t *)p)[i]);
     break;
@@ -226,8 +253,11 @@ static inline const char *cc_elem_str(HcclDataType dt, const void *p, uint64_t i
     snprintf(buf, len, "%.6g (0x%04x)", cc_half_to_float(h), h);
     break;
   }
-  case HCCL_DATA_TYPE_FP64: snprintf(buf, len, "%.17g", ((const double *)p)[i]); break;
-  default: snprintf(buf, len, "?");
+  case HCCL_DATA_TYPE_FP64:
+    snprintf(buf, len, "%.17g", ((const double *)p)[i]);
+    break;
+  default:
+    snprintf(buf, len, "?");
   }
   return buf;
 }
@@ -304,7 +334,8 @@ static inline int cc_msg_names_rank(const char *msg, int r) {
     if (strncasecmp(s, "rank", 4) != 0) continue;
     const char *q = s + 4;
     if (*q == 's') q++;
-    while (*q == ' ' || *q == '=' || *q == ':' || *q == '#') q++;
+    while (*q == ' ' || *q == '=' || *q == ':' || *q == '#')
+      q++;
     if (strncmp(q, num, nl) == 0 && !isdigit((unsigned char)q[nl])) return 1;
   }
   return 0;

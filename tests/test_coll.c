@@ -83,7 +83,10 @@ static const char *case_str(const case_t *c, char *buf, size_t len) {
   if (c->root >= 0) snprintf(root, sizeof(root), "%d", c->root);
   snprintf(buf, len, "%s dtype=%s op=%s count=%llu %s root=%s", c->coll, cc_dtype_name(c->dt),
            (int)c->op < 0 ? "-" : cc_op_name(c->op), (unsigned long long)c->count,
-           c->inplace < 0 ? "-" : c->inplace ? "in-place" : "out-of-place", root);
+           c->inplace < 0 ? "-"
+           : c->inplace   ? "in-place"
+                          : "out-of-place",
+           root);
   return buf;
 }
 
@@ -122,21 +125,20 @@ static void expect_sentinel(sweep_t *s, const case_t *c, const char *what, const
 }
 
 /* Input of `rank` for elements [first, first+count), in a fresh buffer (never NULL). */
-static void *make_input(const case_t *c, uint32_t salt, int rank, uint64_t first,
-                        uint64_t count) {
+static void *make_input(const case_t *c, uint32_t salt, int rank, uint64_t first, uint64_t count) {
   void *p = malloc(count * cc_dtype_size(c->dt) + 1);
   cc_fill_input(p, c->dt, c->op < 0 ? HCCL_REDUCE_SUM : c->op, salt, rank, first, count);
   return p;
 }
 
-#define CALL_OK(s, c, expr)                                                                       \
-  do {                                                                                            \
-    HcclResult rc_ = (expr);                                                                      \
-    if (rc_ != HCCL_SUCCESS) {                                                                    \
-      report(s, c, "%s returned %d (%s): %s", #expr, rc_, HcclGetErrorString(rc_),             \
-             HcclGetLastErrorMessage());                                                          \
-      return -1;                                                                                  \
-    }                                                                                             \
+#define CALL_OK(s, c, expr)                                                                        \
+  do {                                                                                             \
+    HcclResult rc_ = (expr);                                                                       \
+    if (rc_ != HCCL_SUCCESS) {                                                                     \
+      report(s, c, "%s returned %d (%s): %s", #expr, rc_, HcclGetErrorString(rc_),                 \
+             HcclGetLastErrorMessage());                                                           \
+      return -1;                                                                                   \
+    }                                                                                              \
   } while (0)
 
 static int run_allreduce(sweep_t *s, HcclDataType dt, HcclReduceOp op, uint64_t count) {
@@ -299,7 +301,8 @@ static int run_barrier(sweep_t *s, int rounds) {
     }
     int seen = __atomic_load_n(ctr, __ATOMIC_SEQ_CST);
     s->checks++;
-    if (seen < s->n) report(s, &c, "round %d: left the barrier when only %d of %d arrived", k, seen, s->n);
+    if (seen < s->n)
+      report(s, &c, "round %d: left the barrier when only %d of %d arrived", k, seen, s->n);
   }
   s->salt += (uint32_t)rounds;
   return 0;
@@ -415,14 +418,38 @@ static void sweep_test(int n, const char *algo) {
   run_and_check(n, sweep_body, &a);
 }
 
-static void test_sweep_1_ring(void **st) { (void)st; sweep_test(1, "ring"); }
-static void test_sweep_1_tree(void **st) { (void)st; sweep_test(1, "tree"); }
-static void test_sweep_2_ring(void **st) { (void)st; sweep_test(2, "ring"); }
-static void test_sweep_2_tree(void **st) { (void)st; sweep_test(2, "tree"); }
-static void test_sweep_4_ring(void **st) { (void)st; sweep_test(4, "ring"); }
-static void test_sweep_4_tree(void **st) { (void)st; sweep_test(4, "tree"); }
-static void test_sweep_8_ring(void **st) { (void)st; sweep_test(8, "ring"); }
-static void test_sweep_8_tree(void **st) { (void)st; sweep_test(8, "tree"); }
+static void test_sweep_1_ring(void **st) {
+  (void)st;
+  sweep_test(1, "ring");
+}
+static void test_sweep_1_tree(void **st) {
+  (void)st;
+  sweep_test(1, "tree");
+}
+static void test_sweep_2_ring(void **st) {
+  (void)st;
+  sweep_test(2, "ring");
+}
+static void test_sweep_2_tree(void **st) {
+  (void)st;
+  sweep_test(2, "tree");
+}
+static void test_sweep_4_ring(void **st) {
+  (void)st;
+  sweep_test(4, "ring");
+}
+static void test_sweep_4_tree(void **st) {
+  (void)st;
+  sweep_test(4, "tree");
+}
+static void test_sweep_8_ring(void **st) {
+  (void)st;
+  sweep_test(8, "ring");
+}
+static void test_sweep_8_tree(void **st) {
+  (void)st;
+  sweep_test(8, "tree");
+}
 
 /* ---- requests ---- */
 
@@ -442,8 +469,8 @@ static int requests_body(int rank, int nranks, void *argp) {
     bufs[k] = malloc(NB_COUNT * sizeof(float));
     cc_fill_input(bufs[k], HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 50 + k, rank, 0, NB_COUNT);
     void *recv = k == 3 ? (void *)out3 : (void *)bufs[k];
-    rc = HcclAllReduce(bufs[k], recv, NB_COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
-                       &req[k]);
+    rc =
+        HcclAllReduce(bufs[k], recv, NB_COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, &req[k]);
     RANK_CHECK(rc == HCCL_SUCCESS && req[k], "queue allreduce %d: %d %s", k, rc,
                HcclGetLastErrorMessage());
   }
@@ -472,7 +499,8 @@ static int requests_body(int rank, int nranks, void *argp) {
   /* Order: a queued in-place sum on A, then a blocking allgather of A must see the sum. */
   enum { OC = 1025 };
   int32_t a[OC], *g = malloc(sizeof(int32_t) * OC * nranks);
-  for (int i = 0; i < OC; i++) a[i] = (rank + 1) * (i + 1);
+  for (int i = 0; i < OC; i++)
+    a[i] = (rank + 1) * (i + 1);
   HcclRequest ra = NULL;
   rc = HcclAllReduce(a, a, OC, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, &ra);
   RANK_CHECK(rc == HCCL_SUCCESS, "queue ordered allreduce: %d", rc);
@@ -482,15 +510,16 @@ static int requests_body(int rank, int nranks, void *argp) {
   rc = HcclRequestTest(ra, &done);
   RANK_CHECK(rc == HCCL_SUCCESS && done == 1,
              "a blocking call returned before the request queued ahead of it was done "
-             "(test rc %d done %d)", rc, done);
+             "(test rc %d done %d)",
+             rc, done);
   RANK_CHECK(HcclRequestWait(ra) == HCCL_SUCCESS, "wait ordered allreduce");
   int32_t tri = nranks * (nranks + 1) / 2;
   for (int r = 0; r < nranks; r++)
     for (int i = 0; i < OC; i++)
       RANK_CHECK(g[r * OC + i] == tri * (i + 1),
                  "allgather after a queued allreduce: block %d index %d expected %d got %d "
-                 "(the blocking call overtook the queued one?)", r, i, tri * (i + 1),
-                 g[r * OC + i]);
+                 "(the blocking call overtook the queued one?)",
+                 r, i, tri * (i + 1), g[r * OC + i]);
 
   /* HcclRequestTest eventually reports done; then Wait returns at once with the result. */
   float *p = bufs[0];
@@ -524,7 +553,8 @@ static int requests_body(int rank, int nranks, void *argp) {
   RANK_CHECK(HcclRequestTest(rz, &done) == HCCL_SUCCESS && done == 1, "count 0 not done");
   RANK_CHECK(HcclRequestWait(rz) == HCCL_SUCCESS, "wait count 0");
 
-  for (int k = 0; k < 4; k++) free(bufs[k]);
+  for (int k = 0; k < 4; k++)
+    free(bufs[k]);
   free(out3);
   free(want);
   free(g);
@@ -545,16 +575,16 @@ static void test_requests(void **st) {
 #define I_ INFINITY
 #define M_ (-INFINITY)
 static const float SPECIAL[][4] = {
-    {1, N_, 1, 1},  /* NaN on rank 1: sum NaN, max NaN */
-    {N_, 5, 7, 1},  /* NaN on rank 0 */
-    {1, 2, 3, N_},  /* NaN on the last rank */
-    {1, 1, I_, 1},  /* +Inf: sum +Inf, max +Inf */
-    {I_, 1, 1, M_}, /* +Inf + -Inf: sum NaN, max +Inf */
-    {1, 2, 3, M_},  /* -Inf: sum -Inf, max 3 */
+    {1, N_, 1, 1},    /* NaN on rank 1: sum NaN, max NaN */
+    {N_, 5, 7, 1},    /* NaN on rank 0 */
+    {1, 2, 3, N_},    /* NaN on the last rank */
+    {1, 1, I_, 1},    /* +Inf: sum +Inf, max +Inf */
+    {I_, 1, 1, M_},   /* +Inf + -Inf: sum NaN, max +Inf */
+    {1, 2, 3, M_},    /* -Inf: sum -Inf, max 3 */
     {M_, M_, M_, M_}, /* all -Inf: sum -Inf, max -Inf */
     {N_, N_, N_, N_}, /* all NaN */
-    {I_, 2, N_, 4}, /* NaN beats +Inf in max */
-    {0, 1, 2, 3},   /* plain: sum 6, max 3 */
+    {I_, 2, N_, 4},   /* NaN beats +Inf in max */
+    {0, 1, 2, 3},     /* plain: sum 6, max 3 */
 };
 #define NSPECIAL (sizeof(SPECIAL) / sizeof(SPECIAL[0]))
 
@@ -630,7 +660,8 @@ static int det_body(int rank, int nranks, void *argp) {
   float *all = malloc((size_t)DET_COUNT * 4 * nranks);
   for (int c = 0; c < 2; c++) {
     uint64_t n = counts[c];
-    for (uint64_t i = 0; i < n; i++) in[i] = det_value(rank, i);
+    for (uint64_t i = 0; i < n; i++)
+      in[i] = det_value(rank, i);
     rc = HcclAllReduce(in, r1, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     RANK_CHECK(rc == HCCL_SUCCESS, "allreduce: %d %s", rc, HcclGetLastErrorMessage());
     rc = HcclAllReduce(in, r2, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
@@ -653,9 +684,8 @@ static int det_body(int rank, int nranks, void *argp) {
     RANK_CHECK(rc == HCCL_SUCCESS, "allgather: %d %s", rc, HcclGetLastErrorMessage());
     for (int r = 0; r < nranks; r++) {
       bad = cc_first_mismatch(all + (size_t)r * n, r1, HCCL_DATA_TYPE_FP32, n);
-      RANK_CHECK(bad < 0, "algo %s count %llu: rank %d has %a at %lld, rank %d has %a",
-                 arg->algo, (unsigned long long)n, r, all[(size_t)r * n + bad], (long long)bad,
-                 rank, r1[bad]);
+      RANK_CHECK(bad < 0, "algo %s count %llu: rank %d has %a at %lld, rank %d has %a", arg->algo,
+                 (unsigned long long)n, r, all[(size_t)r * n + bad], (long long)bad, rank, r1[bad]);
     }
   }
   free(in);
@@ -690,8 +720,8 @@ static int auto_body(int rank, int nranks, void *argp) {
   const char *large = HcclAllReduceAlgoName(comm, 64u << 20);
   RANK_CHECK(small && strcmp(small, "hd") == 0, "%d ranks, 64 B: picked %s, want hd", nranks,
              small ? small : "(null)");
-  RANK_CHECK(large && strcmp(large, "ring") == 0, "%d ranks, 64 MiB: picked %s, want ring",
-             nranks, large ? large : "(null)");
+  RANK_CHECK(large && strcmp(large, "ring") == 0, "%d ranks, 64 MiB: picked %s, want ring", nranks,
+             large ? large : "(null)");
   /* Both picks must also run: a small and a 4 MiB allreduce, checked. */
   const uint64_t counts[2] = {16, 1u << 20};
   float *buf = malloc(counts[1] * 4), *want = malloc(counts[1] * 4);

@@ -35,7 +35,9 @@ static volatile int *g_shared;
 #define SHARED_INTS 64
 enum { FLAG_DONE = 0 };
 
-static void set_flag(int k) { __atomic_store_n(&g_shared[k], 1, __ATOMIC_SEQ_CST); }
+static void set_flag(int k) {
+  __atomic_store_n(&g_shared[k], 1, __ATOMIC_SEQ_CST);
+}
 
 /* Waits until flag k is set or max_s passes; returns whether it was set. */
 static int wait_flag(int k, double max_s) {
@@ -59,7 +61,8 @@ static void base_env(void) {
 static int allreduce_works(HcclComm comm, int rank, int nranks, int salt) {
   enum { C = 257 };
   int32_t buf[C];
-  for (int i = 0; i < C; i++) buf[i] = (rank + 1) * (i + 1) + salt;
+  for (int i = 0; i < C; i++)
+    buf[i] = (rank + 1) * (i + 1) + salt;
   HcclResult rc = HcclAllReduce(buf, buf, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
   RANK_CHECK(rc == HCCL_SUCCESS, "allreduce: %d %s", rc, HcclGetLastErrorMessage());
   for (int i = 0; i < C; i++) {
@@ -74,7 +77,8 @@ static int allreduce_works(HcclComm comm, int rank, int nranks, int salt) {
 static void run_and_check(int n, harness_rank_fn body, void *arg, int victim, int kill_ms) {
   cc_shm_snap *before = malloc(sizeof(*before));
   cc_shm_snapshot(before);
-  for (int k = 0; k < SHARED_INTS; k++) g_shared[k] = 0;
+  for (int k = 0; k < SHARED_INTS; k++)
+    g_shared[k] = 0;
   double t0 = cc_now();
   int failed = victim < 0 ? harness_run_ranks(n, RUN_TIMEOUT_S, body, arg)
                           : harness_run_ranks_kill(n, RUN_TIMEOUT_S, body, arg, victim, kill_ms);
@@ -141,19 +145,32 @@ static void env_test(int n) {
   run_and_check(n, env_body, &a, -1, 0);
 }
 
-static void test_init_env_1(void **st) { (void)st; env_test(1); }
-static void test_init_env_2(void **st) { (void)st; env_test(2); }
-static void test_init_env_4(void **st) { (void)st; env_test(4); }
-static void test_init_env_8(void **st) { (void)st; env_test(8); }
+static void test_init_env_1(void **st) {
+  (void)st;
+  env_test(1);
+}
+static void test_init_env_2(void **st) {
+  (void)st;
+  env_test(2);
+}
+static void test_init_env_4(void **st) {
+  (void)st;
+  env_test(4);
+}
+static void test_init_env_8(void **st) {
+  (void)st;
+  env_test(8);
+}
 
 /* A process with none of the launcher's variables gets a communicator of one rank. */
 static int bare_body(int rank, int nranks, void *argp) {
   (void)argp;
   (void)nranks;
   base_env();
-  static const char *const vars[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                     "MASTER_ADDR", "MASTER_PORT", "RANK_ID",   "RANK_SIZE"};
-  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) unsetenv(vars[k]);
+  static const char *const vars[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                     "MASTER_ADDR", "MASTER_PORT", "RANK_ID",    "RANK_SIZE"};
+  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++)
+    unsetenv(vars[k]);
   HcclComm comm = NULL;
   HcclResult rc = HcclCommInitFromEnv(&comm);
   RANK_CHECK(rc == HCCL_SUCCESS && comm, "init with no variables: %d %s", rc,
@@ -214,7 +231,8 @@ static int two_comms_body(int rank, int nranks, void *argp) {
   }
   /* Queued on A, blocking on B meanwhile, then A's result. */
   int32_t qa[4099], qb[4099];
-  for (int i = 0; i < 4099; i++) qa[i] = rank + i, qb[i] = 2 * rank - i;
+  for (int i = 0; i < 4099; i++)
+    qa[i] = rank + i, qb[i] = 2 * rank - i;
   HcclRequest req = NULL;
   rc = HcclAllReduce(qa, qa, 4099, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, a, &req);
   RANK_CHECK(rc == HCCL_SUCCESS, "queue on A: %d", rc);
@@ -269,7 +287,8 @@ static int rootinfo_body(int rank, int nranks, void *argp) {
   /* The root info alone must be enough: no launcher variables. */
   static const char *const vars[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
                                      "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE"};
-  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) unsetenv(vars[k]);
+  for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++)
+    unsetenv(vars[k]);
   HcclRootInfo root;
   memset(&root, 0, sizeof(root));
   if (rank == 0) {
@@ -305,7 +324,8 @@ static int rootinfo_body(int rank, int nranks, void *argp) {
 static void test_init_root_info(void **st) {
   (void)st;
   struct rootinfo_arg a;
-  for (int r = 0; r < RI_RANKS; r++) assert_int_equal(pipe(a.fds[r]), 0);
+  for (int r = 0; r < RI_RANKS; r++)
+    assert_int_equal(pipe(a.fds[r]), 0);
   run_and_check(RI_RANKS, rootinfo_body, &a, -1, 0);
   for (int r = 0; r < RI_RANKS; r++) {
     close(a.fds[r][0]);
@@ -333,8 +353,14 @@ static int refused_body(int rank, int nranks, void *argp) {
   return 0;
 }
 
-static void test_refused_3(void **st) { (void)st; run_and_check(3, refused_body, NULL, -1, 0); }
-static void test_refused_6(void **st) { (void)st; run_and_check(6, refused_body, NULL, -1, 0); }
+static void test_refused_3(void **st) {
+  (void)st;
+  run_and_check(3, refused_body, NULL, -1, 0);
+}
+static void test_refused_6(void **st) {
+  (void)st;
+  run_and_check(6, refused_body, NULL, -1, 0);
+}
 
 /* ---- bad variables ----
  * Both ranks carry the same bad setting, so each must refuse on its own. Then a correct init
@@ -349,8 +375,8 @@ static int bad_vars_body(int rank, int nranks, void *argp) {
   const struct {
     const char *var, *value;
   } cases[] = {
-      {"RANK", rank_bad},       {"MASTER_PORT", "abc"}, {"WORLD_SIZE", "0"},
-      {"HCCL_BUFFSIZE", "0"},   {"HCCL_ALGO", "bogus"},
+      {"RANK", rank_bad},     {"MASTER_PORT", "abc"}, {"WORLD_SIZE", "0"},
+      {"HCCL_BUFFSIZE", "0"}, {"HCCL_ALGO", "bogus"},
   };
   for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
     const char *old = getenv(cases[k].var);
@@ -422,8 +448,8 @@ static int never_joins_body(int rank, int nranks, void *argp) {
   const char *msg = HcclGetLastErrorMessage();
   set_flag(FLAG_DONE);
   printf("  rank 0 alone: %d after %.2f s: %s\n", rc, dt, msg);
-  RANK_CHECK(rc == HCCL_E_TIMEOUT && comm == NULL, "init returned %d (%s), want HCCL_E_TIMEOUT",
-             rc, msg);
+  RANK_CHECK(rc == HCCL_E_TIMEOUT && comm == NULL, "init returned %d (%s), want HCCL_E_TIMEOUT", rc,
+             msg);
   RANK_CHECK(dt >= 1.5 && dt <= 4.0, "HCCL_CONNECT_TIMEOUT=2 but init gave up after %.2f s", dt);
   RANK_CHECK(msg[0] != 0, "no message");
   return 0;
@@ -444,7 +470,8 @@ static int dead_peer_body(int rank, int nranks, void *argp) {
   base_env();
   setenv("HCCL_EXEC_TIMEOUT", "60", 1);
   float *buf = malloc(DEAD_COUNT * sizeof(float));
-  for (uint32_t i = 0; i < DEAD_COUNT; i++) buf[i] = (float)(rank + 1);
+  for (uint32_t i = 0; i < DEAD_COUNT; i++)
+    buf[i] = (float)(rank + 1);
   HcclComm comm = NULL;
   double t0 = cc_now();
   HcclResult rc = HcclCommInitFromEnv(&comm);
@@ -510,12 +537,13 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
     RANK_CHECK(wait_flag(FLAG_DONE, 20), "rank 0 never gave up");
     if (arg->late_call) {
       int32_t y[64];
-      for (int i = 0; i < 64; i++) y[i] = 1000 + i;
+      for (int i = 0; i < 64; i++)
+        y[i] = 1000 + i;
       double ty = cc_now();
       rc = HcclAllReduce(y, y, 64, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL);
       double dy = cc_now() - ty;
-      printf("  rank 1 calling late: %d after %.2f s (y[0] = %d, y[63] = %d): %s\n", rc, dy,
-             y[0], y[63], rc ? HcclGetLastErrorMessage() : "");
+      printf("  rank 1 calling late: %d after %.2f s (y[0] = %d, y[63] = %d): %s\n", rc, dy, y[0],
+             y[63], rc ? HcclGetLastErrorMessage() : "");
       RANK_CHECK(rc != HCCL_SUCCESS,
                  "rank 1's allreduce after rank 0 had given up on it succeeded (y[0] = %d): it "
                  "completed with the data rank 0 left behind",
@@ -530,7 +558,8 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
     return 0;
   }
   int32_t x[64];
-  for (int i = 0; i < 64; i++) x[i] = 1 + i;
+  for (int i = 0; i < 64; i++)
+    x[i] = 1 + i;
   double t0 = cc_now();
   if (arg->queued) {
     HcclRequest req = NULL;
@@ -543,8 +572,8 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
   double dt = cc_now() - t0;
   const char *msg = HcclGetLastErrorMessage();
   set_flag(FLAG_DONE);
-  printf("  rank 0 without rank 1 (%s): %d after %.2f s: %s\n",
-         arg->queued ? "queued" : "blocking", rc, dt, msg);
+  printf("  rank 0 without rank 1 (%s): %d after %.2f s: %s\n", arg->queued ? "queued" : "blocking",
+         rc, dt, msg);
   RANK_CHECK(rc == HCCL_E_TIMEOUT, "allreduce returned %d (%s), want HCCL_E_TIMEOUT", rc, msg);
   RANK_CHECK(dt >= 1.5 && dt <= 5.0, "HCCL_EXEC_TIMEOUT=2 but the allreduce gave up after %.2f s",
              dt);
@@ -643,15 +672,15 @@ static int bad_args_body(int rank, int nranks, void *argp) {
                    "reduce-scatter NULL send", NULL);
   bad |= expect_rc(HcclReduceScatter(b, NULL, 4, I32, SUM, comm, NULL), HCCL_E_PTR,
                    "reduce-scatter NULL recv", NULL);
-  bad |= expect_rc(HcclReduce(NULL, a, 4, I32, SUM, 0, comm, NULL), HCCL_E_PTR,
-                   "reduce NULL send", NULL);
+  bad |= expect_rc(HcclReduce(NULL, a, 4, I32, SUM, 0, comm, NULL), HCCL_E_PTR, "reduce NULL send",
+                   NULL);
   /* root out of range */
   char root_s[16];
   snprintf(root_s, sizeof(root_s), "%d", nranks);
   bad |= expect_rc(HcclBroadcast(a, 4, I32, (uint32_t)nranks, comm, NULL), HCCL_E_PARA,
                    "broadcast root == nranks", root_s);
-  bad |= expect_rc(HcclReduce(a, b, 4, I32, SUM, 77, comm, NULL), HCCL_E_PARA, "reduce root 77",
-                   "77");
+  bad |=
+      expect_rc(HcclReduce(a, b, 4, I32, SUM, 77, comm, NULL), HCCL_E_PARA, "reduce root 77", "77");
   /* unsupported reduction types: the message names the dtype */
   rc = HcclReduce(a, b, 4, HCCL_DATA_TYPE_INT64, SUM, 0, comm, NULL);
   RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "reduce int64: %d", rc);
@@ -670,8 +699,8 @@ static int bad_args_body(int rank, int nranks, void *argp) {
   /* NULL communicator and NULL outputs */
   bad |= expect_rc(HcclAllReduce(a, a, 4, I32, SUM, NULL, NULL), HCCL_E_PTR, "allreduce NULL comm",
                    NULL);
-  bad |= expect_rc(HcclBroadcast(a, 4, I32, 0, NULL, NULL), HCCL_E_PTR, "broadcast NULL comm",
-                   NULL);
+  bad |=
+      expect_rc(HcclBroadcast(a, 4, I32, 0, NULL, NULL), HCCL_E_PTR, "broadcast NULL comm", NULL);
   bad |= expect_rc(HcclBarrier(NULL, NULL), HCCL_E_PTR, "barrier NULL comm", NULL);
   uint32_t v;
   bad |= expect_rc(HcclGetRankSize(NULL, &v), HCCL_E_PTR, "size of NULL comm", NULL);
@@ -713,7 +742,8 @@ static int repeat_body(int rank, int nranks, void *argp) {
     RANK_CHECK(rc == HCCL_SUCCESS, "barrier %d: %d %s", k, rc, HcclGetLastErrorMessage());
     RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy %d", k);
   }
-  if (rank == 0) printf("  %d x (init, allreduce, barrier, destroy): %.2f s\n", REPEATS, cc_now() - t0);
+  if (rank == 0)
+    printf("  %d x (init, allreduce, barrier, destroy): %.2f s\n", REPEATS, cc_now() - t0);
   return 0;
 }
 
@@ -727,16 +757,25 @@ int main(void) {
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (g_shared == MAP_FAILED) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_init_env_1),       cmocka_unit_test(test_init_env_2),
-      cmocka_unit_test(test_init_env_4),       cmocka_unit_test(test_init_env_8),
-      cmocka_unit_test(test_init_no_variables), cmocka_unit_test(test_init_rank_id),
-      cmocka_unit_test(test_two_communicators), cmocka_unit_test(test_init_root_info),
-      cmocka_unit_test(test_refused_3),        cmocka_unit_test(test_refused_6),
-      cmocka_unit_test(test_bad_variables),    cmocka_unit_test(test_rank_never_joins),
-      cmocka_unit_test(test_dead_peer),        cmocka_unit_test(test_missing_peer),
-      cmocka_unit_test(test_missing_peer_queued), cmocka_unit_test(test_late_peer_after_timeout),
+      cmocka_unit_test(test_init_env_1),
+      cmocka_unit_test(test_init_env_2),
+      cmocka_unit_test(test_init_env_4),
+      cmocka_unit_test(test_init_env_8),
+      cmocka_unit_test(test_init_no_variables),
+      cmocka_unit_test(test_init_rank_id),
+      cmocka_unit_test(test_two_communicators),
+      cmocka_unit_test(test_init_root_info),
+      cmocka_unit_test(test_refused_3),
+      cmocka_unit_test(test_refused_6),
+      cmocka_unit_test(test_bad_variables),
+      cmocka_unit_test(test_rank_never_joins),
+      cmocka_unit_test(test_dead_peer),
+      cmocka_unit_test(test_missing_peer),
+      cmocka_unit_test(test_missing_peer_queued),
+      cmocka_unit_test(test_late_peer_after_timeout),
       cmocka_unit_test(test_peer_destroys),
-      cmocka_unit_test(test_bad_arguments),    cmocka_unit_test(test_init_destroy_repeated),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_init_destroy_repeated),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
