@@ -15,8 +15,8 @@
 #include "wait.h"
 
 enum coll_kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_REDUCE, K_BARRIER };
-static const char *const kind_names[] = {"allreduce", "broadcast",       "allgather",
-                                         "reduce-scatter", "reduce", "barrier"};
+static const char *const kind_names[] = {"allreduce",      "broadcast", "allgather",
+                                         "reduce-scatter", "reduce",    "barrier"};
 
 struct hccl_op {
   enum coll_kind kind;
@@ -76,6 +76,12 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   return hccl__fail(HCCL_E_INTERNAL, "unknown collective %d", (int)o->kind);
 }
 
+static HcclResult check_aborts(struct hccl_comm *c, const char *what) {
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->check_abort) HCCL_TRY(hccl__transports[i]->check_abort(c, what));
+  return HCCL_SUCCESS;
+}
+
 /* Runs one call and, on failure, breaks the communicator and tells the peers. */
 static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   if (atomic_load(&c->broken))
@@ -83,7 +89,12 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
                       "%s on rank %u refused: the communicator failed earlier (%s); destroy it "
                       "and make a new one",
                       kind_names[o->kind], c->rank, c->broken_msg);
-  HcclResult r = run_op(c, o);
+  /* A peer's abort is read before (it may have failed this very call already) and after (a
+   * call that never had to wait would not otherwise see it): one rank never succeeds at a
+   * call another has failed. */
+  HcclResult r = check_aborts(c, kind_names[o->kind]);
+  if (r == HCCL_SUCCESS) r = run_op(c, o);
+  if (r == HCCL_SUCCESS) r = check_aborts(c, kind_names[o->kind]);
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
 }
@@ -92,7 +103,8 @@ static void *worker_main(void *arg) {
   struct hccl_comm *c = arg;
   pthread_mutex_lock(&c->qlock);
   for (;;) {
-    while (!c->qhead && !c->worker_stop) pthread_cond_wait(&c->qcond, &c->qlock);
+    while (!c->qhead && !c->worker_stop)
+      pthread_cond_wait(&c->qcond, &c->qlock);
     if (!c->qhead) break;
     struct hccl_request *q = c->qhead;
     c->worker_busy = true;
@@ -126,8 +138,10 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
     }
     c->worker_started = true;
   }
-  if (c->qtail) c->qtail->next = q;
-  else c->qhead = q;
+  if (c->qtail)
+    c->qtail->next = q;
+  else
+    c->qhead = q;
   c->qtail = q;
   pthread_cond_broadcast(&c->qcond);
   pthread_mutex_unlock(&c->qlock);
@@ -147,7 +161,8 @@ static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
 }
 
 HcclResult HcclRequestTest(HcclRequest q, int *done) {
-  if (!q || !done) return hccl__fail(HCCL_E_PTR, "HcclRequestTest: %s is NULL", q ? "done" : "request");
+  if (!q || !done)
+    return hccl__fail(HCCL_E_PTR, "HcclRequestTest: %s is NULL", q ? "done" : "request");
   struct hccl_comm *c = q->comm;
   pthread_mutex_lock(&c->qlock);
   *done = q->done;
@@ -160,7 +175,8 @@ HcclResult HcclRequestWait(HcclRequest q) {
   struct hccl_comm *c = q->comm;
   /* The call itself has a deadline per wait (HCCL_EXEC_TIMEOUT), so this wait ends. */
   pthread_mutex_lock(&c->qlock);
-  while (!q->done) pthread_cond_wait(&c->qcond, &c->qlock);
+  while (!q->done)
+    pthread_cond_wait(&c->qcond, &c->qlock);
   pthread_mutex_unlock(&c->qlock);
   HcclResult r = q->result;
   if (r != HCCL_SUCCESS) {
@@ -231,22 +247,25 @@ static HcclResult check_reduce(struct hccl_comm *c, const char *fn, HcclDataType
   return HCCL_SUCCESS;
 }
 
-static HcclResult check_bufs(struct hccl_comm *c, const char *fn, uint64_t count,
-                             HcclDataType dt, uint64_t factor, const void *send, const void *recv) {
+static HcclResult check_bufs(struct hccl_comm *c, const char *fn, uint64_t count, HcclDataType dt,
+                             uint64_t factor, const void *send, const void *recv,
+                             const char *send_name, const char *recv_name) {
   size_t esz = hccl__dtype_size(dt);
   if (count > SIZE_MAX / esz / factor)
     return hccl__fail(HCCL_E_PARA, "%s on rank %u: count %llu is too large for this machine", fn,
                       c->rank, (unsigned long long)count);
   if (count > 0 && (!send || !recv))
     return hccl__fail(HCCL_E_PTR, "%s on rank %u: %s is NULL with count %llu", fn, c->rank,
-                      send ? "recvBuf" : "sendBuf", (unsigned long long)count);
+                      send ? recv_name : send_name, (unsigned long long)count);
   return HCCL_SUCCESS;
 }
 
 static HcclResult check_root(struct hccl_comm *c, const char *fn, uint32_t root) {
   if (root >= c->nranks)
-    return hccl__fail(HCCL_E_PARA, "%s on rank %u: root %u is not a rank of this %u-rank "
-                      "communicator", fn, c->rank, root, c->nranks);
+    return hccl__fail(HCCL_E_PARA,
+                      "%s on rank %u: root %u is not a rank of this %u-rank "
+                      "communicator",
+                      fn, c->rank, root, c->nranks);
   return HCCL_SUCCESS;
 }
 
@@ -254,7 +273,8 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
                          HcclReduceOp op, HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclAllReduce"));
   HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op));
-  HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf));
+  HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
+                      "recvBuf"));
   struct hccl_op o = {K_ALLREDUCE, sendBuf, recvBuf, count, dataType, op, 0};
   return submit(comm, &o, request);
 }
@@ -264,16 +284,17 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
   HCCL_TRY(check_comm(comm, "HcclBroadcast"));
   HCCL_TRY(check_dtype(comm, "HcclBroadcast", dataType));
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
-  HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf));
+  HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf"));
   struct hccl_op o = {K_BROADCAST, buf, buf, count, dataType, HCCL_REDUCE_SUM, root};
   return submit(comm, &o, request);
 }
 
-HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
-                         HcclDataType dataType, HcclComm comm, HcclRequest *request) {
+HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
+                         HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclAllGather"));
   HCCL_TRY(check_dtype(comm, "HcclAllGather", dataType));
-  HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf));
+  HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
+                      "sendBuf", "recvBuf"));
   struct hccl_op o = {K_ALLGATHER, sendBuf, recvBuf, sendCount, dataType, HCCL_REDUCE_SUM, 0};
   return submit(comm, &o, request);
 }
@@ -284,7 +305,7 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
   HCCL_TRY(check_comm(comm, "HcclReduceScatter"));
   HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op));
   HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
-                      recvBuf));
+                      recvBuf, "sendBuf", "recvBuf"));
   struct hccl_op o = {K_REDUCE_SCATTER, sendBuf, recvBuf, recvCount, dataType, op, 0};
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
   return submit(comm, &o, request);
@@ -297,7 +318,7 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
   HCCL_TRY(check_root(comm, "HcclReduce", root));
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
-                      comm->rank == root ? recvBuf : sendBuf));
+                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
   struct hccl_op o = {K_REDUCE, sendBuf, recvBuf, count, dataType, op, root};
   return submit(comm, &o, request);
 }

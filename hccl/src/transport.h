@@ -53,6 +53,10 @@ struct hccl_transport_ops {
   /* Tells every peer this transport reaches that rank `origin` failed with `code`, so that
    * their waits end with HCCL_E_REMOTE instead of running into their deadline. */
   void (*abort)(struct hccl_comm *comm, uint32_t origin, HcclResult code);
+  /* Whether a peer has aborted; returns HCCL_E_REMOTE (logged, naming the origin and its
+   * reason) if so. Called at the start and end of every collective, so a rank that never has
+   * to wait still learns of a failure. May be NULL. */
+  HcclResult (*check_abort)(struct hccl_comm *comm, const char *what);
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_comm *comm);

@@ -50,7 +50,7 @@ struct shm_header {
   _Atomic uint32_t state;
   _Atomic uint32_t abort_origin; /* origin rank + 1; 0 = no abort */
   _Atomic int32_t abort_code;
-  _Atomic uint32_t abort_ready;  /* reason written */
+  _Atomic uint32_t abort_ready; /* reason written */
   char abort_reason[200];
 };
 
@@ -71,7 +71,7 @@ struct shm_area {
 
 struct shm_link {
   struct hccl_link base;
-  struct shm_area peer;  /* the peer's area (we send into fifo[my local index]) */
+  struct shm_area peer; /* the peer's area (we send into fifo[my local index]) */
   struct shm_fifo *sfifo;
   char *sdata;
   uint32_t sent, head_seen;
@@ -88,10 +88,11 @@ struct shm_state {
   struct shm_link **by_rank; /* [nranks] */
 };
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t round_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
 
-static size_t area_layout(uint32_t nfifos, size_t slot_bytes, size_t *fifo_off,
-                          size_t *data_off) {
+static size_t area_layout(uint32_t nfifos, size_t slot_bytes, size_t *fifo_off, size_t *data_off) {
   *fifo_off = round_up(sizeof(struct shm_header), 64);
   *data_off = round_up(*fifo_off + nfifos * sizeof(struct shm_fifo), 4096);
   return *data_off + (size_t)nfifos * SHM_NSLOTS * slot_bytes;
@@ -216,17 +217,24 @@ static void shm_connected(struct hccl_comm *comm) {
   }
 }
 
+static HcclResult shm_check_abort(struct hccl_comm *comm, const char *what) {
+  struct shm_state *st = comm->shm;
+  if (!st || !st->own.hdr) return HCCL_SUCCESS;
+  struct shm_header *h = st->own.hdr;
+  uint32_t origin = atomic_load(&h->abort_origin);
+  if (origin == 0) return HCCL_SUCCESS;
+  for (int i = 0; i < 100 && !atomic_load(&h->abort_ready); i++)
+    usleep(100);
+  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, comm->rank,
+                    origin - 1, h->abort_reason);
+}
+
 /* Called every sleep slice: our own abort mark, the peer's departure or death. */
 static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
   struct hccl_comm *comm = w->comm;
   struct shm_state *st = comm->shm;
-  struct shm_header *h = st->own.hdr;
-  uint32_t origin = atomic_load(&h->abort_origin);
-  if (origin != 0) {
-    for (int i = 0; i < 100 && !atomic_load(&h->abort_ready); i++) usleep(100);
-    return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", w->what,
-                      comm->rank, origin - 1, h->abort_reason);
-  }
+  HCCL_TRY(shm_check_abort(comm, w->what));
+  uint32_t origin;
   struct shm_link *l = st->by_rank[peer];
   if (!l) return HCCL_SUCCESS;
   struct shm_header *ph = l->peer.hdr;
@@ -245,8 +253,8 @@ static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
       return hccl__fail(HCCL_E_REMOTE,
                         "%s on rank %u: rank %u (pid %d, device %d) exited while rank %u waited "
                         "for it",
-                        w->what, comm->rank, peer, comm->peers[peer].pid,
-                        comm->peers[peer].device, comm->rank);
+                        w->what, comm->rank, peer, comm->peers[peer].pid, comm->peers[peer].device,
+                        comm->rank);
   }
   return HCCL_SUCCESS;
 }
@@ -304,8 +312,7 @@ static void wake_area(struct shm_area *a) {
   }
 }
 
-static void mark_abort(struct shm_header *h, uint32_t origin, HcclResult code,
-                       const char *reason) {
+static void mark_abort(struct shm_header *h, uint32_t origin, HcclResult code, const char *reason) {
   uint32_t expect = 0;
   if (!atomic_compare_exchange_strong(&h->abort_origin, &expect, origin + 1)) return;
   atomic_store(&h->abort_code, (int32_t)code);
@@ -365,6 +372,7 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .recv_acquire = shm_recv_acquire,
     .recv_release = shm_recv_release,
     .abort = shm_abort,
+    .check_abort = shm_check_abort,
     .close = shm_close,
     .teardown = shm_teardown,
 };
