@@ -30,14 +30,14 @@ uint16_t harness_free_port(void);
 int harness_shm_leftovers(void);
 
 /* Reports a failed check inside a rank body and returns 1 from it. */
-#define RANK_CHECK(cond, ...)                                                                     \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
-      fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-      fprintf(stderr, __VA_ARGS__);                                                               \
-      fprintf(stderr, "\n");                                                                      \
-      return 1;                                                                                   \
-    }                                                                                             \
+#define RANK_CHECK(cond, ...)                                                                      \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);              \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 #endif

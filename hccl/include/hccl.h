@@ -40,32 +40,32 @@ extern "C" {
 #define HCCL_VERSION_PATCH 0
 
 /* One list gives every result its number, name and message (HCCL's numbering). */
-#define HCCL_RESULT_MAP(X)                                                                      \
-  X(HCCL_SUCCESS, 0, "success")                                                                 \
-  X(HCCL_E_PARA, 1, "invalid argument")                                                         \
-  X(HCCL_E_PTR, 2, "null pointer")                                                              \
-  X(HCCL_E_MEMORY, 3, "out of memory")                                                          \
-  X(HCCL_E_INTERNAL, 4, "internal error")                                                       \
-  X(HCCL_E_NOT_SUPPORT, 5, "not supported")                                                     \
-  X(HCCL_E_NOT_FOUND, 6, "not found")                                                           \
-  X(HCCL_E_UNAVAIL, 7, "resource unavailable")                                                  \
-  X(HCCL_E_SYSCALL, 8, "system call failed")                                                    \
-  X(HCCL_E_TIMEOUT, 9, "timed out")                                                             \
-  X(HCCL_E_OPEN_FILE_FAILURE, 10, "cannot open file")                                           \
-  X(HCCL_E_TCP_CONNECT, 11, "TCP connection failed")                                            \
-  X(HCCL_E_ROCE_CONNECT, 12, "RDMA connection failed")                                          \
-  X(HCCL_E_TCP_TRANSFER, 13, "TCP transfer failed")                                             \
-  X(HCCL_E_ROCE_TRANSFER, 14, "RDMA transfer failed")                                           \
-  X(HCCL_E_RUNTIME, 15, "runtime error")                                                        \
-  X(HCCL_E_NETWORK, 19, "network error")                                                        \
-  X(HCCL_E_AGAIN, 20, "try again")                                                              \
+#define HCCL_RESULT_MAP(X)                                                                         \
+  X(HCCL_SUCCESS, 0, "success")                                                                    \
+  X(HCCL_E_PARA, 1, "invalid argument")                                                            \
+  X(HCCL_E_PTR, 2, "null pointer")                                                                 \
+  X(HCCL_E_MEMORY, 3, "out of memory")                                                             \
+  X(HCCL_E_INTERNAL, 4, "internal error")                                                          \
+  X(HCCL_E_NOT_SUPPORT, 5, "not supported")                                                        \
+  X(HCCL_E_NOT_FOUND, 6, "not found")                                                              \
+  X(HCCL_E_UNAVAIL, 7, "resource unavailable")                                                     \
+  X(HCCL_E_SYSCALL, 8, "system call failed")                                                       \
+  X(HCCL_E_TIMEOUT, 9, "timed out")                                                                \
+  X(HCCL_E_OPEN_FILE_FAILURE, 10, "cannot open file")                                              \
+  X(HCCL_E_TCP_CONNECT, 11, "TCP connection failed")                                               \
+  X(HCCL_E_ROCE_CONNECT, 12, "RDMA connection failed")                                             \
+  X(HCCL_E_TCP_TRANSFER, 13, "TCP transfer failed")                                                \
+  X(HCCL_E_ROCE_TRANSFER, 14, "RDMA transfer failed")                                              \
+  X(HCCL_E_RUNTIME, 15, "runtime error")                                                           \
+  X(HCCL_E_NETWORK, 19, "network error")                                                           \
+  X(HCCL_E_AGAIN, 20, "try again")                                                                 \
   X(HCCL_E_REMOTE, 21, "a peer rank failed")
 
 typedef enum {
 #define HCCL__RESULT_ENUM(name, num, msg) name = num,
   HCCL_RESULT_MAP(HCCL__RESULT_ENUM)
 #undef HCCL__RESULT_ENUM
-  HCCL_E_RESERVED
+      HCCL_E_RESERVED
 } HcclResult;
 
 /* Element types (HCCL's numbering). Reductions take INT8, INT32, FP16 and FP32 only; the
@@ -121,8 +121,8 @@ HCCL_API HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo);
 /* Collective over nRanks processes: each calls it with its rank in [0, nRanks). Blocks until
  * every rank has joined or HCCL_CONNECT_TIMEOUT passes. Rank 0 must be the process that
  * called HcclGetRootInfo. On success *comm is set; on failure it is untouched. */
-HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
-                                HcclComm *comm);
+HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo,
+                                         uint32_t rank, HcclComm *comm);
 
 /* Like HcclCommInitRootInfo, with rank and size read from the launcher's variables
  * (RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE) and the meeting point from MASTER_ADDR and
@@ -149,20 +149,21 @@ HCCL_API HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
  * A count of 0 is valid and moves nothing (it still synchronises nothing: it returns at once
  * on every rank). The last argument: NULL blocks; non-NULL returns a request. */
 
-HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
-                         HcclReduceOp op, HcclComm comm, HcclRequest *request);
+HCCL_API HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
+                                  HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                  HcclRequest *request);
 HCCL_API HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
-                         HcclComm comm, HcclRequest *request);
+                                  HcclComm comm, HcclRequest *request);
 /* recvBuf holds nRanks * sendCount elements, rank r's at offset r * sendCount. */
 HCCL_API HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
-                         HcclDataType dataType, HcclComm comm, HcclRequest *request);
+                                  HcclDataType dataType, HcclComm comm, HcclRequest *request);
 /* sendBuf holds nRanks * recvCount elements; rank r receives the reduction of block r. */
 HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
-                             HcclDataType dataType, HcclReduceOp op, HcclComm comm,
-                             HcclRequest *request);
+                                      HcclDataType dataType, HcclReduceOp op, HcclComm comm,
+                                      HcclRequest *request);
 /* recvBuf is written on root only (it may be NULL elsewhere). */
 HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
-                      HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
+                               HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
 HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
 
 /* ---- requests ---- */

@@ -22,7 +22,8 @@
 
 static uint32_t pos_of(const struct hccl_comm *c, uint32_t rank) {
   uint32_t i = 0;
-  while (c->ring[i] != rank) i++;
+  while (c->ring[i] != rank)
+    i++;
   return i;
 }
 
@@ -34,7 +35,8 @@ static uint32_t active_rank(const struct hccl_comm *c, uint32_t v, uint32_t r) {
 HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                               void *recv, size_t count) {
   uint32_t np = c->nranks, pos = c->ring_pos, p2 = 1;
-  while (p2 * 2 <= np) p2 *= 2;
+  while (p2 * 2 <= np)
+    p2 *= 2;
   uint32_t r = np - p2;
   size_t es = p->esz, bytes = count * es;
   const char *src = send;
@@ -90,7 +92,7 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
     for (uint32_t mask = p2 >> 1; mask >= 1; mask >>= 1) {
       depth--;
       struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
-      size_t pa, pb; /* the partner's half of [lo, hi) */
+      size_t pa, pb;         /* the partner's half of [lo, hi) */
       if ((v & mask) == 0) { /* we kept the lower half */
         pa = b, pb = hi[depth];
       } else {
@@ -137,7 +139,8 @@ HcclResult hccl__binomial_broadcast(struct hccl_comm *c, const struct hccl_prim 
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
     if (parent) HCCL_TRY(hccl__prim_step(p, parent, NULL, NULL, b + off, n));
-    for (int k = 0; k < nk; k++) HCCL_TRY(hccl__prim_step(p, NULL, kids[k], b + off, NULL, n));
+    for (int k = 0; k < nk; k++)
+      HCCL_TRY(hccl__prim_step(p, NULL, kids[k], b + off, NULL, n));
   }
   return HCCL_SUCCESS;
 }
@@ -159,8 +162,10 @@ HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p,
       HCCL_TRY(hccl__prim_step(p, kids[k], NULL, cur, acc, n));
       cur = acc;
     }
-    if (parent) HCCL_TRY(hccl__prim_step(p, NULL, parent, cur, NULL, n));
-    else if (cur != acc) memcpy(acc, cur, n);
+    if (parent)
+      HCCL_TRY(hccl__prim_step(p, NULL, parent, cur, NULL, n));
+    else if (cur != acc)
+      memcpy(acc, cur, n);
   }
   return HCCL_SUCCESS;
 }
@@ -184,7 +189,8 @@ HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_pr
 
 static double log2u(uint32_t x) {
   double l = 0;
-  while (x > 1) x >>= 1, l += 1;
+  while (x > 1)
+    x >>= 1, l += 1;
   return l;
 }
 
@@ -194,9 +200,9 @@ enum hccl_algo_kind hccl__select_allreduce(const struct hccl_comm *c, size_t byt
   double p = c->nranks, a = COST_ALPHA_NS, b = COST_BETA_NS_PER_BYTE, n = (double)bytes;
   size_t chunk = c->chunk_bytes;
   double ring = 2 * (p - 1) * a * (n / p > chunk ? n / p / chunk : 1) + 2 * (p - 1) / p * n * b;
-  double hd = bytes <= chunk ? log2u(c->nranks) * (a + n * b)
-                             : 2 * log2u(c->nranks) * a * (n / 2 / chunk + 1) +
-                                   2 * (p - 1) / p * n * b * 1.15;
+  double hd = bytes <= chunk
+                  ? log2u(c->nranks) * (a + n * b)
+                  : 2 * log2u(c->nranks) * a * (n / 2 / chunk + 1) + 2 * (p - 1) / p * n * b * 1.15;
   return hd < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
 }
 

@@ -28,7 +28,9 @@ struct blocks {
   size_t base, rem; /* block j: base + (j < rem) elements */
 };
 
-static size_t blk_count(const struct blocks *b, uint32_t j) { return b->base + (j < b->rem); }
+static size_t blk_count(const struct blocks *b, uint32_t j) {
+  return b->base + (j < b->rem);
+}
 static size_t blk_off(const struct blocks *b, uint32_t j) {
   return j * b->base + (j < b->rem ? j : b->rem);
 }
@@ -131,7 +133,8 @@ HcclResult hccl__ring_allgather(struct hccl_comm *c, const struct hccl_prim *p, 
 HcclResult hccl__chain_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
                                  size_t count, uint32_t root) {
   uint32_t np = c->nranks, rpos = 0;
-  while (c->ring[rpos] != root) rpos++;
+  while (c->ring[rpos] != root)
+    rpos++;
   uint32_t v = (c->ring_pos + np - rpos) % np;
   struct hccl_link *from = v > 0 ? c->links[at(c, (int64_t)c->ring_pos - 1)] : NULL;
   struct hccl_link *to = v + 1 < np ? c->links[at(c, (int64_t)c->ring_pos + 1)] : NULL;
@@ -148,7 +151,8 @@ HcclResult hccl__chain_broadcast(struct hccl_comm *c, const struct hccl_prim *p,
 HcclResult hccl__chain_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                               void *recv, size_t count, uint32_t root) {
   uint32_t np = c->nranks, rpos = 0;
-  while (c->ring[rpos] != root) rpos++;
+  while (c->ring[rpos] != root)
+    rpos++;
   uint32_t v = (c->ring_pos + np - rpos) % np;
   struct hccl_link *from = v + 1 < np ? c->links[at(c, (int64_t)c->ring_pos + 1)] : NULL;
   struct hccl_link *to = v > 0 ? c->links[at(c, (int64_t)c->ring_pos - 1)] : NULL;

@@ -46,7 +46,8 @@ static _Atomic unsigned g_env_generation;
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
   const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ p[i]) * 0x100000001b3ULL;
   return h;
 }
 
@@ -148,7 +149,8 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   uint32_t ns = 0;
   for (uint32_t r = 0; r < c->nranks; r++) {
     uint32_t s = 0;
-    while (s < ns && hashes[s] != P[r].host_hash) s++;
+    while (s < ns && hashes[s] != P[r].host_hash)
+      s++;
     if (s == ns) hashes[ns++] = P[r].host_hash;
     server_of[r] = s;
     c->local_index[r] = count[s]++;
@@ -156,7 +158,8 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   c->nservers = ns;
   for (uint32_t s = 0; s < ns; s++) {
     uint32_t n = count[s], first = 0;
-    while (server_of[first] != s) first++;
+    while (server_of[first] != s)
+      first++;
     if (n != 1 && n != 2 && n != 4 && n != 8) {
       res = hccl__fail(HCCL_E_PARA,
                        "%u ranks on server %s; a group must have 1, 2, 4 or 8 devices per "
@@ -214,7 +217,8 @@ static HcclResult check_and_place(struct hccl_comm *c) {
       goto out;
     }
     hccl__topo_ring(&topo, devs, (int)n, order);
-    for (uint32_t k = 0; k < n; k++) c->ring[pos++] = ranks[order[k]];
+    for (uint32_t k = 0; k < n; k++)
+      c->ring[pos++] = ranks[order[k]];
   }
   for (uint32_t i = 0; i < c->nranks; i++)
     if (c->ring[i] == c->rank) c->ring_pos = i;
@@ -292,7 +296,8 @@ static void comm_free(struct hccl_comm *c) {
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
-  for (int i = 0; hccl__transports[i]; i++) HCCL_TRY(hccl__transports[i]->setup(c, self));
+  for (int i = 0; hccl__transports[i]; i++)
+    HCCL_TRY(hccl__transports[i]->setup(c, self));
   if (c->nranks > 1) {
     HCCL_TRY(store_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
@@ -357,8 +362,10 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.algo = c->cfg.algo;
   self.shm_fd = -1;
 
-  if (c->nranks > 1) HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
-  else c->peers[0] = self;
+  if (c->nranks > 1)
+    HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
+  else
+    c->peers[0] = self;
   HcclResult r = bootstrap_rest(c, &self);
   finish_store(c);
   HCCL_TRY(r);
@@ -366,8 +373,8 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (!c->scratch)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
   hccl__wait_set_spin((int)c->local_nranks, c->cfg.spin);
-  HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes",
-            c->rank, c->nranks, c->device, c->local_nranks, c->chunk_bytes);
+  HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
+            c->nranks, c->device, c->local_nranks, c->chunk_bytes);
   return HCCL_SUCCESS;
 }
 
@@ -526,11 +533,11 @@ HcclResult HcclCommDestroy(HcclComm comm) {
   return HCCL_SUCCESS;
 }
 
-#define GETTER(fn, type, expr)                                                                    \
-  HcclResult fn(HcclComm comm, type *out) {                                                       \
-    if (!comm || !out) return hccl__fail(HCCL_E_PTR, #fn ": %s is NULL", comm ? "out" : "comm"); \
-    *out = (type)(expr);                                                                          \
-    return HCCL_SUCCESS;                                                                          \
+#define GETTER(fn, type, expr)                                                                     \
+  HcclResult fn(HcclComm comm, type *out) {                                                        \
+    if (!comm || !out) return hccl__fail(HCCL_E_PTR, #fn ": %s is NULL", comm ? "out" : "comm");   \
+    *out = (type)(expr);                                                                           \
+    return HCCL_SUCCESS;                                                                           \
   }
 GETTER(HcclGetRankSize, uint32_t, comm->nranks)
 GETTER(HcclGetRankId, uint32_t, comm->rank)

@@ -39,13 +39,13 @@ struct hccl_comm {
   uint32_t local_rank, local_nranks; /* on this server */
   uint32_t nservers;
   struct hccl_settings cfg;
-  struct hccl_peer_info *peers;  /* [nranks] */
-  uint32_t *local_index;         /* [nranks]: index among its server's ranks */
-  struct hccl_link **links;      /* [nranks]; NULL for self */
-  uint32_t *ring;                /* [nranks]: rank at each ring position */
-  uint32_t ring_pos;             /* this rank's position */
-  size_t chunk_bytes;            /* largest message any link takes */
-  void *scratch;                 /* chunk_bytes of scratch for tree reduce */
+  struct hccl_peer_info *peers; /* [nranks] */
+  uint32_t *local_index;        /* [nranks]: index among its server's ranks */
+  struct hccl_link **links;     /* [nranks]; NULL for self */
+  uint32_t *ring;               /* [nranks]: rank at each ring position */
+  uint32_t ring_pos;            /* this rank's position */
+  size_t chunk_bytes;           /* largest message any link takes */
+  void *scratch;                /* chunk_bytes of scratch for tree reduce */
 
   void *shm; /* shared-memory transport state */
 

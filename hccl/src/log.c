@@ -14,12 +14,18 @@ static int g_rank = -1;
 static _Thread_local char t_last_error[1024];
 static _Thread_local int t_quiet;
 
-void hccl__log_quiet(int on) { t_quiet += on ? 1 : -1; }
+void hccl__log_quiet(int on) {
+  t_quiet += on ? 1 : -1;
+}
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 
-void hccl__log_set_level(enum hccl_log_level level) { g_level = level; }
-void hccl__log_set_rank(int rank) { g_rank = rank; }
+void hccl__log_set_level(enum hccl_log_level level) {
+  g_level = level;
+}
+void hccl__log_set_rank(int rank) {
+  g_rank = rank;
+}
 
 static void emit(enum hccl_log_level level, const char *msg) {
   char line[1200];
@@ -59,12 +65,14 @@ void hccl__set_last_error(const char *msg) {
   snprintf(t_last_error, sizeof(t_last_error), "%s", msg);
 }
 
-const char *HcclGetLastErrorMessage(void) { return t_last_error; }
+const char *HcclGetLastErrorMessage(void) {
+  return t_last_error;
+}
 
 const char *HcclGetErrorString(HcclResult code) {
   switch (code) {
-#define HCCL__RESULT_CASE(name, num, msg)                                                         \
-  case name:                                                                                      \
+#define HCCL__RESULT_CASE(name, num, msg)                                                          \
+  case name:                                                                                       \
     return msg;
     HCCL_RESULT_MAP(HCCL__RESULT_CASE)
 #undef HCCL__RESULT_CASE

@@ -11,7 +11,12 @@
 
 #include "hccl.h"
 
-enum hccl_log_level { HCCL_LOG_DEBUG = 0, HCCL_LOG_INFO = 1, HCCL_LOG_WARN = 2, HCCL_LOG_ERROR = 3 };
+enum hccl_log_level {
+  HCCL_LOG_DEBUG = 0,
+  HCCL_LOG_INFO = 1,
+  HCCL_LOG_WARN = 2,
+  HCCL_LOG_ERROR = 3
+};
 
 /* Level from HCCL_LOG_LEVEL; set once by the settings loader. */
 void hccl__log_set_level(enum hccl_log_level level);
@@ -36,10 +41,10 @@ void hccl__set_last_error(const char *msg);
 #define HCCL_WARN(...) hccl__log(HCCL_LOG_WARN, __VA_ARGS__)
 
 /* Passes a non-success result up. */
-#define HCCL_TRY(expr)                                                                            \
-  do {                                                                                            \
-    HcclResult hccl__r = (expr);                                                                  \
-    if (hccl__r != HCCL_SUCCESS) return hccl__r;                                                  \
+#define HCCL_TRY(expr)                                                                             \
+  do {                                                                                             \
+    HcclResult hccl__r = (expr);                                                                   \
+    if (hccl__r != HCCL_SUCCESS) return hccl__r;                                                   \
   } while (0)
 
 #endif

@@ -10,8 +10,7 @@
 #include "log.h"
 
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
-                           struct hccl_link *send_to, const void *local, void *out,
-                           size_t bytes) {
+                           struct hccl_link *send_to, const void *local, void *out, size_t bytes) {
   const void *src = NULL;
   void *dst = NULL;
   size_t count = bytes / p->esz;
@@ -73,8 +72,7 @@ HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, vo
 }
 
 HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
-                               size_t send_bytes, const void *local, void *out,
-                               size_t recv_bytes) {
+                               size_t send_bytes, const void *local, void *out, size_t recv_bytes) {
   size_t c = chunk_of(p, l);
   size_t ns = send_bytes ? (send_bytes + c - 1) / c : 1;
   size_t nr = recv_bytes ? (recv_bytes + c - 1) / c : 1;

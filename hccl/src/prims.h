@@ -40,7 +40,6 @@ HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, vo
  * both sides progress with one slot of room: sends send_bytes from sbuf; receives recv_bytes
  * and writes (received op local) or the received bytes (local == NULL) to out. */
 HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
-                               size_t send_bytes, const void *local, void *out,
-                               size_t recv_bytes);
+                               size_t send_bytes, const void *local, void *out, size_t recv_bytes);
 
 #endif

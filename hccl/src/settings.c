@@ -21,7 +21,8 @@ static HcclResult env_int(const char *name, int64_t lo, int64_t hi, int64_t *out
   char *end;
   errno = 0;
   long long x = strtoll(v, &end, 10);
-  while (*end && isspace((unsigned char)*end)) end++;
+  while (*end && isspace((unsigned char)*end))
+    end++;
   if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
     return hccl__fail(HCCL_E_PARA, "%s='%s' is not valid: it must be an integer from %lld to %lld",
                       name, v, (long long)lo, (long long)hi);
@@ -43,8 +44,8 @@ static int algo_word(const char *w, size_t n) {
   static const struct {
     const char *name;
     int algo;
-  } words[] = {{"ring", HCCL_ALGO_RING}, {"tree", HCCL_ALGO_HD},    {"hd", HCCL_ALGO_HD},
-               {"H-D_R", HCCL_ALGO_HD},  {"H-D", HCCL_ALGO_HD},     {"NA", HCCL_ALGO_AUTO},
+  } words[] = {{"ring", HCCL_ALGO_RING}, {"tree", HCCL_ALGO_HD},     {"hd", HCCL_ALGO_HD},
+               {"H-D_R", HCCL_ALGO_HD},  {"H-D", HCCL_ALGO_HD},      {"NA", HCCL_ALGO_AUTO},
                {"auto", HCCL_ALGO_AUTO}, {"default", HCCL_ALGO_AUTO}};
   for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
     if (strlen(words[i].name) == n && strncasecmp(words[i].name, w, n) == 0) return words[i].algo;

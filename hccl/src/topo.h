@@ -20,10 +20,10 @@
 
 struct hccl_topo {
   char name[64];
-  int ndevices;                           /* devices 0..ndevices-1 */
-  int ngroups;                            /* full-mesh groups, >= 1 */
-  int group_of[HCCL_TOPO_MAX_DEVICES];    /* group index of each device */
-  bool partial_jobs_within_group;         /* a 2- or 4-device job must sit inside one group */
+  int ndevices;                        /* devices 0..ndevices-1 */
+  int ngroups;                         /* full-mesh groups, >= 1 */
+  int group_of[HCCL_TOPO_MAX_DEVICES]; /* group index of each device */
+  bool partial_jobs_within_group;      /* a 2- or 4-device job must sit inside one group */
 };
 
 /* Parses a topology document (format in topologies/README.md). */
@@ -42,8 +42,8 @@ void hccl__topo_flat(int ndevices, struct hccl_topo *out);
  * {1, 2, 4, 8}, and, when partial_jobs_within_group, a 2- or 4-device job inside one group.
  * Messages read like "device list 0,1,4,5 spans groups 0-3 and 4-7 of topology ascend910; a
  * 2- or 4-device job must sit inside one group". */
-HcclResult hccl__topo_check_devices(const struct hccl_topo *t, const int *devices, int n,
-                                    char *err, size_t errlen);
+HcclResult hccl__topo_check_devices(const struct hccl_topo *t, const int *devices, int n, char *err,
+                                    size_t errlen);
 
 /* Ring order over a job's devices: fills order[0..n) with indices into devices[] so that
  * walking the ring crosses between groups as few times as possible (devices grouped, sorted

@@ -108,4 +108,6 @@ void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t valu
   if (atomic_load(waiting)) futex(word, FUTEX_WAKE, 1, NULL);
 }
 
-void hccl__wake_all(_Atomic uint32_t *word) { futex(word, FUTEX_WAKE, 0x7fffffff, NULL); }
+void hccl__wake_all(_Atomic uint32_t *word) {
+  futex(word, FUTEX_WAKE, 0x7fffffff, NULL);
+}
