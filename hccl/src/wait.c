@@ -30,18 +30,23 @@ int64_t hccl__now_ns(void) {
 }
 
 void hccl__wait_set_spin(int local_ranks, int spin_setting) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
-  if (cpus < 1) cpus = 1;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
+  if (online < 1) online = 1;
   if (spin_setting >= 0) {
     g_spin_ns = (int64_t)spin_setting * 1000;
-  } else if (local_ranks > cpus) {
+  } else if (local_ranks > online) {
     /* Oversubscribed: whoever we wait for needs our core. */
     g_spin_ns = 500;
     g_yields = 1;
+  } else if (mine * local_ranks <= online) {
+    /* Pinned to cores of our own (npu-launch's block binding): polling costs nobody, and a
+     * futex wake-up would cost more than the wait. */
+    g_spin_ns = 50000;
+    g_yields = 2;
   } else {
-    /* A core each, as far as we know; other load may still share them, so stay short. */
+    /* Enough cores, but unpinned: other load may share them, so stay short. */
     g_spin_ns = 5000;
     g_yields = 2;
   }
