@@ -38,7 +38,7 @@ cmake --build "$build" -j"$(nproc)"
 if [ "$mode" = bench ]; then
   echo "== 8-device allreduce benchmark (npu-launch --device-list 0-7)"
   exec "$build/bin/npu-launch" --device-list 0,1,2,3,4,5,6,7 -- \
-    "$build/bin/allreduce_perf" -b 8 -e 64M -f 4 -d float -o sum -n 10 -w 2
+    "$build/bin/allreduce_perf" -b 16 -e 64M -f 4 -d float -o sum -n 10 -w 2
 fi
 echo "== running every test"
 exec ctest --test-dir "$build" --output-on-failure --timeout 900
