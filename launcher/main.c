@@ -31,8 +31,11 @@ int main(int argc, char **argv) {
   if (launch_resolve_master(job.o.master_addr, job.master_addr, sizeof(job.master_addr), err,
                             sizeof(err)))
     return refuse(LAUNCH_EXIT_USAGE, err);
-  if (launch_find_program(job.o.argv[0], err, sizeof(err)))
-    return refuse(LAUNCH_EXIT_NOT_FOUND, err);
+  if (launch_find_program(job.o.argv[0], err, sizeof(err))) {
+    /* A dry run plans a command that may run elsewhere or later: say so, but go on. */
+    if (!job.o.dry_run) return refuse(LAUNCH_EXIT_NOT_FOUND, err);
+    fprintf(stderr, "npu-launch: warning: %s (dry run: printed anyway)\n", err);
+  }
 
   if (job.o.dry_run) {
     /* The port is not probed: a dry run must not depend on what else runs right now. */

@@ -401,6 +401,13 @@ static void test_nnodes_dry_run(void **state) {
   }
   usleep(100000);
   assert_false(file_exists(marker)); /* a dry run starts nothing */
+
+  /* A dry run plans a command that may not exist here yet: warned, printed, exit 0; the real
+   * run is refused with 127. */
+  assert_int_equal(RUN("--device-list", "0,1", "--dry-run", "./no-such-train.py"), 0);
+  ASSERT_HAS(g_run.err, "no such file (dry run: printed anyway)");
+  ASSERT_HAS(g_run.out, "command: taskset -c ");
+  assert_int_equal(RUN("--device-list", "0,1", "./no-such-train.py"), 127);
 }
 
 static void test_binding_block(void **state) {
