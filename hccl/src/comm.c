@@ -93,7 +93,7 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
     hccl__log_quiet(0);
     if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
       char why[1024];
-      snprintf(why, sizeof(why), "%s", HcclGetLastErrorMessage());
+      snprintf(why, sizeof(why), "%s", hccl__quiet_error());
       return hccl__fail(res, "rank %u lost the bootstrap store while waiting for rank %u: %s",
                         c->rank, r, why);
     }

@@ -13,6 +13,10 @@ static enum hccl_log_level g_level = HCCL_LOG_WARN;
 static int g_rank = -1;
 static _Thread_local char t_last_error[1024];
 static _Thread_local int t_quiet;
+/* A quiet failure goes here, so it never hides the failure the caller will report. */
+static _Thread_local char t_quiet_error[1024];
+
+const char *hccl__quiet_error(void) { return t_quiet_error; }
 
 void hccl__log_quiet(int on) {
   t_quiet += on ? 1 : -1;
@@ -55,7 +59,7 @@ void hccl__log(enum hccl_log_level level, const char *fmt, ...) {
 HcclResult hccl__fail(HcclResult code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(t_last_error, sizeof(t_last_error), fmt, ap);
+  vsnprintf(t_quiet > 0 ? t_quiet_error : t_last_error, sizeof(t_last_error), fmt, ap);
   va_end(ap);
   if (HCCL_LOG_ERROR >= g_level && t_quiet <= 0) emit(HCCL_LOG_ERROR, t_last_error);
   return code;

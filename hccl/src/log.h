@@ -29,9 +29,11 @@ void hccl__log(enum hccl_log_level level, const char *fmt, ...)
 /* Logs fmt at ERROR, stores it as this thread's last error message, returns code. */
 HcclResult hccl__fail(HcclResult code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* While quiet (a counter, per thread), failures are kept but not logged: for probes whose
- * failure is expected and handled (a stale store, a store that already closed). */
+/* While quiet (a counter, per thread), failures are neither logged nor made the last error:
+ * for probes whose failure is expected and handled (a stale store, a store that already
+ * closed). The last quiet failure's message is hccl__quiet_error(). */
 void hccl__log_quiet(int on);
+const char *hccl__quiet_error(void);
 
 /* Sets this thread's last error message without logging (a failure another thread logged). */
 void hccl__set_last_error(const char *msg);
