@@ -131,7 +131,9 @@ HCCL_API HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *ro
 HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
 
 /* Frees everything the communicator holds. Not collective: a rank may destroy its
- * communicator after a failure while its peers are gone. NULL is accepted. */
+ * communicator after a failure while its peers are gone. Queued calls are finished first (each
+ * bounded by HCCL_EXEC_TIMEOUT); requests not yet waited for are freed and must not be used
+ * afterwards. NULL is accepted. */
 HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);

@@ -317,11 +317,11 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
   return HCCL_SUCCESS;
 }
 
-/* Ends the store's part, on success and on failure alike, once every rank got past "info":
- * each other rank says "done" as its last store call; rank 0 waits for all of them, then
- * stops the store, so no rank loses the store while it still reads from it and no store
- * outlives its bootstrap. */
-static void finish_store(struct hccl_comm *c) {
+/* Ends the store's part, on success and on failure alike: each other rank says "done" as its
+ * last store call; rank 0, if every rank joined (so every rank will say it), waits for all of
+ * them, then stops the store. No rank loses the store while it still reads from it, and no
+ * store outlives its bootstrap. */
+static void finish_store(struct hccl_comm *c, bool all_joined) {
   char key[160];
   if (c->store && c->rank != 0) {
     snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, c->rank);
@@ -329,7 +329,7 @@ static void finish_store(struct hccl_comm *c) {
     hccl__log_quiet(1); /* the store may close as soon as rank 0 has seen it */
     hccl__store_set(c->store, key, &one, sizeof(one));
     hccl__log_quiet(0);
-  } else if (c->store) {
+  } else if (c->store && all_joined) {
     for (uint32_t r = 1; r < c->nranks; r++) {
       void *val = NULL;
       size_t n;
@@ -362,12 +362,14 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.algo = c->cfg.algo;
   self.shm_fd = -1;
 
+  HcclResult r = HCCL_SUCCESS;
   if (c->nranks > 1)
-    HCCL_TRY(store_allgather(c, "info", &self, sizeof(self), c->peers));
+    r = store_allgather(c, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
-  HcclResult r = bootstrap_rest(c, &self);
-  finish_store(c);
+  bool all_joined = r == HCCL_SUCCESS;
+  if (all_joined) r = bootstrap_rest(c, &self);
+  finish_store(c, all_joined);
   HCCL_TRY(r);
   c->scratch = malloc(c->chunk_bytes);
   if (!c->scratch)
