@@ -418,38 +418,20 @@ static void sweep_test(int n, const char *algo) {
   run_and_check(n, sweep_body, &a);
 }
 
-static void test_sweep_1_ring(void **st) {
-  (void)st;
-  sweep_test(1, "ring");
-}
-static void test_sweep_1_tree(void **st) {
-  (void)st;
-  sweep_test(1, "tree");
-}
-static void test_sweep_2_ring(void **st) {
-  (void)st;
-  sweep_test(2, "ring");
-}
-static void test_sweep_2_tree(void **st) {
-  (void)st;
-  sweep_test(2, "tree");
-}
-static void test_sweep_4_ring(void **st) {
-  (void)st;
-  sweep_test(4, "ring");
-}
-static void test_sweep_4_tree(void **st) {
-  (void)st;
-  sweep_test(4, "tree");
-}
-static void test_sweep_8_ring(void **st) {
-  (void)st;
-  sweep_test(8, "ring");
-}
-static void test_sweep_8_tree(void **st) {
-  (void)st;
-  sweep_test(8, "tree");
-}
+/* One cmocka test per (group size, algorithm). */
+#define SWEEP_TEST(n, algo)                                                                        \
+  static void test_sweep_##n##_##algo(void **st) {                                                 \
+    (void)st;                                                                                      \
+    sweep_test(n, #algo);                                                                          \
+  }
+SWEEP_TEST(1, ring)
+SWEEP_TEST(1, tree)
+SWEEP_TEST(2, ring)
+SWEEP_TEST(2, tree)
+SWEEP_TEST(4, ring)
+SWEEP_TEST(4, tree)
+SWEEP_TEST(8, ring)
+SWEEP_TEST(8, tree)
 
 /* ---- requests ---- */
 
