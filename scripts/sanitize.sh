@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# sanitize.sh - builds the project with a sanitizer into build-<name> and runs every test.
+#   bash scripts/sanitize.sh address     # ASan + UBSan
+#   bash scripts/sanitize.sh thread      # TSan
+# Forked ranks inherit the sanitizer; a report makes that rank (and so the test) fail.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+address) san="address,undefined" name=asan ;;
+undefined) san="undefined" name=ubsan ;;
+thread) san="thread" name=tsan ;;
+*)
+  echo "usage: bash scripts/sanitize.sh address|undefined|thread" >&2
+  exit 2
+  ;;
+esac
+cmake -S . -B "build-$name" -DCMAKE_BUILD_TYPE=Debug -DHCCL_SANITIZE="$san" >/dev/null
+cmake --build "build-$name" -j"$(nproc)"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
+exec ctest --test-dir "build-$name" --output-on-failure --timeout 1800
