@@ -20,13 +20,6 @@
 #include "log.h"
 #include "comm.h"
 
-static uint32_t pos_of(const struct hccl_comm *c, uint32_t rank) {
-  uint32_t i = 0;
-  while (c->ring[i] != rank)
-    i++;
-  return i;
-}
-
 /* The rank holding virtual index v among the p2 active ones. */
 static uint32_t active_rank(const struct hccl_comm *c, uint32_t v, uint32_t r) {
   return v < r ? c->ring[2 * v + 1] : c->ring[v + r];
@@ -113,7 +106,7 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
  * down the whole tree before the next. */
 static void tree_links(struct hccl_comm *c, uint32_t root, struct hccl_link **parent,
                        struct hccl_link **kids, int *nkids) {
-  uint32_t np = c->nranks, rpos = pos_of(c, root);
+  uint32_t np = c->nranks, rpos = c->pos_of[root];
   uint32_t v = (c->ring_pos + np - rpos) % np;
   uint32_t mask = 1;
   *parent = NULL;
@@ -194,7 +187,8 @@ HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_pr
 
 static double log2u(uint32_t x) {
   double l = 0;
-  while (x > 1) x >>= 1, l += 1;
+  while (x > 1)
+    x >>= 1, l += 1;
   return l;
 }
 

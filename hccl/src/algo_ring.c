@@ -132,9 +132,7 @@ HcclResult hccl__ring_allgather(struct hccl_comm *c, const struct hccl_prim *p, 
 /* Chains run from the root along the ring: v = 0 is the root, v = p-1 the far end. */
 HcclResult hccl__chain_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
                                  size_t count, uint32_t root) {
-  uint32_t np = c->nranks, rpos = 0;
-  while (c->ring[rpos] != root)
-    rpos++;
+  uint32_t np = c->nranks, rpos = c->pos_of[root];
   uint32_t v = (c->ring_pos + np - rpos) % np;
   struct hccl_link *from = v > 0 ? c->links[at(c, (int64_t)c->ring_pos - 1)] : NULL;
   struct hccl_link *to = v + 1 < np ? c->links[at(c, (int64_t)c->ring_pos + 1)] : NULL;
@@ -150,9 +148,7 @@ HcclResult hccl__chain_broadcast(struct hccl_comm *c, const struct hccl_prim *p,
 /* Reduce flows the other way: from the far end (v = p-1) towards the root (v = 0). */
 HcclResult hccl__chain_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                               void *recv, size_t count, uint32_t root) {
-  uint32_t np = c->nranks, rpos = 0;
-  while (c->ring[rpos] != root)
-    rpos++;
+  uint32_t np = c->nranks, rpos = c->pos_of[root];
   uint32_t v = (c->ring_pos + np - rpos) % np;
   struct hccl_link *from = v + 1 < np ? c->links[at(c, (int64_t)c->ring_pos + 1)] : NULL;
   struct hccl_link *to = v > 0 ? c->links[at(c, (int64_t)c->ring_pos - 1)] : NULL;

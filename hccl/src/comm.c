@@ -221,7 +221,8 @@ static HcclResult check_and_place(struct hccl_comm *c) {
       c->ring[pos++] = ranks[order[k]];
   }
   for (uint32_t i = 0; i < c->nranks; i++)
-    if (c->ring[i] == c->rank) c->ring_pos = i;
+    c->pos_of[c->ring[i]] = i;
+  c->ring_pos = c->pos_of[c->rank];
 out:
   free(server_of);
   free(count);
@@ -262,13 +263,15 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->local_index = calloc(nranks, sizeof(uint32_t));
   c->links = calloc(nranks, sizeof(*c->links));
   c->ring = calloc(nranks, sizeof(uint32_t));
+  c->pos_of = calloc(nranks, sizeof(uint32_t));
   pthread_mutex_init(&c->qlock, NULL);
   pthread_cond_init(&c->qcond, NULL);
-  if (!c->peers || !c->local_index || !c->links || !c->ring) {
+  if (!c->peers || !c->local_index || !c->links || !c->ring || !c->pos_of) {
     free(c->peers);
     free(c->local_index);
     free(c->links);
     free(c->ring);
+    free(c->pos_of);
     free(c);
     return NULL;
   }
@@ -289,6 +292,7 @@ static void comm_free(struct hccl_comm *c) {
   free(c->local_index);
   free(c->links);
   free(c->ring);
+  free(c->pos_of);
   free(c);
 }
 
@@ -374,7 +378,7 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   c->scratch = malloc(c->chunk_bytes);
   if (!c->scratch)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
-  hccl__wait_set_spin((int)c->local_nranks, c->cfg.spin);
+  c->spin = hccl__wait_spin_budget((int)c->local_nranks, c->cfg.spin);
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->chunk_bytes);
   return HCCL_SUCCESS;
@@ -525,8 +529,6 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm) {
   *comm = c;
   return HCCL_SUCCESS;
 }
-
-void hccl__coll_shutdown(struct hccl_comm *comm);
 
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;

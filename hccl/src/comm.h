@@ -13,6 +13,7 @@
 #include "hccl.h"
 #include "settings.h"
 #include "transport.h"
+#include "wait.h"
 
 struct hccl_store;
 struct hccl_store_server;
@@ -44,6 +45,8 @@ struct hccl_comm {
   struct hccl_link **links;     /* [nranks]; NULL for self */
   uint32_t *ring;               /* [nranks]: rank at each ring position */
   uint32_t ring_pos;            /* this rank's position */
+  uint32_t *pos_of;             /* [nranks]: ring position of each rank */
+  struct hccl_spin spin;        /* how this rank's waits poll (wait.c) */
   size_t chunk_bytes;           /* largest message any link takes */
   void *scratch;                /* chunk_bytes of scratch for tree reduce */
 
@@ -64,6 +67,9 @@ struct hccl_comm {
   bool worker_started, worker_busy, worker_stop;
   pthread_t worker;
 };
+
+/* Finishes queued calls and stops the worker thread (coll.c); destroy calls it first. */
+void hccl__coll_shutdown(struct hccl_comm *comm);
 
 /* Marks the communicator broken after a failed collective, keeping the last error message,
  * and tells every peer (transport abort) so their waits fail too. */

@@ -16,7 +16,9 @@ static _Thread_local int t_quiet;
 /* A quiet failure goes here, so it never hides the failure the caller will report. */
 static _Thread_local char t_quiet_error[1024];
 
-const char *hccl__quiet_error(void) { return t_quiet_error; }
+const char *hccl__quiet_error(void) {
+  return t_quiet_error;
+}
 
 void hccl__log_quiet(int on) {
   t_quiet += on ? 1 : -1;

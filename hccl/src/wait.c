@@ -18,38 +18,26 @@
 #include "comm.h"
 #include "log.h"
 
-/* Poll budget before yielding, in nanoseconds. A budget in time, not in polls: one `pause`
- * costs 10 to 140 cycles depending on the CPU, so a count means nothing across machines. */
-static int64_t g_spin_ns = 2000;
-static int g_yields = 2;
-
 int64_t hccl__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-void hccl__wait_set_spin(int local_ranks, int spin_setting) {
+struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting) {
+  /* A budget in time, not in polls: one `pause` costs 10 to 140 cycles depending on the CPU. */
   long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
   if (online < 1) online = 1;
-  if (spin_setting >= 0) {
-    g_spin_ns = (int64_t)spin_setting * 1000;
-  } else if (local_ranks > online) {
-    /* Oversubscribed: whoever we wait for needs our core. */
-    g_spin_ns = 500;
-    g_yields = 1;
-  } else if (mine * local_ranks <= online) {
-    /* Pinned to cores of our own (npu-launch's block binding): polling costs nobody, and a
-     * futex wake-up would cost more than the wait. */
-    g_spin_ns = 50000;
-    g_yields = 2;
-  } else {
-    /* Enough cores, but unpinned: other load may share them, so stay short. */
-    g_spin_ns = 5000;
-    g_yields = 2;
-  }
+  if (spin_setting >= 0) return (struct hccl_spin){(int64_t)spin_setting * 1000, 2};
+  /* Oversubscribed: whoever we wait for needs our core. */
+  if (local_ranks > online) return (struct hccl_spin){500, 1};
+  /* Pinned to cores of our own (npu-launch's block binding): polling costs nobody, and a
+   * futex wake-up would cost more than the wait. */
+  if (mine * local_ranks <= online) return (struct hccl_spin){50000, 2};
+  /* Enough cores, but unpinned: other load may share them, so stay short. */
+  return (struct hccl_spin){5000, 2};
 }
 
 static inline void cpu_relax(void) {
@@ -68,14 +56,14 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
                              uint32_t peer, const struct hccl_wait *w,
                              HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
   if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-  int64_t spin_end = hccl__now_ns() + g_spin_ns;
+  int64_t spin_end = hccl__now_ns() + w->comm->spin.poll_ns;
   do {
     for (int i = 0; i < 32; i++) {
       if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
       cpu_relax();
     }
   } while (hccl__now_ns() < spin_end);
-  for (int i = 0; i < g_yields; i++) {
+  for (int i = 0; i < w->comm->spin.yields; i++) {
     sched_yield();
     if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
   }

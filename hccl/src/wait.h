@@ -14,6 +14,12 @@
 
 #include "hccl.h"
 
+/* How long a wait polls before it yields and sleeps; one per communicator. */
+struct hccl_spin {
+  int64_t poll_ns;
+  int yields;
+};
+
 /* What a wait is for, to make errors name it; set up once per collective. */
 struct hccl_wait {
   struct hccl_comm *comm;
@@ -23,8 +29,9 @@ struct hccl_wait {
 
 int64_t hccl__now_ns(void);
 
-/* Polling time before yielding: HCCL_SPIN (microseconds), else chosen from ranks per core. */
-void hccl__wait_set_spin(int local_ranks, int spin_setting);
+/* The polling budget for a rank with local_ranks ranks on its server: HCCL_SPIN
+ * (microseconds, spin_setting >= 0), else chosen from ranks per core and this rank's pinning. */
+struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting);
 
 /* Waits until *word != old. `waiting` is the sleeper flag a poster checks (hccl__wake);
  * `peer` is the global rank waited for; `check` is called each sleep slice (about 10 ms) and
