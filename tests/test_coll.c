@@ -413,25 +413,21 @@ static void run_and_check(int n, harness_rank_fn body, void *arg) {
   free(before);
 }
 
-static void sweep_test(int n, const char *algo) {
-  struct run_arg a = {.algo = algo};
-  run_and_check(n, sweep_body, &a);
-}
-
-/* One cmocka test per (group size, algorithm). */
-#define SWEEP_TEST(n, algo)                                                                        \
-  static void test_sweep_##n##_##algo(void **st) {                                                 \
+/* One cmocka test per (name, group size, algorithm): forks n ranks running body. */
+#define ALGO_TEST(name, n, body, which)                                                            \
+  static void name(void **st) {                                                                    \
     (void)st;                                                                                      \
-    sweep_test(n, #algo);                                                                          \
+    struct run_arg a = {.algo = #which};                                                           \
+    run_and_check(n, body, &a);                                                                    \
   }
-SWEEP_TEST(1, ring)
-SWEEP_TEST(1, tree)
-SWEEP_TEST(2, ring)
-SWEEP_TEST(2, tree)
-SWEEP_TEST(4, ring)
-SWEEP_TEST(4, tree)
-SWEEP_TEST(8, ring)
-SWEEP_TEST(8, tree)
+ALGO_TEST(test_sweep_1_ring, 1, sweep_body, ring)
+ALGO_TEST(test_sweep_1_tree, 1, sweep_body, tree)
+ALGO_TEST(test_sweep_2_ring, 2, sweep_body, ring)
+ALGO_TEST(test_sweep_2_tree, 2, sweep_body, tree)
+ALGO_TEST(test_sweep_4_ring, 4, sweep_body, ring)
+ALGO_TEST(test_sweep_4_tree, 4, sweep_body, tree)
+ALGO_TEST(test_sweep_8_ring, 8, sweep_body, ring)
+ALGO_TEST(test_sweep_8_tree, 8, sweep_body, tree)
 
 /* ---- requests ---- */
 
@@ -610,16 +606,8 @@ static int nan_body(int rank, int nranks, void *argp) {
   return 0;
 }
 
-static void test_nan_inf_ring(void **st) {
-  (void)st;
-  struct run_arg a = {.algo = "ring"};
-  run_and_check(4, nan_body, &a);
-}
-static void test_nan_inf_tree(void **st) {
-  (void)st;
-  struct run_arg a = {.algo = "tree"};
-  run_and_check(4, nan_body, &a);
-}
+ALGO_TEST(test_nan_inf_ring, 4, nan_body, ring)
+ALGO_TEST(test_nan_inf_tree, 4, nan_body, tree)
 
 /* ---- determinism ----
  * fp32 sums of values whose sums round: every rank must hold the same bits, and a second run
@@ -679,16 +667,8 @@ static int det_body(int rank, int nranks, void *argp) {
   return 0;
 }
 
-static void test_determinism_ring(void **st) {
-  (void)st;
-  struct run_arg a = {.algo = "ring"};
-  run_and_check(8, det_body, &a);
-}
-static void test_determinism_tree(void **st) {
-  (void)st;
-  struct run_arg a = {.algo = "tree"};
-  run_and_check(8, det_body, &a);
-}
+ALGO_TEST(test_determinism_ring, 8, det_body, ring)
+ALGO_TEST(test_determinism_tree, 8, det_body, tree)
 
 /* ---- the cost model ---- */
 
