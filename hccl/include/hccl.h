@@ -144,6 +144,39 @@ HCCL_API HcclResult HcclGetDeviceId(HcclComm comm, int32_t *deviceId);
 HCCL_API HcclResult HcclGetLocalRankSize(HcclComm comm, uint32_t *localSize);
 HCCL_API HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);
 
+/* Settings of one communicator that override the environment's (HCCL_* variables) for it
+ * alone, as HCCL's HcclCommConfig does. Fill with HcclCommConfigInit, then set fields; a zero
+ * or empty field means "from the environment". */
+typedef struct {
+  size_t size;              /* sizeof(HcclCommConfig): set by HcclCommConfigInit */
+  uint32_t bufferSizeMB;    /* HCCL_BUFFSIZE for this communicator */
+  int64_t connectTimeoutMs; /* HCCL_CONNECT_TIMEOUT, in milliseconds */
+  int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds */
+  char commName[64];        /* shown in this communicator's log lines ("" = none) */
+} HcclCommConfig;
+
+HCCL_API void HcclCommConfigInit(HcclCommConfig *config);
+
+/* A rendezvous store the caller owns (torch's c10d store, a job scheduler's KV store): the
+ * bootstrap meets its peers through it instead of a server of its own, so no port is opened.
+ * Only small bootstrap records go through it; data never does. Keys are "<prefix>/..." where
+ * the prefix is unique per communicator made over the store. The library never frees ctx. */
+typedef struct {
+  void *ctx;
+  /* Sets key to a copy of val[0..len). */
+  HcclResult (*set)(void *ctx, const char *key, const void *val, size_t len);
+  /* Waits up to timeoutMs for key, then stores a malloc'd copy of its value in *val (the
+   * library frees it) and its length in *len. HCCL_E_TIMEOUT when the key did not appear;
+   * any other failure code when the store itself failed. */
+  HcclResult (*get)(void *ctx, const char *key, void **val, size_t *len, int64_t timeoutMs);
+} HcclStore;
+
+/* Collective over nRanks processes that share `store`; each calls it with its rank. Blocks
+ * until every rank has joined or the connect timeout passes. config may be NULL. The same
+ * checks as HcclCommInitRootInfo apply (1, 2, 4 or 8 ranks per server, matching settings). */
+HCCL_API HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
+                                      const HcclCommConfig *config, HcclComm *comm);
+
 /* ---- collectives ----
  * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
  * sendBuf == recvBuf + rank * count * size for allgather; and
@@ -167,6 +200,47 @@ HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t rec
 HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                                HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
 HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
+
+/* Rooted gather: recvBuf (root only; may be NULL elsewhere) receives nRanks * sendCount
+ * elements, rank r's at offset r * sendCount. Any data type. */
+HCCL_API HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
+                               HcclDataType dataType, uint32_t root, HcclComm comm,
+                               HcclRequest *request);
+/* Rooted scatter (HCCL's argument order): sendBuf (root only; may be NULL elsewhere) holds
+ * nRanks * recvCount elements; rank r receives block r into recvBuf. Any data type. */
+HCCL_API HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
+                                HcclDataType dataType, uint32_t root, HcclComm comm,
+                                HcclRequest *request);
+/* All-to-all (HCCL's argument order): rank r sends elements [j*sendCount, (j+1)*sendCount) of
+ * sendBuf to rank j and receives rank j's block at j*recvCount of recvBuf. sendCount *
+ * size(sendType) must equal recvCount * size(recvType). Buffers must not overlap. */
+HCCL_API HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                                 const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                                 HcclComm comm, HcclRequest *request);
+/* All-to-all with per-peer counts (HCCL's argument order): sendCounts, sdispls, recvCounts
+ * and rdispls point to nRanks uint64_t each, in elements; the arrays are copied at the call.
+ * What rank i sends to j (sendCounts[j] on i) must equal what j expects from i (recvCounts[i]
+ * on j), else the call fails naming both ranks. */
+HCCL_API HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                                  HcclDataType sendType, const void *recvBuf,
+                                  const void *recvCounts, const void *rdispls,
+                                  HcclDataType recvType, HcclComm comm, HcclRequest *request);
+
+/* ---- point-to-point (HCCL's names and argument order) ----
+ * Sends and receives between two ranks match in the order they were made (any data type; the
+ * counts must agree, else both fail naming the sizes). They travel on a channel of their own
+ * and are progressed by an engine of their own, independent of collectives: a send can be
+ * matched whatever collectives either rank is in, and non-blocking sends and receives posted
+ * together progress together, so two ranks may both isend before they irecv, at any size. */
+HCCL_API HcclResult HcclSend(void *sendBuf, uint64_t count, HcclDataType dataType,
+                             uint32_t destRank, HcclComm comm, HcclRequest *request);
+HCCL_API HcclResult HcclRecv(void *recvBuf, uint64_t count, HcclDataType dataType,
+                             uint32_t srcRank, HcclComm comm, HcclRequest *request);
+/* Receives from whichever rank's send arrives first (after every earlier receive on this
+ * communicator has matched); *srcRank is written before the call completes and must stay valid
+ * until then. */
+HCCL_API HcclResult HcclRecvAny(void *recvBuf, uint64_t count, HcclDataType dataType,
+                                uint32_t *srcRank, HcclComm comm, HcclRequest *request);
 
 /* ---- requests ---- */
 
