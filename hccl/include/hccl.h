@@ -246,7 +246,10 @@ HCCL_API HcclResult HcclRecvAny(void *recvBuf, uint64_t count, HcclDataType data
 
 /* *done = 1 once the call has finished (then HcclRequestWait returns at once). */
 HCCL_API HcclResult HcclRequestTest(HcclRequest request, int *done);
-/* Waits for the call to finish, frees the request and returns the call's result. */
+/* Waits for the call to finish, frees the request and returns the call's result. When the
+ * call has not started and every earlier call has finished, the waiting thread runs it itself
+ * instead of waking the worker. Requests may be tested and waited for from any thread (each
+ * request by one waiter). */
 HCCL_API HcclResult HcclRequestWait(HcclRequest request);
 
 /* ---- introspection (tests and tools) ---- */

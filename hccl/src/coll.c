@@ -99,26 +99,36 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   return r;
 }
 
+/* Runs the call at the head of the queue on this thread (qlock held on entry and exit). The
+ * busy mark keeps a second thread from starting the next call before this one ends. */
+static void run_head_locked(struct hccl_comm *c) {
+  struct hccl_request *q = c->qhead;
+  c->worker_busy = true;
+  pthread_mutex_unlock(&c->qlock);
+  HcclResult r = execute(c, &q->op);
+  pthread_mutex_lock(&c->qlock);
+  q->result = r;
+  if (r != HCCL_SUCCESS) snprintf(q->message, sizeof(q->message), "%s", HcclGetLastErrorMessage());
+  c->qhead = q->next;
+  if (!c->qhead) c->qtail = NULL;
+  q->done = 1;
+  c->worker_busy = false;
+  pthread_cond_broadcast(&c->qcond);
+}
+
 static void *worker_main(void *arg) {
   struct hccl_comm *c = arg;
+  hccl__log_bind(&c->log);
   pthread_mutex_lock(&c->qlock);
   for (;;) {
-    while (!c->qhead && !c->worker_stop)
+    while ((!c->qhead || c->worker_busy) && !c->worker_stop)
       pthread_cond_wait(&c->qcond, &c->qlock);
     if (!c->qhead) break;
-    struct hccl_request *q = c->qhead;
-    c->worker_busy = true;
-    pthread_mutex_unlock(&c->qlock);
-    HcclResult r = execute(c, &q->op);
-    pthread_mutex_lock(&c->qlock);
-    q->result = r;
-    if (r != HCCL_SUCCESS)
-      snprintf(q->message, sizeof(q->message), "%s", HcclGetLastErrorMessage());
-    c->qhead = q->next;
-    if (!c->qhead) c->qtail = NULL;
-    q->done = 1;
-    c->worker_busy = false;
-    pthread_cond_broadcast(&c->qcond);
+    if (c->worker_busy) { /* stopping, while a waiter runs the head: let it finish */
+      pthread_cond_wait(&c->qcond, &c->qlock);
+      continue;
+    }
+    run_head_locked(c);
   }
   pthread_mutex_unlock(&c->qlock);
   return NULL;
@@ -175,8 +185,14 @@ HcclResult HcclRequestWait(HcclRequest q) {
   struct hccl_comm *c = q->comm;
   /* The call itself has a deadline per wait (HCCL_EXEC_TIMEOUT), so this wait ends. */
   pthread_mutex_lock(&c->qlock);
-  while (!q->done)
-    pthread_cond_wait(&c->qcond, &c->qlock);
+  while (!q->done) {
+    /* Its turn has come and no thread runs anything: run it here rather than hand it to the
+     * worker and sleep (two thread switches, the cost of a small call on busy cores). */
+    if (q == c->qhead && !c->worker_busy)
+      run_head_locked(c);
+    else
+      pthread_cond_wait(&c->qcond, &c->qlock);
+  }
   pthread_mutex_unlock(&c->qlock);
   HcclResult r = q->result;
   if (r != HCCL_SUCCESS) {
@@ -196,8 +212,16 @@ static HcclResult submit(struct hccl_comm *c, const struct hccl_op *o, HcclReque
   if (o->count == 0 && o->kind != K_BARRIER) return HCCL_SUCCESS;
   pthread_mutex_lock(&c->qlock);
   bool queued = c->qhead != NULL || c->worker_busy;
+  if (!queued) c->worker_busy = true;
   pthread_mutex_unlock(&c->qlock);
-  if (!queued) return execute(c, o);
+  if (!queued) {
+    HcclResult r = execute(c, o);
+    pthread_mutex_lock(&c->qlock);
+    c->worker_busy = false;
+    pthread_cond_broadcast(&c->qcond);
+    pthread_mutex_unlock(&c->qlock);
+    return r;
+  }
   HcclRequest q;
   HCCL_TRY(enqueue(c, o, &q));
   return HcclRequestWait(q);
@@ -222,6 +246,7 @@ void hccl__coll_shutdown(struct hccl_comm *c) {
 
 static HcclResult check_comm(struct hccl_comm *c, const char *fn) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
+  hccl__log_bind(&c->log);
   return HCCL_SUCCESS;
 }
 

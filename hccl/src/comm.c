@@ -99,10 +99,14 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
     }
     if (res == HCCL_E_TIMEOUT)
       return hccl__fail(res,
-                        "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u to join the "
-                        "communicator of %u ranks; check that every rank was started with the "
-                        "same MASTER_ADDR/MASTER_PORT and that rank %u is running",
-                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000), r, c->nranks, r);
+                        "rank %u waited %lld s (%s) for rank %u to join the communicator of %u "
+                        "ranks; check that every rank was started with the same %s and that "
+                        "rank %u is running",
+                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000),
+                        c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT", r,
+                        c->nranks,
+                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT",
+                        r);
     if (n != len) {
       free(val);
       return hccl__fail(HCCL_E_INTERNAL,
@@ -259,6 +263,7 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->cfg = *cfg;
   c->rank = rank;
   c->nranks = nranks;
+  c->log.rank = (int)rank;
   c->peers = calloc(nranks, sizeof(*c->peers));
   c->local_index = calloc(nranks, sizeof(uint32_t));
   c->links = calloc(nranks, sizeof(*c->links));
@@ -327,7 +332,9 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
  * store outlives its bootstrap. */
 static void finish_store(struct hccl_comm *c, bool all_joined) {
   char key[160];
-  if (c->store && c->rank != 0) {
+  if (c->store_external) {
+    /* The caller's store outlives us, and no server of ours needs stopping. */
+  } else if (c->store && c->rank != 0) {
     snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, c->rank);
     uint32_t one = 1;
     hccl__log_quiet(1); /* the store may close as soon as rank 0 has seen it */
@@ -447,9 +454,9 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   blob.host[sizeof(blob.host) - 1] = '\0';
   struct hccl_settings cfg;
   HCCL_TRY(hccl__settings_load(&cfg));
-  hccl__log_set_rank((int)rank);
   struct hccl_comm *c = comm_alloc(&cfg, rank, nRanks);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
+  hccl__log_bind(&c->log);
   snprintf(c->key_prefix, sizeof(c->key_prefix), "job%016llx", (unsigned long long)blob.job);
   if (rank == 0) c->server = adopt_server(blob.job);
   HcclResult r = HCCL_SUCCESS;
@@ -501,9 +508,9 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm) {
   HCCL_TRY(hccl__settings_load(&cfg));
   uint32_t rank = cfg.have_rank ? cfg.rank : 0, size = cfg.have_rank ? cfg.world_size : 1;
   unsigned gen = atomic_fetch_add(&g_env_generation, 1) + 1;
-  hccl__log_set_rank((int)rank);
   struct hccl_comm *c = comm_alloc(&cfg, rank, size);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
+  hccl__log_bind(&c->log);
   snprintf(c->key_prefix, sizeof(c->key_prefix), "env%u", gen);
   HcclResult r = HCCL_SUCCESS;
   if (size > 1) {
@@ -530,8 +537,74 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm) {
   return HCCL_SUCCESS;
 }
 
+void HcclCommConfigInit(HcclCommConfig *config) {
+  if (!config) return;
+  memset(config, 0, sizeof(*config));
+  config->size = sizeof(*config);
+}
+
+/* A config's non-zero fields replace the environment's values in *cfg. */
+static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *cfg) {
+  if (cf->size != sizeof(*cf))
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommConfig.size is %zu, expected %zu: fill the config with "
+                      "HcclCommConfigInit first",
+                      cf->size, sizeof(*cf));
+  if (cf->bufferSizeMB > 65536)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommConfig.bufferSizeMB=%u is not valid: it must be from 1 to 65536 "
+                      "(0 = HCCL_BUFFSIZE)",
+                      cf->bufferSizeMB);
+  if (cf->connectTimeoutMs < 0 || cf->execTimeoutMs < 0)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommConfig.%s=%lld is not valid: a timeout is a positive number of "
+                      "milliseconds (0 = from the environment)",
+                      cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
+                      (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs
+                                                           : cf->execTimeoutMs));
+  if (cf->bufferSizeMB) cfg->buffsize = (size_t)cf->bufferSizeMB << 20;
+  if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
+  if (cf->execTimeoutMs) cfg->exec_timeout_ms = cf->execTimeoutMs;
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
+                             const HcclCommConfig *config, HcclComm *comm) {
+  if (!store || !comm || !store->set || !store->get)
+    return hccl__fail(HCCL_E_PTR, "HcclCommInitStore: %s is NULL",
+                      !store ? "store" : !comm ? "comm" : !store->set ? "store->set" : "store->get");
+  if (nRanks == 0 || rank >= nRanks)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclCommInitStore: rank %u is not valid for nRanks %u; a rank must be "
+                      "below nRanks and nRanks at least 1",
+                      rank, nRanks);
+  struct hccl_settings cfg;
+  HCCL_TRY(hccl__settings_load_no_master(&cfg));
+  if (config) HCCL_TRY(apply_config(config, &cfg));
+  struct hccl_comm *c = comm_alloc(&cfg, rank, nRanks);
+  if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
+  if (config) {
+    memcpy(c->log.name, config->commName, sizeof(c->log.name));
+    c->log.name[sizeof(c->log.name) - 1] = '\0';
+  }
+  hccl__log_bind(&c->log);
+  /* The caller gives each communicator its own namespace (torch: a PrefixStore per group);
+   * the name keeps two communicators over one store apart. */
+  snprintf(c->key_prefix, sizeof(c->key_prefix), "hccl/%s", c->log.name);
+  c->store_external = true;
+  HcclResult r = hccl__store_ext_new(store, &c->store);
+  if (r == HCCL_SUCCESS) r = bootstrap(c);
+  if (r != HCCL_SUCCESS) {
+    comm_free(c);
+    return r;
+  }
+  *comm = c;
+  return HCCL_SUCCESS;
+}
+
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
+  hccl__log_bind(&comm->log);
   hccl__coll_shutdown(comm);
   comm_free(comm);
   return HCCL_SUCCESS;

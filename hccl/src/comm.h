@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hccl.h"
+#include "log.h"
 #include "settings.h"
 #include "transport.h"
 #include "wait.h"
@@ -52,15 +53,20 @@ struct hccl_comm {
 
   void *shm; /* shared-memory transport state */
 
+  struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
+
   struct hccl_store *store;
   struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
-  char key_prefix[64];
+  bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
+  char key_prefix[96];
 
   /* After a failure the communicator is unusable; the first failure's code stays here. */
   _Atomic int broken;
   char broken_msg[256];
 
-  /* Asynchronous calls: FIFO run by a worker thread started on first use. */
+  /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
+   * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
+   * caller) is running a call now, so no other may start one. */
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
   struct hccl_request *qhead, *qtail;

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 static enum hccl_log_level g_level = HCCL_LOG_WARN;
-static int g_rank = -1;
+static _Thread_local struct hccl_log_ctx t_ctx = {.rank = -1};
 static _Thread_local char t_last_error[1024];
 static _Thread_local int t_quiet;
 /* A quiet failure goes here, so it never hides the failure the caller will report. */
@@ -29,15 +29,23 @@ static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 void hccl__log_set_level(enum hccl_log_level level) {
   g_level = level;
 }
-void hccl__log_set_rank(int rank) {
-  g_rank = rank;
+void hccl__log_bind(const struct hccl_log_ctx *ctx) {
+  if (!ctx) {
+    t_ctx.rank = -1;
+    t_ctx.name[0] = '\0';
+  } else if (ctx->rank != t_ctx.rank || strcmp(ctx->name, t_ctx.name) != 0) {
+    t_ctx = *ctx;
+  }
 }
 
 static void emit(enum hccl_log_level level, const char *msg) {
   char line[1200];
   int n;
-  if (g_rank >= 0)
-    n = snprintf(line, sizeof(line), "hccl rank %d pid %d %s: %s\n", g_rank, (int)getpid(),
+  if (t_ctx.rank >= 0 && t_ctx.name[0])
+    n = snprintf(line, sizeof(line), "hccl %s rank %d pid %d %s: %s\n", t_ctx.name, t_ctx.rank,
+                 (int)getpid(), level_names[level], msg);
+  else if (t_ctx.rank >= 0)
+    n = snprintf(line, sizeof(line), "hccl rank %d pid %d %s: %s\n", t_ctx.rank, (int)getpid(),
                  level_names[level], msg);
   else
     n = snprintf(line, sizeof(line), "hccl pid %d %s: %s\n", (int)getpid(), level_names[level],

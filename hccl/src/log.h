@@ -20,8 +20,16 @@ enum hccl_log_level {
 
 /* Level from HCCL_LOG_LEVEL; set once by the settings loader. */
 void hccl__log_set_level(enum hccl_log_level level);
-/* Rank shown in this process's log prefix ("hccl rank 3:"); -1 before a communicator exists. */
-void hccl__log_set_rank(int rank);
+/* Who a log line speaks for: a communicator's rank and name. Each communicator owns one, and
+ * every entry point binds it to the calling thread (a copy, so a destroyed communicator leaves
+ * nothing dangling), so two communicators in one process log as themselves. */
+struct hccl_log_ctx {
+  int rank;      /* -1: no communicator */
+  char name[64]; /* "" = unnamed */
+};
+
+/* The calling thread's lines say ctx from now on (NULL = no communicator). */
+void hccl__log_bind(const struct hccl_log_ctx *ctx);
 
 void hccl__log(enum hccl_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

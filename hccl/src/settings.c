@@ -114,8 +114,9 @@ static HcclResult load_log_level(void) {
                     v);
 }
 
-/* RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE. */
-static HcclResult load_rank(struct hccl_settings *s) {
+/* RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE. need_master: the rank variables are the job's
+ * rendezvous (HcclCommInitFromEnv), so MASTER_ADDR/MASTER_PORT must come with them. */
+static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   const char *rank_name = "RANK", *size_name = "WORLD_SIZE";
   if (!getenv("RANK") && !getenv("WORLD_SIZE") && (getenv("RANK_ID") || getenv("RANK_SIZE"))) {
     rank_name = "RANK_ID";
@@ -152,7 +153,7 @@ static HcclResult load_rank(struct hccl_settings *s) {
   bool have_port;
   HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &port, &have_port));
   s->master_port = (uint16_t)port;
-  if (s->have_rank && s->world_size > 1) {
+  if (need_master && s->have_rank && s->world_size > 1) {
     if (s->master_addr[0] == '\0')
       return hccl__fail(HCCL_E_PARA,
                         "MASTER_ADDR is not set: with %s=%u every rank needs the address where "
@@ -167,7 +168,7 @@ static HcclResult load_rank(struct hccl_settings *s) {
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__settings_load(struct hccl_settings *s) {
+static HcclResult load(struct hccl_settings *s, bool need_master) {
   memset(s, 0, sizeof(*s));
   HCCL_TRY(load_log_level());
 
@@ -190,5 +191,13 @@ HcclResult hccl__settings_load(struct hccl_settings *s) {
 
   env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));
   env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
-  return load_rank(s);
+  return load_rank(s, need_master);
+}
+
+HcclResult hccl__settings_load(struct hccl_settings *s) {
+  return load(s, true);
+}
+
+HcclResult hccl__settings_load_no_master(struct hccl_settings *s) {
+  return load(s, false);
 }

@@ -41,6 +41,10 @@ struct hccl_settings {
  * Returns HCCL_E_PARA, logged, naming the first bad variable. */
 HcclResult hccl__settings_load(struct hccl_settings *out);
 
+/* The same, for a communicator that meets its peers through a store the caller passed in: the
+ * rank variables may be set without MASTER_ADDR/MASTER_PORT (torch's file:// init). */
+HcclResult hccl__settings_load_no_master(struct hccl_settings *out);
+
 /* Parses an HCCL_ALGO value ("ring", "tree", "hd", "H-D_R", "level0:NA;level1:ring", ...). */
 HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out);
 

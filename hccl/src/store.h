@@ -46,6 +46,9 @@ HcclResult hccl__store_tcp_connect(const char *host, uint16_t port, int64_t time
 /* An in-process, thread-safe store (tests). */
 HcclResult hccl__store_mem_new(struct hccl_store **out);
 
+/* The caller's store (HcclStore, copied) behind the ops table; close frees only the adapter. */
+HcclResult hccl__store_ext_new(const HcclStore *user, struct hccl_store **out);
+
 struct hccl_store_server;
 
 /* Starts a server on bind_addr:port (port 0 = ephemeral) on a thread of its own. The port it
