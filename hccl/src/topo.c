@@ -18,9 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef HCCL_TOPO_DIR
 #define HCCL_TOPO_DIR "topologies"
+#endif
+/* Where `cmake --install` puts them; looked in when the build tree's copy is gone. */
+#ifndef HCCL_TOPO_INSTALL_DIR
+#define HCCL_TOPO_INSTALL_DIR HCCL_TOPO_DIR
 #endif
 
 /* A topology file larger than this is certainly not one. */
@@ -300,6 +305,10 @@ HcclResult hccl__topo_load(const char *path_or_name, const char *topo_dir, struc
   bool is_path = strchr(path_or_name, '/') != NULL ||
                  (len >= 5 && strcmp(path_or_name + len - 5, ".json") == 0);
   const char *dir = topo_dir ? topo_dir : HCCL_TOPO_DIR;
+  if (!topo_dir && !is_path) {
+    snprintf(path, sizeof(path), "%s/%s.json", HCCL_TOPO_DIR, path_or_name);
+    if (access(path, R_OK) != 0) dir = HCCL_TOPO_INSTALL_DIR;
+  }
   int w = is_path ? snprintf(path, sizeof(path), "%s", path_or_name)
                   : snprintf(path, sizeof(path), "%s/%s.json", dir, path_or_name);
   if (w < 0 || (size_t)w >= sizeof(path))

@@ -31,7 +31,8 @@ HcclResult hccl__topo_parse(const char *json, struct hccl_topo *out, char *err, 
 
 /* Loads a topology by path (contains '/' or ends in .json) or by name, looked up as
  * <dir>/<name>.json where dir is HCCL_TOPO_DIR's compiled-in default (the source tree's
- * topologies/) unless topo_dir is non-NULL. */
+ * topologies/), or the installed copy (HCCL_TOPO_INSTALL_DIR) when the source tree's is gone,
+ * unless topo_dir is non-NULL. */
 HcclResult hccl__topo_load(const char *path_or_name, const char *topo_dir, struct hccl_topo *out,
                            char *err, size_t errlen);
 

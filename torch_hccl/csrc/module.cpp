@@ -1,0 +1,30 @@
+/*
+ * module.cpp - torch_hccl._C: the Python face of ProcessGroupHCCL. torch_hccl/__init__.py
+ * registers it with torch.distributed as backend "hccl".
+ */
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "libhccl's ProcessGroup for torch.distributed";
+  /* torch.distributed registers the ProcessGroup base class with pybind. */
+  py::module::import("torch.distributed");
+  py::class_<torch_hccl::ProcessGroupHCCL, c10d::ProcessGroup,
+             c10::intrusive_ptr<torch_hccl::ProcessGroupHCCL>>(m, "ProcessGroupHCCL")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::duration<float> timeout, const std::string& name) {
+             return c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
+                 store, rank, size,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
+           "Joins the group's communicator through `store` (blocks until every rank has "
+           "joined, or raises with libhccl's reason).");
+  m.attr("HCCL_VERSION") = py::make_tuple(HCCL_VERSION_MAJOR, HCCL_VERSION_MINOR,
+                                          HCCL_VERSION_PATCH);
+}

@@ -1,0 +1,688 @@
+/*
+ * process_group.cpp - ProcessGroupHCCL's methods: argument checks, staging, one libhccl call
+ * each. See process_group.hpp.
+ *
+ * Staging: the library takes one contiguous buffer per side. A contiguous tensor is passed as
+ * it is; a non-contiguous one (or a list of tensors) goes through a contiguous copy, and the
+ * work's success step copies results back. Operations that only move bytes (broadcast,
+ * gathers, scatter, all-to-all, send/recv) move any dtype as bytes; reductions take int8,
+ * int32, float16 and float32 (torch's AVG on the float types is SUM, then a division by the
+ * group size in the success step, as NCCL defines it). Tags of send/recv are accepted and not
+ * used: messages between two ranks match in the order they were posted, as with NCCL.
+ */
+#include "process_group.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include <c10/util/Exception.h>
+
+namespace torch_hccl {
+namespace {
+
+const char* dtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kChar: return "torch.int8";
+    case at::kByte: return "torch.uint8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kBool: return "torch.bool";
+    default: return c10::toString(t);
+  }
+}
+
+const char* opName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: return "SUM";
+    case c10d::ReduceOp::AVG: return "AVG";
+    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
+    case c10d::ReduceOp::MIN: return "MIN";
+    case c10d::ReduceOp::MAX: return "MAX";
+    case c10d::ReduceOp::BAND: return "BAND";
+    case c10d::ReduceOp::BOR: return "BOR";
+    case c10d::ReduceOp::BXOR: return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    default: return "UNUSED";
+  }
+}
+
+/* The library's type for a reduction on t, or a RuntimeError naming the dtype. */
+HcclDataType reduceType(const at::Tensor& t, const char* what) {
+  switch (t.scalar_type()) {
+    case at::kChar: return HCCL_DATA_TYPE_INT8;
+    case at::kInt: return HCCL_DATA_TYPE_INT32;
+    case at::kHalf: return HCCL_DATA_TYPE_FP16;
+    case at::kFloat: return HCCL_DATA_TYPE_FP32;
+    default:
+      TORCH_CHECK(false, "hccl ", what, ": dtype ", dtypeName(t.scalar_type()),
+                  " is not supported for reductions; hccl reduces torch.int8, torch.int32, "
+                  "torch.float16 and torch.float32");
+  }
+}
+
+/* The library's op, or a RuntimeError naming the op. *avg: SUM, then divide by the size. */
+HcclReduceOp reduceOp(const c10d::ReduceOp& op, const at::Tensor& t, const char* what,
+                      bool* avg) {
+  *avg = false;
+  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
+    case c10d::ReduceOp::SUM: return HCCL_REDUCE_SUM;
+    case c10d::ReduceOp::PRODUCT: return HCCL_REDUCE_PROD;
+    case c10d::ReduceOp::MIN: return HCCL_REDUCE_MIN;
+    case c10d::ReduceOp::MAX: return HCCL_REDUCE_MAX;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kFloat, "hccl ", what,
+                  ": ReduceOp.AVG is supported on torch.float16 and torch.float32, not ",
+                  dtypeName(t.scalar_type()), "; use SUM and divide");
+      *avg = true;
+      return HCCL_REDUCE_SUM;
+    default:
+      TORCH_CHECK(false, "hccl ", what, ": ReduceOp.", opName(op),
+                  " is not supported; hccl supports SUM, PRODUCT, MIN, MAX, and AVG on "
+                  "floating point");
+  }
+}
+
+void checkCpu(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.device().is_cpu(), "hccl ", what, ": tensor is on ", t.device().str(),
+              "; hccl takes CPU tensors (a device is a rank here)");
+  TORCH_CHECK(t.layout() == at::kStrided, "hccl ", what, ": sparse tensors are not supported");
+}
+
+const at::Tensor& single(std::vector<at::Tensor>& ts, const char* what) {
+  TORCH_CHECK(ts.size() == 1, "hccl ", what, ": expected one tensor (one device per process), got ",
+              ts.size());
+  checkCpu(ts[0], what);
+  return ts[0];
+}
+
+void checkSame(const at::Tensor& a, const at::Tensor& ref, const char* what, const char* name) {
+  checkCpu(a, what);
+  TORCH_CHECK(a.scalar_type() == ref.scalar_type(), "hccl ", what, ": ", name, " has dtype ",
+              dtypeName(a.scalar_type()), " but the input has ", dtypeName(ref.scalar_type()),
+              "; they must match");
+  TORCH_CHECK(a.numel() == ref.numel(), "hccl ", what, ": ", name, " has ", a.numel(),
+              " elements but the input has ", ref.numel(), "; they must match");
+}
+
+at::Tensor dense(const at::Tensor& t) {
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+/* Copies the bytes of each tensor into one flat byte buffer, in order. */
+at::Tensor packBytes(const std::vector<at::Tensor>& ts) {
+  int64_t total = 0;
+  for (const auto& t : ts) total += static_cast<int64_t>(t.nbytes());
+  at::Tensor flat = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  char* p = static_cast<char*>(flat.data_ptr());
+  for (const auto& t : ts) {
+    at::Tensor d = dense(t);
+    if (d.nbytes()) std::memcpy(p, d.data_ptr(), d.nbytes());
+    p += d.nbytes();
+  }
+  return flat;
+}
+
+/* The reverse: copies consecutive byte ranges of flat (from byte `off`) into each tensor. */
+void unpackBytes(const at::Tensor& flat, int64_t off, const std::vector<at::Tensor>& ts) {
+  const char* p = static_cast<const char*>(flat.data_ptr()) + off;
+  for (const auto& t : ts) {
+    size_t n = t.nbytes();
+    if (t.is_contiguous()) {
+      if (n) std::memcpy(t.data_ptr(), p, n);
+    } else {
+      at::Tensor tmp = at::empty(t.sizes(), t.options());
+      if (n) std::memcpy(tmp.data_ptr(), p, n);
+      const_cast<at::Tensor&>(t).copy_(tmp);
+    }
+    p += n;
+  }
+}
+
+/* Whether ts[i] already sit back to back in one contiguous buffer, in order. */
+bool adjacent(const std::vector<at::Tensor>& ts) {
+  if (ts.empty()) return false;
+  const char* base = static_cast<const char*>(ts[0].data_ptr());
+  size_t n = ts[0].nbytes();
+  for (size_t i = 0; i < ts.size(); i++)
+    if (!ts[i].is_contiguous() || ts[i].nbytes() != n ||
+        static_cast<const char*>(ts[i].data_ptr()) != base + i * n)
+      return false;
+  return n > 0;
+}
+
+/* One C call's result: a request for the work, or a RuntimeError with the library's reason. */
+void check(HcclResult r, const char* what) {
+  if (r != HCCL_SUCCESS) throwHccl(r, what);
+}
+
+/* The caller's c10d store as libhccl's HcclStore. */
+HcclResult storeSet(void* ctx, const char* key, const void* val, size_t len) {
+  try {
+    auto* s = static_cast<c10d::Store*>(ctx);
+    const auto* b = static_cast<const uint8_t*>(val);
+    s->set(key, std::vector<uint8_t>(b, b + len));
+    return HCCL_SUCCESS;
+  } catch (const std::exception&) {
+    return HCCL_E_NETWORK;
+  }
+}
+
+HcclResult storeGet(void* ctx, const char* key, void** val, size_t* len, int64_t timeoutMs) {
+  auto* s = static_cast<c10d::Store*>(ctx);
+  try {
+    s->wait({key}, std::chrono::milliseconds(timeoutMs));
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    bool timeout = m.find("imeout") != std::string::npos || m.find("imed out") != std::string::npos;
+    return timeout ? HCCL_E_TIMEOUT : HCCL_E_NETWORK;
+  }
+  try {
+    std::vector<uint8_t> v = s->get(key);
+    void* p = std::malloc(v.size() ? v.size() : 1);
+    if (!p) return HCCL_E_MEMORY;
+    if (!v.empty()) std::memcpy(p, v.data(), v.size());
+    *val = p;
+    *len = v.size();
+    return HCCL_SUCCESS;
+  } catch (const std::exception&) {
+    return HCCL_E_NETWORK;
+  }
+}
+
+}  // namespace
+
+ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                   int size, std::chrono::milliseconds timeout,
+                                   const std::string& name)
+    : c10d::ProcessGroup(rank, size) {
+  HcclStore hs{store.get(), storeSet, storeGet};
+  HcclCommConfig cfg;
+  HcclCommConfigInit(&cfg);
+  int64_t ms = timeout.count() > 0 ? timeout.count() : 0;
+  cfg.connectTimeoutMs = ms;
+  cfg.execTimeoutMs = ms;
+  std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", name.empty() ? "" : ("pg" + name).c_str());
+  HcclComm comm = nullptr;
+  HcclResult r = HcclCommInitStore(&hs, static_cast<uint32_t>(size), static_cast<uint32_t>(rank),
+                                   &cfg, &comm);
+  if (r != HCCL_SUCCESS) throwHccl(r, "init (rank " + std::to_string(rank) + " of " +
+                                          std::to_string(size) + ")");
+  core_ = std::make_shared<Core>(comm, rank, size);
+}
+
+ProcessGroupHCCL::~ProcessGroupHCCL() = default;
+
+c10::intrusive_ptr<HcclWork> ProcessGroupHCCL::newWork(c10d::OpType type, const char* what,
+                                                       std::vector<at::Tensor> outputs) {
+  return c10::make_intrusive<HcclWork>(core_, getRank(), type, what, std::move(outputs));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduceCall(c10d::OpType type, const char* what,
+                                                            at::Tensor& tensor,
+                                                            const c10d::ReduceOp& op,
+                                                            int64_t root) {
+  HcclDataType dt = reduceType(tensor, what);
+  bool avg;
+  HcclReduceOp rop = reduceOp(op, tensor, what, &avg);
+  at::Tensor buf = dense(tensor);
+  auto w = newWork(type, what, {tensor});
+  HcclRequest req;
+  if (root < 0)
+    check(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop, core_->comm(), &req),
+          what);
+  else
+    check(HcclReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop,
+                     static_cast<uint32_t>(root), core_->comm(), &req),
+          what);
+  w->addRequest(req);
+  w->keep(buf);
+  bool copyBack = !buf.is_same(tensor);
+  bool divide = avg && (root < 0 || root == getRank());
+  if (copyBack || divide) {
+    int n = getSize();
+    w->onSuccess([tensor, buf, copyBack, divide, n]() mutable {
+      if (divide) buf.div_(n);
+      if (copyBack) tensor.copy_(buf);
+    });
+  }
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::AllreduceOptions& opts) {
+  single(tensors, "allreduce");
+  return reduceCall(c10d::OpType::ALLREDUCE, "allreduce", tensors[0], opts.reduceOp, -1);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::ReduceOptions& opts) {
+  single(tensors, "reduce");
+  TORCH_CHECK(opts.rootTensor == 0, "hccl reduce: rootTensor ", opts.rootTensor,
+              " is not valid; one tensor per process means rootTensor 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl reduce: root ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  return reduceCall(c10d::OpType::REDUCE, "reduce", tensors[0], opts.reduceOp, opts.rootRank);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const char* what = "allreduce_coalesced";
+  auto w = newWork(c10d::OpType::ALLREDUCE_COALESCED, what, tensors);
+  if (tensors.empty()) {
+    w->completeNow();
+    return w;
+  }
+  for (auto& t : tensors) checkCpu(t, what);
+  for (size_t i = 1; i < tensors.size(); i++)
+    TORCH_CHECK(tensors[i].scalar_type() == tensors[0].scalar_type(), "hccl ", what,
+                ": tensor ", i, " has dtype ", dtypeName(tensors[i].scalar_type()),
+                " but tensor 0 has ", dtypeName(tensors[0].scalar_type()),
+                "; a coalesced allreduce takes one dtype");
+  HcclDataType dt = reduceType(tensors[0], what);
+  bool avg;
+  HcclReduceOp rop = reduceOp(opts.reduceOp, tensors[0], what, &avg);
+  std::vector<at::Tensor> flat;
+  for (auto& t : tensors) flat.push_back(t.reshape({-1}));
+  at::Tensor buf = at::cat(flat);
+  HcclRequest req;
+  check(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop, core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(buf);
+  int n = getSize();
+  std::vector<at::Tensor> outs = tensors;
+  w->onSuccess([outs, buf, avg, n]() mutable {
+    if (avg) buf.div_(n);
+    int64_t off = 0;
+    for (auto& t : outs) {
+      t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+  });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tensor>& tensors,
+                                                           const c10d::BroadcastOptions& opts) {
+  const char* what = "broadcast";
+  at::Tensor tensor = single(tensors, what);
+  TORCH_CHECK(opts.rootTensor == 0, "hccl broadcast: rootTensor ", opts.rootTensor,
+              " is not valid; one tensor per process means rootTensor 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl broadcast: root ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  at::Tensor buf = dense(tensor);
+  auto w = newWork(c10d::OpType::BROADCAST, what, {tensor});
+  HcclRequest req;
+  check(HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
+                      static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(buf);
+  if (!buf.is_same(tensor)) w->onSuccess([tensor, buf]() mutable { tensor.copy_(buf); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const char* what = "_allgather_base";
+  checkCpu(input, what);
+  checkCpu(output, what);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl ", what, ": output dtype ",
+              dtypeName(output.scalar_type()), " differs from input dtype ",
+              dtypeName(input.scalar_type()));
+  TORCH_CHECK(output.numel() == input.numel() * getSize(), "hccl ", what, ": output has ",
+              output.numel(), " elements; it must have group size (", getSize(), ") x input (",
+              input.numel(), ")");
+  at::Tensor in = dense(input), out = dense(output);
+  auto w = newWork(c10d::OpType::_ALLGATHER_BASE, what, {output});
+  HcclRequest req;
+  check(HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
+                      core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  w->keep(out);
+  if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather";
+  const at::Tensor& input = single(inputs, what);
+  TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()),
+              "hccl allgather: expected one output list of ", getSize(),
+              " tensors (the group size), got ",
+              outputs.size() == 1 ? outputs[0].size() : outputs.size());
+  for (auto& o : outputs[0]) checkSame(o, input, what, "an output tensor");
+  at::Tensor in = dense(input);
+  auto w = newWork(c10d::OpType::ALLGATHER, what, outputs[0]);
+  bool direct = adjacent(outputs[0]);
+  at::Tensor flat = direct ? at::Tensor()
+                           : at::empty({static_cast<int64_t>(in.nbytes()) * getSize()},
+                                       at::TensorOptions().dtype(at::kByte));
+  void* dst = direct ? outputs[0][0].data_ptr() : flat.data_ptr();
+  HcclRequest req;
+  check(HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  if (!direct) {
+    w->keep(flat);
+    std::vector<at::Tensor> outs = outputs[0];
+    w->onSuccess([flat, outs]() { unpackBytes(flat, 0, outs); });
+  } else {
+    for (auto& o : outputs[0]) w->keep(o);
+  }
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather_coalesced";
+  TORCH_CHECK(outputLists.size() == static_cast<size_t>(getSize()), "hccl ", what,
+              ": expected ", getSize(), " output lists (one per rank), got ", outputLists.size());
+  for (auto& list : outputLists) {
+    TORCH_CHECK(list.size() == inputs.size(), "hccl ", what, ": an output list has ",
+                list.size(), " tensors but there are ", inputs.size(), " inputs");
+    for (size_t i = 0; i < list.size(); i++) checkSame(list[i], inputs[i], what, "an output");
+  }
+  std::vector<at::Tensor> all;
+  for (auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
+  auto w = newWork(c10d::OpType::ALLGATHER_COALESCED, what, all);
+  at::Tensor in = packBytes(inputs);
+  at::Tensor flat = at::empty({in.numel() * getSize()}, at::TensorOptions().dtype(at::kByte));
+  HcclRequest req;
+  check(HcclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), HCCL_DATA_TYPE_INT8,
+                      core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  w->keep(flat);
+  w->onSuccess([flat, all]() { unpackBytes(flat, 0, all); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const char* what = "gather";
+  const at::Tensor& input = single(inputs, what);
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl gather: root ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  bool root = opts.rootRank == getRank();
+  if (root) {
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()),
+                "hccl gather: the root expects one output list of ", getSize(), " tensors");
+    for (auto& o : outputs[0]) checkSame(o, input, what, "an output tensor");
+  } else {
+    TORCH_CHECK(outputs.empty(), "hccl gather: only the root (rank ", opts.rootRank,
+                ") takes an output list; rank ", getRank(), " passed ", outputs.size());
+  }
+  at::Tensor in = dense(input);
+  auto w = newWork(c10d::OpType::GATHER, what, root ? outputs[0] : std::vector<at::Tensor>{});
+  at::Tensor flat;
+  if (root)
+    flat = at::empty({static_cast<int64_t>(in.nbytes()) * getSize()},
+                     at::TensorOptions().dtype(at::kByte));
+  HcclRequest req;
+  check(HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
+                   HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  if (root) {
+    w->keep(flat);
+    std::vector<at::Tensor> outs = outputs[0];
+    w->onSuccess([flat, outs]() { unpackBytes(flat, 0, outs); });
+  }
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const char* what = "scatter";
+  at::Tensor output = single(outputs, what);
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl scatter: root ",
+              opts.rootRank, " is not a rank of this group of ", getSize());
+  bool root = opts.rootRank == getRank();
+  at::Tensor flat;
+  if (root) {
+    TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()),
+                "hccl scatter: the root expects one input list of ", getSize(), " tensors");
+    for (auto& i : inputs[0]) checkSame(i, output, what, "an input tensor");
+    flat = packBytes(inputs[0]);
+  } else {
+    TORCH_CHECK(inputs.empty(), "hccl scatter: only the root (rank ", opts.rootRank,
+                ") takes an input list; rank ", getRank(), " passed ", inputs.size());
+  }
+  at::Tensor out = dense(output);
+  auto w = newWork(c10d::OpType::SCATTER, what, {output});
+  HcclRequest req;
+  check(HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
+                    HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(out);
+  if (root) w->keep(flat);
+  if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* what = "_reduce_scatter_base";
+  checkCpu(input, what);
+  checkCpu(output, what);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl ", what, ": output dtype ",
+              dtypeName(output.scalar_type()), " differs from input dtype ",
+              dtypeName(input.scalar_type()));
+  TORCH_CHECK(input.numel() == output.numel() * getSize(), "hccl ", what, ": input has ",
+              input.numel(), " elements; it must have group size (", getSize(), ") x output (",
+              output.numel(), ")");
+  HcclDataType dt = reduceType(input, what);
+  bool avg;
+  HcclReduceOp rop = reduceOp(opts.reduceOp, input, what, &avg);
+  at::Tensor in = dense(input), out = dense(output);
+  auto w = newWork(c10d::OpType::_REDUCE_SCATTER_BASE, what, {output});
+  HcclRequest req;
+  check(HcclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), dt, rop, core_->comm(),
+                          &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  w->keep(out);
+  bool copyBack = !out.is_same(output);
+  int n = getSize();
+  if (copyBack || avg)
+    w->onSuccess([output, out, copyBack, avg, n]() mutable {
+      if (avg) out.div_(n);
+      if (copyBack) output.copy_(out);
+    });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter";
+  at::Tensor output = single(outputs, what);
+  TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(getSize()),
+              "hccl reduce_scatter: expected one input list of ", getSize(),
+              " tensors (the group size)");
+  for (auto& i : inputs[0]) checkSame(i, output, what, "an input tensor");
+  at::Tensor packed = packBytes(inputs[0]).view(output.scalar_type());
+  return _reduce_scatter_base(output, packed, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions&) {
+  const char* what = "alltoall_base";
+  checkCpu(input, what);
+  checkCpu(output, what);
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl ", what, ": output dtype ",
+              dtypeName(output.scalar_type()), " differs from input dtype ",
+              dtypeName(input.scalar_type()));
+  int n = getSize();
+  at::Tensor in = dense(input), out = dense(output);
+  auto w = newWork(c10d::OpType::ALLTOALL_BASE, what, {output});
+  HcclRequest req;
+  if (outputSplits.empty() && inputSplits.empty()) {
+    TORCH_CHECK(in.dim() > 0 && in.size(0) % n == 0 && out.dim() > 0 && out.size(0) % n == 0 &&
+                    in.numel() == out.numel(),
+                "hccl ", what, ": without split sizes, input and output must have the same "
+                "size with dim 0 divisible by the group size ", n, " (input ", in.sizes(),
+                ", output ", out.sizes(), ")");
+    uint64_t block = in.nbytes() / n;
+    check(HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
+                       HCCL_DATA_TYPE_INT8, core_->comm(), &req),
+          what);
+  } else {
+    auto plan = [&](const at::Tensor& t, std::vector<int64_t>& splits, const char* side,
+                    std::vector<uint64_t>& counts, std::vector<uint64_t>& displs) {
+      int64_t rows = t.dim() > 0 ? t.size(0) : 0;
+      if (splits.empty()) splits.assign(n, rows / n);
+      TORCH_CHECK(splits.size() == static_cast<size_t>(n), "hccl ", what, ": ", side,
+                  " split sizes have ", splits.size(), " entries; the group has ", n);
+      int64_t sum = 0;
+      for (int64_t s : splits) {
+        TORCH_CHECK(s >= 0, "hccl ", what, ": ", side, " split size ", s, " is negative");
+        sum += s;
+      }
+      TORCH_CHECK(sum == rows, "hccl ", what, ": ", side, " split sizes add up to ", sum,
+                  " but the ", side, " has ", rows, " rows (dim 0)");
+      uint64_t rowBytes = rows ? t.nbytes() / rows : 0;
+      uint64_t off = 0;
+      for (int64_t s : splits) {
+        counts.push_back(static_cast<uint64_t>(s) * rowBytes);
+        displs.push_back(off);
+        off += static_cast<uint64_t>(s) * rowBytes;
+      }
+    };
+    std::vector<uint64_t> sc, sd, rc, rd;
+    plan(in, inputSplits, "input", sc, sd);
+    plan(out, outputSplits, "output", rc, rd);
+    check(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, out.data_ptr(),
+                        rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
+          what);
+  }
+  w->addRequest(req);
+  w->keep(in);
+  w->keep(out);
+  if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::AllToAllOptions&) {
+  const char* what = "alltoall";
+  int n = getSize();
+  TORCH_CHECK(inputs.size() == static_cast<size_t>(n) && outputs.size() == static_cast<size_t>(n),
+              "hccl alltoall: expected ", n, " input and ", n, " output tensors (the group "
+              "size), got ", inputs.size(), " and ", outputs.size());
+  for (int i = 0; i < n; i++) {
+    checkCpu(inputs[i], what);
+    checkCpu(outputs[i], what);
+    TORCH_CHECK(inputs[i].scalar_type() == inputs[0].scalar_type() &&
+                    outputs[i].scalar_type() == inputs[0].scalar_type(),
+                "hccl alltoall: every tensor must have one dtype (", dtypeName(inputs[0].scalar_type()),
+                ")");
+  }
+  std::vector<uint64_t> sc, sd, rc, rd;
+  uint64_t so = 0, ro = 0;
+  for (int i = 0; i < n; i++) {
+    sc.push_back(inputs[i].nbytes());
+    sd.push_back(so);
+    so += inputs[i].nbytes();
+    rc.push_back(outputs[i].nbytes());
+    rd.push_back(ro);
+    ro += outputs[i].nbytes();
+  }
+  at::Tensor in = packBytes(inputs);
+  at::Tensor flat = at::empty({static_cast<int64_t>(ro)}, at::TensorOptions().dtype(at::kByte));
+  auto w = newWork(c10d::OpType::ALLTOALL, what, outputs);
+  HcclRequest req;
+  check(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, flat.data_ptr(),
+                      rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(in);
+  w->keep(flat);
+  std::vector<at::Tensor> outs = outputs;
+  w->onSuccess([flat, outs]() { unpackBytes(flat, 0, outs); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& tensors,
+                                                      int dstRank, int) {
+  const char* what = "send";
+  at::Tensor t = single(tensors, what);
+  TORCH_CHECK(dstRank >= 0 && dstRank < getSize() && dstRank != getRank(), "hccl send: rank ",
+              dstRank, " is not another rank of this group of ", getSize(), " (this is rank ",
+              getRank(), ")");
+  at::Tensor buf = dense(t);
+  auto w = newWork(c10d::OpType::SEND, what, {t});
+  HcclRequest req;
+  check(HcclSend(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(dstRank),
+                 core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(buf);
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& tensors,
+                                                      int srcRank, int) {
+  const char* what = "recv";
+  at::Tensor t = single(tensors, what);
+  TORCH_CHECK(srcRank >= 0 && srcRank < getSize() && srcRank != getRank(), "hccl recv: rank ",
+              srcRank, " is not another rank of this group of ", getSize(), " (this is rank ",
+              getRank(), ")");
+  at::Tensor buf = dense(t);
+  auto w = newWork(c10d::OpType::RECV, what, {t});
+  HcclRequest req;
+  check(HcclRecv(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(srcRank),
+                 core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(buf);
+  if (!buf.is_same(t)) w->onSuccess([t, buf]() mutable { t.copy_(buf); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                               int) {
+  const char* what = "recv (any source)";
+  at::Tensor t = single(tensors, what);
+  at::Tensor buf = dense(t);
+  auto w = newWork(c10d::OpType::RECVANYSOURCE, what, {t});
+  HcclRequest req;
+  check(HcclRecvAny(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, w->sourceSlot(),
+                    core_->comm(), &req),
+        what);
+  w->addRequest(req);
+  w->keep(buf);
+  if (!buf.is_same(t)) w->onSuccess([t, buf]() mutable { t.copy_(buf); });
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions&) {
+  auto w = newWork(c10d::OpType::BARRIER, "barrier", {});
+  HcclRequest req;
+  check(HcclBarrier(core_->comm(), &req), "barrier");
+  w->addRequest(req);
+  return w;
+}
+
+}  // namespace torch_hccl

@@ -1,0 +1,87 @@
+/*
+ * process_group.hpp - ProcessGroupHCCL: torch.distributed's "hccl" backend for torch 1.13, a
+ * c10d::ProcessGroup over one libhccl communicator per group.
+ *
+ * Thin by design: every method checks its arguments the way torch's gloo backend does (with
+ * messages naming the value and the rule), stages non-contiguous or list-shaped tensors into
+ * one contiguous buffer where the library needs one, and calls the one libhccl function that
+ * does the work. No collective logic lives here. The communicator is made over the c10d store
+ * torch passes to the creator (HcclCommInitStore), so env://, tcp:// and file:// all work and
+ * no port of our own is opened; the creator's timeout bounds every operation.
+ */
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "work.hpp"
+
+namespace torch_hccl {
+
+class ProcessGroupHCCL : public c10d::ProcessGroup {
+ public:
+  /* Collective over the group's ranks: blocks until every rank joined or timeout passed;
+   * throws RuntimeError with the library's reason (e.g. a group of 3 ranks on one server). */
+  ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                   std::chrono::milliseconds timeout, const std::string& name);
+  ~ProcessGroupHCCL() override;
+
+  const std::string getBackendName() const override { return "hccl"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
+                                       std::vector<at::Tensor> outputs);
+  c10::intrusive_ptr<c10d::Work> reduceCall(c10d::OpType type, const char* what,
+                                            at::Tensor& tensor, const c10d::ReduceOp& op,
+                                            int64_t root);
+  std::shared_ptr<Core> core_;
+};
+
+}  // namespace torch_hccl

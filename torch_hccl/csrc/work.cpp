@@ -1,0 +1,195 @@
+/*
+ * work.cpp - completion of torch_hccl's works and the finisher thread. See work.hpp.
+ */
+#include "work.hpp"
+
+#include <stdexcept>
+
+#include <ATen/core/jit_type.h>
+
+namespace torch_hccl {
+
+void throwHccl(HcclResult r, const std::string& what) {
+  const char* msg = HcclGetLastErrorMessage();
+  throw std::runtime_error("hccl " + what + " failed (" + HcclGetErrorString(r) +
+                           "): " + (msg && *msg ? msg : "no message"));
+}
+
+Core::~Core() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (finisher_.joinable()) {
+    /* The last reference may be dropped by a job on the finisher itself. */
+    if (finisher_.get_id() == std::this_thread::get_id())
+      finisher_.detach();
+    else
+      finisher_.join();
+  }
+  HcclCommDestroy(comm_);
+}
+
+void Core::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    jobs_.push_back(std::move(job));
+    if (!finisher_.joinable()) finisher_ = std::thread([this] { run(); });
+  }
+  cv_.notify_one();
+}
+
+void Core::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
+    if (jobs_.empty()) return; /* stopping, and drained */
+    auto job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lk.unlock();
+    job();
+    job = nullptr; /* may drop the last reference to a work, or to this core */
+    lk.lock();
+  }
+}
+
+HcclWork::HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std::string what,
+                   std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type), core_(std::move(core)), what_(std::move(what)),
+      outputs_(std::move(outputs)) {}
+
+HcclWork::~HcclWork() {
+  if (done_.load()) return;
+  /* Dropped before it finished: the library still writes into these tensors, so they (and
+   * the requests) go to the finisher, which waits for them. */
+  auto reqs = std::move(reqs_);
+  auto keep = std::move(keep_);
+  auto outputs = std::move(outputs_);
+  auto post = std::move(post_);
+  core_->post([reqs, keep, outputs, post]() {
+    bool ok = true;
+    for (HcclRequest r : reqs)
+      ok = HcclRequestWait(r) == HCCL_SUCCESS && ok;
+    if (ok && post) post();
+  });
+}
+
+void HcclWork::completeNow() {
+  complete();
+}
+
+void HcclWork::complete() {
+  std::lock_guard<std::mutex> g(claim_);
+  if (done_.load()) return;
+  std::exception_ptr err;
+  HcclResult first = HCCL_SUCCESS;
+  std::string msg;
+  for (HcclRequest r : reqs_) {
+    HcclResult res = HcclRequestWait(r);
+    if (res != HCCL_SUCCESS && first == HCCL_SUCCESS) {
+      first = res;
+      msg = HcclGetLastErrorMessage();
+    }
+  }
+  reqs_.clear();
+  if (first != HCCL_SUCCESS) {
+    err = std::make_exception_ptr(std::runtime_error("hccl " + what_ + " failed (" +
+                                                     HcclGetErrorString(first) + "): " + msg));
+  } else if (post_) {
+    try {
+      post_();
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  post_ = nullptr;
+  keep_.clear();
+  finish(err);
+  /* done_ and future_ change under mutex_, so exactly one of complete() and getFuture() marks
+   * the future. */
+  c10::intrusive_ptr<c10::ivalue::Future> fut;
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    done_.store(true);
+    fut = future_;
+  }
+  if (fut) markFuture(fut, err);
+}
+
+void HcclWork::markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& fut,
+                          std::exception_ptr err) {
+  if (err)
+    fut->setError(err);
+  else
+    fut->markCompleted(c10::IValue(outputs_));
+}
+
+bool HcclWork::isCompleted() {
+  if (done_.load()) return true;
+  for (HcclRequest r : reqs_) {
+    int d = 0;
+    if (HcclRequestTest(r, &d) != HCCL_SUCCESS || !d) return false;
+  }
+  /* Every request is done, so completing now does not block (unless another thread is
+   * already completing it: then report what we know). */
+  std::unique_lock<std::mutex> g(claim_, std::try_to_lock);
+  if (!g.owns_lock()) return done_.load();
+  g.unlock();
+  complete();
+  return true;
+}
+
+bool HcclWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout != kNoTimeout && !done_.load()) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!isCompleted()) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw std::runtime_error("hccl " + what_ + ": wait timed out after " +
+                                 std::to_string(timeout.count()) + " ms");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  complete();
+  std::lock_guard<std::mutex> lk(mutex_);
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> HcclWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> fut;
+  bool finished;
+  std::exception_ptr err;
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    if (future_) return future_;
+    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+    fut = future_;
+    finished = done_.load();
+    err = exception_;
+  }
+  if (finished)
+    markFuture(fut, err); /* complete() ran before the future existed */
+  else
+    core_->post([self = c10::intrusive_ptr<HcclWork>::reclaim_copy(this)]() { self->complete(); });
+  return fut;
+}
+
+uint32_t* HcclWork::sourceSlot() {
+  source_ = at::full({1}, -1, at::TensorOptions().dtype(at::kInt));
+  keep(source_);
+  return static_cast<uint32_t*>(source_.data_ptr());
+}
+
+int HcclWork::sourceRank() const {
+  if (!source_.defined() || !done_.load() || source_.data_ptr<int32_t>()[0] < 0)
+    throw std::runtime_error("hccl " + what_ + ": sourceRank() is only defined for a receive "
+                             "from any source that has completed");
+  return source_.data_ptr<int32_t>()[0];
+}
+
+std::vector<at::Tensor> HcclWork::result() {
+  return outputs_;
+}
+
+}  // namespace torch_hccl

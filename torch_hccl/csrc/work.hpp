@@ -1,0 +1,101 @@
+/*
+ * work.hpp - what a torch_hccl call hands back to torch: a c10d::Work over one or more libhccl
+ * requests, and the per-communicator core the works and the process group share.
+ *
+ * A work completes when every library request it holds has finished; then, on success, its
+ * post step runs (copying staged results into non-contiguous outputs, dividing for AVG), and
+ * its future, if anyone asked for one, is marked. Completion happens on whichever thread gets
+ * there first: the user's wait() (the library then runs a not-yet-started call on that very
+ * thread, so a blocking torch call costs no thread switch), isCompleted() once the requests
+ * are done, or the core's finisher thread, which serves getFuture() (DDP's hooks wait on the
+ * future, not the work) and works dropped before they finished (their tensors stay alive until
+ * the library is done with them).
+ */
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include "hccl.h"
+
+namespace torch_hccl {
+
+/* The communicator and the finisher thread. Shared by the process group and its works, so a
+ * work that outlives destroy_process_group still finds its communicator; the communicator is
+ * destroyed with the last of them. */
+class Core {
+ public:
+  Core(HcclComm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  ~Core();
+  HcclComm comm() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /* Runs job on the finisher thread (started on first use), in posting order. */
+  void post(std::function<void()> job);
+
+ private:
+  void run();
+  HcclComm comm_;
+  int rank_, size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::thread finisher_;
+  bool stop_ = false;
+};
+
+/* Throws a RuntimeError carrying libhccl's message for a failed call. */
+[[noreturn]] void throwHccl(HcclResult r, const std::string& what);
+
+class HcclWork : public c10d::Work {
+ public:
+  HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std::string what,
+           std::vector<at::Tensor> outputs);
+  ~HcclWork() override;
+
+  /* Before the work is returned: the requests to wait for, tensors to keep alive, and the step
+   * to run after success. */
+  void addRequest(HcclRequest r) { reqs_.push_back(r); }
+  void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
+  void onSuccess(std::function<void()> fn) { post_ = std::move(fn); }
+  /* Where a receive from any source writes its source: a tensor, so that it stays alive with
+   * the work's other tensors even if the work is dropped first. */
+  uint32_t* sourceSlot();
+  /* A work with nothing to wait for (count 0, or a call that finished at once). */
+  void completeNow();
+
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+
+ private:
+  /* Waits for every request, runs the post step, finishes the work and its future. Runs once;
+   * a second caller blocks until the first is done. */
+  void complete();
+  void markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& fut, std::exception_ptr err);
+
+  std::shared_ptr<Core> core_;
+  std::string what_;
+  std::vector<HcclRequest> reqs_;
+  std::vector<at::Tensor> keep_;
+  std::vector<at::Tensor> outputs_;
+  std::function<void()> post_;
+  at::Tensor source_;
+  std::mutex claim_;
+  std::atomic<bool> done_{false};
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+}  // namespace torch_hccl
