@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""test_errors.py - what goes wrong becomes a Python exception with libhccl's reason, on every
+rank, within a bound, never a hang: unsupported dtypes and ops, mismatched calls, a peer that
+misses a call (the group's timeout), a peer that is killed.
+"""
+import datetime
+import os
+import signal
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_harness as H  # noqa: E402
+
+
+def expect_error(fn, *words):
+    try:
+        fn()
+    except RuntimeError as e:
+        msg = str(e)
+        for w in words:
+            assert w in msg, "expected %r in: %s" % (w, msg)
+        return msg
+    raise AssertionError("no RuntimeError; expected one mentioning %s" % (words,))
+
+
+def bad_args_case():
+    import torch
+    import torch.distributed as dist
+    from torch.distributed import ReduceOp
+    rank, n = H.init()
+    for dt in (torch.float64, torch.int64, torch.bfloat16, torch.bool, torch.uint8):
+        name = str(dt)
+        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dt)), name,
+                           "torch.int8, torch.int32, torch.float16 and torch.float32"))
+        expect_error(lambda: dist.reduce(torch.ones(4, dtype=dt), 0), name)
+        expect_error(lambda: dist.reduce_scatter_tensor(torch.ones(1, dtype=dt),
+                                                        torch.ones(n, dtype=dt)), name)
+    for op in ("BAND", "BOR", "BXOR"):
+        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
+                                                   op=getattr(ReduceOp, op)), op, "SUM, PRODUCT"))
+    print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=ReduceOp.AVG),
+                       "AVG", "torch.int32"))
+    expect_error(lambda: dist.all_gather_into_tensor(torch.ones(3), torch.ones(2)), "elements")
+    expect_error(lambda: dist.all_to_all_single(torch.ones(4), torch.ones(4), [1] * (n + 1),
+                                                [1] * (n + 1)), "split sizes")
+    # Nothing was started by a refused call: the group still works, on every rank.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [float(n)] * 3
+    dist.destroy_process_group()
+    print("rank %d ok" % rank)
+
+
+def mismatch_case():
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init()
+    t = torch.ones(1000 * (rank + 1))
+    msg = expect_error(lambda: dist.all_reduce(t), "hccl allreduce failed")
+    print("rank %d: %s" % (rank, msg))
+    # The communicator is broken now: the next call says so at once.
+    expect_error(lambda: dist.all_reduce(torch.ones(2)), "failed earlier")
+    print("rank %d ok" % rank)
+
+
+def timeout_case():
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init(timeout=datetime.timedelta(seconds=3))
+    if rank == 1:
+        time.sleep(8)  # misses the call for longer than the group's timeout
+    start = time.monotonic()
+    msg = expect_error(lambda: dist.all_reduce(torch.ones(10)), "hccl allreduce failed")
+    took = time.monotonic() - start
+    print("rank %d: after %.1f s: %s" % (rank, took, msg))
+    if rank == 0:
+        assert "timed out" in msg and "rank 1" in msg, msg
+        assert 2.5 < took < 7, took
+    else:
+        assert took < 3, took  # the peer's failure is already known
+    print("rank %d ok" % rank)
+
+
+def killed_case():
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init()
+    t = torch.ones(1 << 18)
+    dist.all_reduce(t)
+    dist.barrier()
+    if rank == 2:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        for _ in range(100000):
+            w = dist.all_reduce(t, async_op=True)
+            w.get_future().wait()  # the error comes through the future too
+        raise AssertionError("rank %d: no error after rank 2 died" % rank)
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        print("rank %d: after %.2f s: %s" % (rank, took, e))
+        assert "rank 2" in str(e), str(e)
+        assert took < 10, took
+    print("rank %d ok" % rank)
+
+
+CASES = {"bad_args": bad_args_case, "mismatch": mismatch_case, "timeout": timeout_case,
+         "killed": killed_case}
+
+
+class TestErrors(unittest.TestCase):
+    def test_bad_arguments_raise_on_every_rank(self):
+        for n in (1, 2, 4):
+            res = H.run_ranks(__file__, "bad_args", n, timeout=120)
+            self.assertEqual(res.codes, [0] * n, res.text())
+
+    def test_mismatched_counts(self):
+        res = H.run_ranks(__file__, "mismatch", 2, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})
+        self.assertEqual(res.codes, [0, 0], res.text())
+
+    def test_missed_call_times_out(self):
+        res = H.run_ranks(__file__, "timeout", 2, timeout=60)
+        self.assertEqual(res.codes, [0, 0], res.text())
+
+    def test_killed_rank(self):
+        res = H.run_ranks(__file__, "killed", 4, timeout=90)
+        self.assertEqual(res.codes[2], -signal.SIGKILL, res.text())
+        self.assertEqual([res.codes[r] for r in (0, 1, 3)], [0, 0, 0], res.text())
+
+
+if __name__ == "__main__":
+    H.worker_main(CASES)
+    unittest.main(verbosity=2)
