@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# compare.sh - libhccl's allreduce against MPI (and gloo, when torch is installed) on this
-# machine, for 2, 4 and 8 ranks, and a markdown table of the result.
+# compare.sh - libhccl's allreduce against MPI, and (when torch is installed) libhccl through
+# torch.distributed (torch_hccl) against torch's gloo, on this machine, for 2, 4 and 8 ranks,
+# and markdown tables of the result.
 #
 #   bench/compare.sh [build-dir]        (default ./build; builds nothing)
 #
@@ -18,8 +19,12 @@
 #                       one rank per core and not at all when oversubscribed. (The shell-loop
 #                       fallback binds nothing; unpinned libhccl ranks can be much slower at
 #                       4 KiB on a busy machine, see bench/README.md.)
-#   gloo_allreduce_perf.py (torch.distributed, gloo backend) the same way as allreduce_perf,
-#                       when /usr/bin/python3 can import torch.
+#   torch_allreduce_perf.py --backend gloo|hccl (torch.distributed) the same way as
+#                       allreduce_perf, when /usr/bin/python3 can import torch (hccl: when
+#                       <build>/python/torch_hccl was built);
+#   torch_ddp_step.py --backend gloo|hccl: the median time of a DDP training step.
+# The torch table compares in-place columns (torch's allreduce is in place; its out-of-place
+# twin adds a copy) with allreduce_perf's in-place columns.
 # Each program runs at 64 MiB with few iterations (bandwidth) and at 4 KiB with many
 # (latency); one sweep with a single -n would either take minutes at 64 MiB or be noise at
 # 4 KiB. Each of those runs is repeated REPEATS times and the table shows the median, so one
@@ -62,6 +67,13 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
 else
   echo "gloo: python3-torch not installed"
 fi
+HAVE_THCCL=0
+if [ $HAVE_GLOO = 1 ] && PYTHONPATH=$BUILD/python /usr/bin/python3 -c "import torch_hccl" 2>/dev/null; then
+  HAVE_THCCL=1
+  export PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+else
+  echo "torch_hccl: not built in $BUILD/python: torch-level hccl columns are n/a"
+fi
 if [ -x "$BIN/npu-launch" ]; then
   echo "launcher: $BIN/npu-launch"
 else
@@ -100,13 +112,14 @@ mpi_launch() {
     --mca mpi_yield_when_idle 1 "$@"
 }
 
-# field FILE COLUMN: the out-of-place time (COLUMN=time) or busbw (COLUMN=busbw) of the
-# float/sum line in FILE. Tolerates a per-rank prefix a launcher may add to each line.
+# field FILE COLUMN [ip]: the out-of-place (or, with ip, in-place) time (COLUMN=time) or busbw
+# (COLUMN=busbw) of the float/sum line in FILE. Tolerates a per-rank prefix a launcher may add.
 field() {
-  awk -v col="$2" '{
+  awk -v col="$2" -v ip="${3:-}" '{
       for (i = 3; i + 5 <= NF; i++)
         if ($i == "float" && $(i + 1) == "sum" && $(i + 2) == "-1") {
-          print (col == "time" ? $(i + 3) : $(i + 5)); exit
+          o = (ip == "ip") ? 4 : 0
+          print (col == "time" ? $(i + 3 + o) : $(i + 5 + o)); exit
         }
     }' "$1"
 }
@@ -114,61 +127,89 @@ field() {
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 
 # run NAME N SIZE launcher-fn prog... : runs REPEATS times, keeps every output, prints the
-# median "time busbw", or "n/a n/a" if any run failed.
+# median "time busbw time_ip busbw_ip" (out-of-place, then in-place), or n/a if any run failed.
 run() {
   local name=$1 n=$2 size=$3 how=$4
   shift 4
-  local flags out k times=() bws=()
+  local flags out k times=() bws=() times_ip=() bws_ip=()
   if [ "$size" = 64M ]; then flags=("${LARGE_FLAGS[@]}"); else flags=("${SMALL_FLAGS[@]}"); fi
   for ((k = 1; k <= REPEATS; k++)); do
     out=$RESULTS_DIR/$name.np$n.$size.$k.txt
     if ! "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1 || ! grep -q "Out of bounds values : 0 OK" "$out"; then
       echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
-      echo "n/a n/a"
+      echo "n/a n/a n/a n/a"
       return
     fi
     times+=("$(field "$out" time)")
     bws+=("$(field "$out" busbw)")
+    times_ip+=("$(field "$out" time ip)")
+    bws_ip+=("$(field "$out" busbw ip)")
   done
-  echo "$(printf '%s\n' "${times[@]}" | median) $(printf '%s\n' "${bws[@]}" | median)"
+  echo "$(printf '%s\n' "${times[@]}" | median) $(printf '%s\n' "${bws[@]}" | median)" \
+    "$(printf '%s\n' "${times_ip[@]}" | median) $(printf '%s\n' "${bws_ip[@]}" | median)"
+}
+
+# ddp N BACKEND: median DDP step time in ms (torch_ddp_step.py), or n/a.
+ddp() {
+  local n=$1 backend=$2 out=$RESULTS_DIR/ddp.$2.np$1.txt
+  if launch "$n" /usr/bin/python3 "$HERE/torch_ddp_step.py" --backend "$backend" >"$out" 2>&1; then
+    awk '/^ddp step ms:/ { print $5; exit }' "$out"
+  else
+    echo "compare.sh: DDP step on $backend with $n ranks failed; see $out" >&2
+    echo n/a
+  fi
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 start=$(date +%s)
 rows=()
+trows=()
 for n in 2 4 8; do
   echo "running $n ranks ..." >&2
-  read -r _ h_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
-  read -r h_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
-  m_bw=n/a m_t=n/a g_bw=n/a g_t=n/a
+  read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
+  read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
+  m_bw=n/a m_t=n/a g_bw=n/a g_t=n/a t_bw=n/a t_t=n/a d_g=n/a d_h=n/a
   if [ $HAVE_MPI = 1 ]; then
-    read -r _ m_bw <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
-    read -r m_t _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
+    read -r _ m_bw _ _ <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
+    read -r m_t _ _ _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
   fi
   if [ $HAVE_GLOO = 1 ]; then
-    read -r _ g_bw <<<"$(run gloo "$n" 64M launch /usr/bin/python3 "$HERE/gloo_allreduce_perf.py")"
-    read -r g_t _ <<<"$(run gloo "$n" 4K launch /usr/bin/python3 "$HERE/gloo_allreduce_perf.py")"
+    read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend gloo)"
+    read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend gloo)"
+    d_g=$(ddp "$n" gloo)
   fi
-  row="| $n | $h_bw | $m_bw | $(ratio "$h_bw" "$m_bw") | $h_t | $m_t | $(ratio "$h_t" "$m_t") |"
-  [ $HAVE_GLOO = 1 ] && row="$row $g_bw | $g_t |"
-  rows+=("$row")
+  if [ $HAVE_THCCL = 1 ]; then
+    read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl)"
+    read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl)"
+    d_h=$(ddp "$n" hccl)
+  fi
+  rows+=("| $n | $h_bw | $m_bw | $(ratio "$h_bw" "$m_bw") | $h_t | $m_t | $(ratio "$h_t" "$m_t") |")
+  trows+=("| $n | $hi_bw | $t_bw | $(ratio "$t_bw" "$hi_bw") | $g_bw | $(ratio "$t_bw" "$g_bw") | $hi_t | $t_t | $(ratio "$t_t" "$hi_t") | $g_t | $d_g | $d_h | $(ratio "$d_h" "$d_g") |")
 done
 
 echo
-echo "allreduce, float sum, out-of-place; busbw in GB/s, time in us; $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "allreduce, float sum; busbw in GB/s, time in us; $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
-if [ $HAVE_GLOO = 1 ]; then
-  echo "| ranks | hccl busbw@64MiB | mpi busbw@64MiB | ratio | hccl time@4KiB | mpi time@4KiB | ratio | gloo busbw@64MiB | gloo time@4KiB |"
-  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-else
-  echo "| ranks | hccl busbw@64MiB | mpi busbw@64MiB | ratio | hccl time@4KiB | mpi time@4KiB | ratio |"
-  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-fi
+echo "libhccl (allreduce_perf) against MPI, out-of-place:"
+echo
+echo "| ranks | hccl busbw@64MiB | mpi busbw@64MiB | ratio | hccl time@4KiB | mpi time@4KiB | ratio |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${rows[@]}"
 echo
 echo "ratio = hccl / mpi: above 1 is better for hccl in the busbw column, below 1 is better"
-echo "for hccl in the time column. 64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20;"
-echo "median of $REPEATS runs each. Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "for hccl in the time column."
+if [ $HAVE_GLOO = 1 ]; then
+  echo
+  echo "Through torch.distributed, in-place (torch-hccl = torch_hccl over libhccl); DDP step in ms:"
+  echo
+  echo "| ranks | allreduce_perf busbw@64MiB | torch-hccl | ratio | gloo | hccl/gloo | allreduce_perf time@4KiB | torch-hccl | ratio | gloo | DDP step gloo | DDP step hccl | hccl/gloo |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${trows[@]}"
+  echo
+  echo "busbw ratios above 1 favour the first named; time ratios below 1 favour the first named."
+fi
+echo "64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20; median of $REPEATS runs each;"
+echo "DDP: median of 20 steps after 3 (bench/torch_ddp_step.py). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 [ $HAVE_GLOO = 1 ] || echo "gloo: python3-torch not installed"
 echo "took $(($(date +%s) - start)) s; raw output in $RESULTS_DIR"

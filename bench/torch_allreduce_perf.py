@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""gloo_allreduce_perf.py - allreduce_perf's flags and output for torch.distributed's gloo
-backend, so bench/compare.sh can put gloo next to libhccl and MPI.
+"""torch_allreduce_perf.py - allreduce_perf's flags and output for torch.distributed, on the
+backend named by --backend (gloo, the default, or hccl through torch_hccl), so
+bench/compare.sh can put torch's backends next to libhccl's own allreduce_perf and MPI.
+
+    npu-launch --device-list 0-3 -- /usr/bin/python3 bench/torch_allreduce_perf.py --backend hccl -b 4K -e 64M -f 4
 
 One process per rank, started like allreduce_perf (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
 set; env:// rendezvous). Rank 0 prints the same table as allreduce_perf (perf/perf_common.c):
@@ -15,7 +18,7 @@ import socket
 import sys
 import time
 
-PROG = "gloo_allreduce_perf"
+PROG = "torch_allreduce_perf"
 TYPES = ["int8", "int32", "half", "float"]
 OPS = ["sum", "prod", "max", "min"]
 AVG = ["rank0", "avg", "min", "max"]
@@ -109,9 +112,17 @@ def sizes(o):
 
 
 def main():
-    o = parse_args(sys.argv[1:])
+    argv = sys.argv[1:]
+    backend = "gloo"
+    if len(argv) >= 2 and argv[0] == "--backend":
+        backend, argv = argv[1], argv[2:]
+    if backend not in ("gloo", "hccl"):
+        usage_error("--backend '%s' is not known: expected gloo or hccl" % backend)
+    o = parse_args(argv)
     import torch
     import torch.distributed as dist
+    if backend == "hccl":
+        import torch_hccl  # noqa: F401  (registers the backend)
 
     dtypes = {"int8": torch.int8, "int32": torch.int32, "half": torch.float16,
               "float": torch.float32}
@@ -121,7 +132,7 @@ def main():
     if "RANK" not in os.environ:  # no launcher: one rank, like allreduce_perf
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group("gloo", init_method="env://")
+    dist.init_process_group(backend, init_method="env://")
     rank, p = dist.get_rank(), dist.get_world_size()
 
     # header: every rank's pid and device (LOCAL_RANK), gathered like allreduce_perf does
@@ -130,14 +141,14 @@ def main():
     infos = [torch.zeros(3, dtype=torch.int64) for _ in range(p)]
     dist.all_gather(infos, me)
     if rank == 0:
-        print("# %s (torch %s gloo) nranks %d" % (PROG, torch.__version__, p))
+        print("# %s (torch %s %s) nranks %d" % (PROG, torch.__version__, backend, p))
         step = ("%d(factor)" % o["f"]) if o["f"] > 1 else ("%d(bytes)" % o["i"])
         print("# minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d validation: %d "
               "average: %d(%s) blocking: %d" % (o["b"], o["e"], step, o["w"], o["n"], o["c"],
                                                 o["a"], AVG[o["a"]], o["z"]))
         print("# Loop order: for each size, for each type, for each op; out-of-place then "
               "in-place")
-        print("# gloo twin: out-of-place = copy into recv + in-place allreduce")
+        print("# torch twin: out-of-place = copy into recv + in-place allreduce")
         print("#\n# Using devices")
         host = socket.gethostname()
         for t in infos:
