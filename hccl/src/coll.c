@@ -11,6 +11,7 @@
 #include "algo.h"
 #include "comm.h"
 #include "log.h"
+#include "request.h"
 #include "reduce.h"
 #include "wait.h"
 
@@ -28,13 +29,12 @@ struct hccl_op {
   uint32_t root;
 };
 
-struct hccl_request {
+/* A queued call: the request the caller holds (first, so HcclRequestWait frees the whole
+ * record) and the call, in the communicator's FIFO until the worker has run it. */
+struct hccl_coll_req {
+  struct hccl_request base;
   struct hccl_op op;
-  struct hccl_comm *comm;
-  HcclResult result;
-  char message[256]; /* the failing call's message, for the waiter's thread */
-  int done;
-  struct hccl_request *next;
+  struct hccl_coll_req *next;
 };
 
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
@@ -106,29 +106,24 @@ static void *worker_main(void *arg) {
     while (!c->qhead && !c->worker_stop)
       pthread_cond_wait(&c->qcond, &c->qlock);
     if (!c->qhead) break;
-    struct hccl_request *q = c->qhead;
+    struct hccl_coll_req *q = c->qhead;
     c->worker_busy = true;
     pthread_mutex_unlock(&c->qlock);
     HcclResult r = execute(c, &q->op);
     pthread_mutex_lock(&c->qlock);
-    q->result = r;
-    if (r != HCCL_SUCCESS)
-      snprintf(q->message, sizeof(q->message), "%s", HcclGetLastErrorMessage());
     c->qhead = q->next;
     if (!c->qhead) c->qtail = NULL;
-    q->done = 1;
     c->worker_busy = false;
-    pthread_cond_broadcast(&c->qcond);
+    hccl__request_complete(&q->base, r);
   }
   pthread_mutex_unlock(&c->qlock);
   return NULL;
 }
 
 static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *out) {
-  struct hccl_request *q = calloc(1, sizeof(*q));
+  struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   q->op = *o;
-  q->comm = c;
   pthread_mutex_lock(&c->qlock);
   if (!c->worker_started) {
     if (pthread_create(&c->worker, NULL, worker_main, c) != 0) {
@@ -138,6 +133,7 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
     }
     c->worker_started = true;
   }
+  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
   if (c->qtail)
     c->qtail->next = q;
   else
@@ -145,46 +141,20 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   c->qtail = q;
   pthread_cond_broadcast(&c->qcond);
   pthread_mutex_unlock(&c->qlock);
-  *out = q;
+  *out = &q->base;
   return HCCL_SUCCESS;
 }
 
 /* A request that is already complete (count 0). */
 static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
-  struct hccl_request *q = calloc(1, sizeof(*q));
+  struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
-  q->comm = c;
-  q->done = 1;
-  q->result = HCCL_SUCCESS;
-  *out = q;
-  return HCCL_SUCCESS;
-}
-
-HcclResult HcclRequestTest(HcclRequest q, int *done) {
-  if (!q || !done)
-    return hccl__fail(HCCL_E_PTR, "HcclRequestTest: %s is NULL", q ? "done" : "request");
-  struct hccl_comm *c = q->comm;
   pthread_mutex_lock(&c->qlock);
-  *done = q->done;
+  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
+  hccl__request_complete(&q->base, HCCL_SUCCESS);
   pthread_mutex_unlock(&c->qlock);
+  *out = &q->base;
   return HCCL_SUCCESS;
-}
-
-HcclResult HcclRequestWait(HcclRequest q) {
-  if (!q) return hccl__fail(HCCL_E_PTR, "HcclRequestWait: request is NULL");
-  struct hccl_comm *c = q->comm;
-  /* The call itself has a deadline per wait (HCCL_EXEC_TIMEOUT), so this wait ends. */
-  pthread_mutex_lock(&c->qlock);
-  while (!q->done)
-    pthread_cond_wait(&c->qcond, &c->qlock);
-  pthread_mutex_unlock(&c->qlock);
-  HcclResult r = q->result;
-  if (r != HCCL_SUCCESS) {
-    /* The worker logged it; make it the waiting thread's last error too. */
-    hccl__set_last_error(q->message);
-  }
-  free(q);
-  return r;
 }
 
 /* Runs or queues a validated call. */
@@ -210,11 +180,8 @@ void hccl__coll_shutdown(struct hccl_comm *c) {
   pthread_cond_broadcast(&c->qcond);
   pthread_mutex_unlock(&c->qlock);
   if (started) pthread_join(c->worker, NULL);
-  /* Requests never waited for are freed here. */
-  for (struct hccl_request *q = c->qhead, *n; q; q = n) {
-    n = q->next;
-    free(q);
-  }
+  /* The worker ran the queue dry before it stopped; requests never waited for are freed. */
+  hccl__request_free_live(&c->coll_live);
   c->qhead = c->qtail = NULL;
 }
 

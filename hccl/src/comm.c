@@ -71,9 +71,14 @@ static uint64_t host_identity(char *host, size_t len) {
 }
 
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
+  /* Two threads (the collective worker or caller, and the p2p engine) may fail at once: the
+   * first claims the message, writes it, and only then publishes `broken`, so whoever reads
+   * broken != 0 reads a whole message. */
   int expect = 0;
-  if (atomic_compare_exchange_strong(&comm->broken, &expect, (int)code))
+  if (atomic_compare_exchange_strong(&comm->failing, &expect, 1)) {
     snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
+    atomic_store(&comm->broken, (int)code);
+  }
   for (int i = 0; hccl__transports[i]; i++)
     if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
 }

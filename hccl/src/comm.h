@@ -17,8 +17,9 @@
 
 struct hccl_store;
 struct hccl_store_server;
-struct hccl_op;
+struct hccl_coll_req;
 struct hccl_request;
+struct hccl_p2p;
 
 /* What each rank publishes about itself during bootstrap (fixed size, plain data). */
 struct hccl_peer_info {
@@ -57,13 +58,15 @@ struct hccl_comm {
   char key_prefix[64];
 
   /* After a failure the communicator is unusable; the first failure's code stays here. */
-  _Atomic int broken;
+  _Atomic int broken;  /* set after broken_msg is written */
+  _Atomic int failing; /* claimed by the first failure, which writes broken_msg */
   char broken_msg[256];
 
   /* Asynchronous calls: FIFO run by a worker thread started on first use. */
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
-  struct hccl_request *qhead, *qtail;
+  struct hccl_coll_req *qhead, *qtail;
+  struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   pthread_t worker;
 };
