@@ -250,7 +250,8 @@ static HcclResult connect_links(struct hccl_comm *c) {
                         "no transport joins rank %u (server %s) and rank %u (server %s): ranks "
                         "on different servers need the TCP transport, which this build lacks",
                         c->rank, c->peers[c->rank].host, r, c->peers[r].host);
-    HCCL_TRY(t->connect(c, r, &c->links[r]));
+    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
+    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
     if (c->links[r]->slot_bytes < chunk) chunk = c->links[r]->slot_bytes;
   }
   c->chunk_bytes = chunk;
@@ -267,14 +268,16 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->peers = calloc(nranks, sizeof(*c->peers));
   c->local_index = calloc(nranks, sizeof(uint32_t));
   c->links = calloc(nranks, sizeof(*c->links));
+  c->p2p = calloc(nranks, sizeof(*c->p2p));
   c->ring = calloc(nranks, sizeof(uint32_t));
   c->pos_of = calloc(nranks, sizeof(uint32_t));
   pthread_mutex_init(&c->qlock, NULL);
   pthread_cond_init(&c->qcond, NULL);
-  if (!c->peers || !c->local_index || !c->links || !c->ring || !c->pos_of) {
+  if (!c->peers || !c->local_index || !c->links || !c->p2p || !c->ring || !c->pos_of) {
     free(c->peers);
     free(c->local_index);
     free(c->links);
+    free(c->p2p);
     free(c->ring);
     free(c->pos_of);
     free(c);
@@ -284,6 +287,9 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 }
 
 static void comm_free(struct hccl_comm *c) {
+  /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
+  for (uint32_t r = 0; r < c->nranks; r++)
+    if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->links[r]) c->links[r]->ops->close(c->links[r]);
   for (int i = 0; hccl__transports[i]; i++)
@@ -296,6 +302,7 @@ static void comm_free(struct hccl_comm *c) {
   free(c->peers);
   free(c->local_index);
   free(c->links);
+  free(c->p2p);
   free(c->ring);
   free(c->pos_of);
   free(c);

@@ -43,7 +43,8 @@ struct hccl_comm {
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
-  struct hccl_link **links;     /* [nranks]; NULL for self */
+  struct hccl_link **links;     /* [nranks]; NULL for self: collectives (channel 0) */
+  struct hccl_link **p2p;       /* [nranks]; NULL for self: point-to-point (channel 1) */
   uint32_t *ring;               /* [nranks]: rank at each ring position */
   uint32_t ring_pos;            /* this rank's position */
   uint32_t *pos_of;             /* [nranks]: ring position of each rank */
@@ -69,6 +70,9 @@ struct hccl_comm {
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   pthread_t worker;
+
+  /* Point-to-point: the engine thread (p2p.c), made on first use. */
+  struct hccl_p2p *p2p_engine;
 };
 
 /* Finishes queued calls and stops the worker thread (coll.c); destroy calls it first. */
