@@ -21,9 +21,9 @@ struct hccl_comm;
 
 struct hccl_request {
   struct hccl_comm *comm;
-  pthread_mutex_t *lock; /* the owner's: guards done, result, message and the live list */
-  pthread_cond_t *cond;  /* the owner's: broadcast whenever one of its requests is done */
-  struct hccl_request **live;                /* head of the owner's list of unwaited requests */
+  pthread_mutex_t *lock;      /* the owner's: guards done, result, message and the live list */
+  pthread_cond_t *cond;       /* the owner's: broadcast whenever one of its requests is done */
+  struct hccl_request **live; /* head of the owner's list of unwaited requests */
   struct hccl_request *live_prev, *live_next; /* on that list until HcclRequestWait */
   HcclResult result;
   char message[256]; /* the failing call's message, for the waiter's thread */

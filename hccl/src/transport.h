@@ -45,8 +45,7 @@ struct hccl_transport_ops {
   /* Before the peer infos are exchanged: make local resources and describe them in *self. */
   HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
   /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel). */
-  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel,
-                        struct hccl_link **out);
+  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, struct hccl_link **out);
   /* After every rank has connected every link (a store barrier): drop what was only needed
    * to connect (e.g. the descriptors peers opened). May be NULL. */
   void (*connected)(struct hccl_comm *comm);
