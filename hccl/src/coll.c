@@ -155,7 +155,7 @@ static void *worker_main(void *arg) {
     c->qhead = q->next;
     if (!c->qhead) c->qtail = NULL;
     c->worker_busy = false;
-    hccl__request_complete(&q->base, r);
+    hccl__request_complete(&q->base, r, NULL);
   }
   pthread_mutex_unlock(&c->qlock);
   return NULL;
@@ -205,7 +205,7 @@ static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   pthread_mutex_lock(&c->qlock);
   hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
-  hccl__request_complete(&q->base, HCCL_SUCCESS);
+  hccl__request_complete(&q->base, HCCL_SUCCESS, NULL);
   pthread_mutex_unlock(&c->qlock);
   *out = &q->base;
   return HCCL_SUCCESS;

@@ -21,6 +21,7 @@
 #include "algo.h"
 #include "comm.h"
 #include "log.h"
+#include "p2p.h"
 #include "reduce.h"
 #include "store.h"
 #include "topo.h"
@@ -545,6 +546,7 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm) {
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__coll_shutdown(comm);
+  hccl__p2p_shutdown(comm);
   comm_free(comm);
   return HCCL_SUCCESS;
 }

@@ -21,10 +21,10 @@ void hccl__request_attach(struct hccl_request *q, struct hccl_comm *comm, pthrea
   *live = q;
 }
 
-void hccl__request_complete(struct hccl_request *q, HcclResult result) {
+void hccl__request_complete(struct hccl_request *q, HcclResult result, const char *message) {
   q->result = result;
   if (result != HCCL_SUCCESS)
-    snprintf(q->message, sizeof(q->message), "%s", HcclGetLastErrorMessage());
+    snprintf(q->message, sizeof(q->message), "%s", message ? message : HcclGetLastErrorMessage());
   q->done = 1;
   pthread_cond_broadcast(q->cond);
 }

@@ -34,10 +34,10 @@ struct hccl_request {
 void hccl__request_attach(struct hccl_request *q, struct hccl_comm *comm, pthread_mutex_t *lock,
                           pthread_cond_t *cond, struct hccl_request **live);
 
-/* Records the call's result (with this thread's last error message when it failed), marks q
- * done and wakes its waiters. Caller holds q->lock; q may be freed by a waiter once the lock
- * is released. */
-void hccl__request_complete(struct hccl_request *q, HcclResult result);
+/* Records the call's result and, when it failed, `message` (NULL: this thread's last error
+ * message), marks q done and wakes its waiters. Caller holds q->lock; q may be freed by a
+ * waiter once the lock is released. */
+void hccl__request_complete(struct hccl_request *q, HcclResult result, const char *message);
 
 /* Frees every request still on a live list (destroy, after the owner's thread has stopped). */
 void hccl__request_free_live(struct hccl_request **live);
