@@ -42,6 +42,23 @@ HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p,
                                  void *recv, size_t count, uint32_t root);
 HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_prim *p);
 
+/* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
+ * displs[j], or (NULL arrays) count elements at element j * count. */
+struct hccl_blocks {
+  const uint64_t *counts, *displs;
+  uint64_t count;
+  size_t esz;
+};
+
+/* Data-moving collectives of algo_a2a.c; p->esz must be 1 (sizes in bytes). */
+HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
+                               void *recv, size_t bytes, uint32_t root);
+HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
+                                void *recv, size_t bytes, uint32_t root);
+HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
+                                   const struct hccl_blocks *sb, void *recv,
+                                   const struct hccl_blocks *rb);
+
 /* The cost model: which algorithm an allreduce / broadcast / reduce of `bytes` uses on this
  * communicator, unless HCCL_ALGO forces one. */
 enum hccl_algo_kind hccl__select_allreduce(const struct hccl_comm *c, size_t bytes);

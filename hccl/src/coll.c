@@ -11,30 +11,48 @@
 #include "algo.h"
 #include "comm.h"
 #include "log.h"
+#include "request.h"
 #include "reduce.h"
 #include "wait.h"
 
-enum coll_kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_REDUCE, K_BARRIER };
-static const char *const kind_names[] = {"allreduce",      "broadcast", "allgather",
-                                         "reduce-scatter", "reduce",    "barrier"};
+enum coll_kind {
+  K_ALLREDUCE,
+  K_BROADCAST,
+  K_ALLGATHER,
+  K_REDUCE_SCATTER,
+  K_REDUCE,
+  K_BARRIER,
+  K_GATHER,
+  K_SCATTER,
+  K_ALLTOALL,
+  K_ALLTOALLV
+};
+static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce-scatter",
+                                         "reduce",    "barrier",   "gather",    "scatter",
+                                         "alltoall",  "alltoallv"};
 
 struct hccl_op {
   enum coll_kind kind;
   const void *send;
   void *recv;
-  size_t count;
-  HcclDataType dt;
+  size_t count;    /* alltoall: sendCount */
+  HcclDataType dt; /* alltoall(v): sendType */
   HcclReduceOp op;
   uint32_t root;
+  size_t recv_count;    /* alltoall */
+  HcclDataType recv_dt; /* alltoall(v) */
+  /* alltoallv: sendCounts, sdispls, recvCounts, rdispls, nranks each. The caller's arrays for a
+   * call run at once; a copy, freed when the call is done, for a queued one. */
+  const uint64_t *v;
+  bool v_owned;
 };
 
-struct hccl_request {
+/* A queued call: the request the caller holds (first, so HcclRequestWait frees the whole
+ * record) and the call, in the communicator's FIFO until the worker has run it. */
+struct hccl_coll_req {
+  struct hccl_request base;
   struct hccl_op op;
-  struct hccl_comm *comm;
-  HcclResult result;
-  char message[256]; /* the failing call's message, for the waiter's thread */
-  int done;
-  struct hccl_request *next;
+  struct hccl_coll_req *next;
 };
 
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
@@ -47,6 +65,26 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
   size_t bytes = o->count * esz;
   uint32_t n = c->nranks;
+
+  struct hccl_prim move = {.w = &w, .esz = 1, .reduce = NULL};
+  switch (o->kind) {
+  case K_GATHER:
+    return hccl__direct_gather(c, &move, o->send, o->recv, bytes, o->root);
+  case K_SCATTER:
+    return hccl__direct_scatter(c, &move, o->send, o->recv, bytes, o->root);
+  case K_ALLTOALL: {
+    struct hccl_blocks sb = {NULL, NULL, o->count, esz};
+    struct hccl_blocks rb = {NULL, NULL, o->recv_count, hccl__dtype_size(o->recv_dt)};
+    return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
+  }
+  case K_ALLTOALLV: {
+    struct hccl_blocks sb = {o->v, o->v + n, 0, esz};
+    struct hccl_blocks rb = {o->v + 2 * n, o->v + 3 * n, 0, hccl__dtype_size(o->recv_dt)};
+    return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
+  }
+  default:
+    break;
+  }
 
   if (n == 1) {
     size_t total = o->kind == K_BARRIER || o->kind == K_BROADCAST ? 0 : bytes;
@@ -72,6 +110,8 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     return hccl__chain_reduce(c, &p, o->send, o->recv, o->count, o->root);
   case K_BARRIER:
     return hccl__dissemination_barrier(c, &p);
+  default:
+    break;
   }
   return hccl__fail(HCCL_E_INTERNAL, "unknown collective %d", (int)o->kind);
 }
@@ -102,18 +142,26 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
 /* Runs the call at the head of the queue on this thread (qlock held on entry and exit). The
  * busy mark keeps a second thread from starting the next call before this one ends. */
 static void run_head_locked(struct hccl_comm *c) {
-  struct hccl_request *q = c->qhead;
+  struct hccl_coll_req *q = c->qhead;
   c->worker_busy = true;
   pthread_mutex_unlock(&c->qlock);
   HcclResult r = execute(c, &q->op);
+  if (q->op.v_owned) free((void *)q->op.v);
   pthread_mutex_lock(&c->qlock);
-  q->result = r;
-  if (r != HCCL_SUCCESS) snprintf(q->message, sizeof(q->message), "%s", HcclGetLastErrorMessage());
   c->qhead = q->next;
   if (!c->qhead) c->qtail = NULL;
-  q->done = 1;
   c->worker_busy = false;
-  pthread_cond_broadcast(&c->qcond);
+  hccl__request_complete(&q->base, r, NULL);
+}
+
+/* HcclRequestWait's helper (qlock held): when the waited call's turn has come and no thread
+ * runs anything, run it here rather than wake the worker and sleep (two thread switches, the
+ * cost of a small call on busy cores). */
+static bool coll_help(struct hccl_request *base) {
+  struct hccl_comm *c = base->comm;
+  if ((struct hccl_coll_req *)base != c->qhead || c->worker_busy) return false;
+  run_head_locked(c);
+  return true;
 }
 
 static void *worker_main(void *arg) {
@@ -135,19 +183,33 @@ static void *worker_main(void *arg) {
 }
 
 static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *out) {
-  struct hccl_request *q = calloc(1, sizeof(*q));
+  struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   q->op = *o;
-  q->comm = c;
+  if (o->v) {
+    /* The caller may free its arrays as soon as the call returns. */
+    size_t len = 4 * (size_t)c->nranks * sizeof(uint64_t);
+    uint64_t *v = malloc(len);
+    if (!v) {
+      free(q);
+      return hccl__fail(HCCL_E_MEMORY, "out of memory for a queued alltoallv's counts");
+    }
+    memcpy(v, o->v, len);
+    q->op.v = v;
+    q->op.v_owned = true;
+  }
   pthread_mutex_lock(&c->qlock);
   if (!c->worker_started) {
     if (pthread_create(&c->worker, NULL, worker_main, c) != 0) {
       pthread_mutex_unlock(&c->qlock);
+      if (q->op.v_owned) free((void *)q->op.v);
       free(q);
       return hccl__fail(HCCL_E_SYSCALL, "cannot start the communicator's worker thread");
     }
     c->worker_started = true;
   }
+  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
+  q->base.help = coll_help;
   if (c->qtail)
     c->qtail->next = q;
   else
@@ -155,61 +217,33 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   c->qtail = q;
   pthread_cond_broadcast(&c->qcond);
   pthread_mutex_unlock(&c->qlock);
-  *out = q;
+  *out = &q->base;
   return HCCL_SUCCESS;
 }
 
 /* A request that is already complete (count 0). */
 static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
-  struct hccl_request *q = calloc(1, sizeof(*q));
+  struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
-  q->comm = c;
-  q->done = 1;
-  q->result = HCCL_SUCCESS;
-  *out = q;
-  return HCCL_SUCCESS;
-}
-
-HcclResult HcclRequestTest(HcclRequest q, int *done) {
-  if (!q || !done)
-    return hccl__fail(HCCL_E_PTR, "HcclRequestTest: %s is NULL", q ? "done" : "request");
-  struct hccl_comm *c = q->comm;
   pthread_mutex_lock(&c->qlock);
-  *done = q->done;
+  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
+  hccl__request_complete(&q->base, HCCL_SUCCESS, NULL);
   pthread_mutex_unlock(&c->qlock);
+  *out = &q->base;
   return HCCL_SUCCESS;
-}
-
-HcclResult HcclRequestWait(HcclRequest q) {
-  if (!q) return hccl__fail(HCCL_E_PTR, "HcclRequestWait: request is NULL");
-  struct hccl_comm *c = q->comm;
-  /* The call itself has a deadline per wait (HCCL_EXEC_TIMEOUT), so this wait ends. */
-  pthread_mutex_lock(&c->qlock);
-  while (!q->done) {
-    /* Its turn has come and no thread runs anything: run it here rather than hand it to the
-     * worker and sleep (two thread switches, the cost of a small call on busy cores). */
-    if (q == c->qhead && !c->worker_busy)
-      run_head_locked(c);
-    else
-      pthread_cond_wait(&c->qcond, &c->qlock);
-  }
-  pthread_mutex_unlock(&c->qlock);
-  HcclResult r = q->result;
-  if (r != HCCL_SUCCESS) {
-    /* The worker logged it; make it the waiting thread's last error too. */
-    hccl__set_last_error(q->message);
-  }
-  free(q);
-  return r;
 }
 
 /* Runs or queues a validated call. */
 static HcclResult submit(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *req) {
+  /* Count 0 moves nothing and returns at once on every rank. A barrier always runs, and so
+   * does an alltoallv: its counts differ per rank, and a rank with nothing to send or receive
+   * still owes its peers one empty message each. */
+  bool noop = o->count == 0 && o->kind != K_BARRIER && o->kind != K_ALLTOALLV;
   if (req) {
-    if (o->count == 0 && o->kind != K_BARRIER) return done_request(c, req);
+    if (noop) return done_request(c, req);
     return enqueue(c, o, req);
   }
-  if (o->count == 0 && o->kind != K_BARRIER) return HCCL_SUCCESS;
+  if (noop) return HCCL_SUCCESS;
   pthread_mutex_lock(&c->qlock);
   bool queued = c->qhead != NULL || c->worker_busy;
   if (!queued) c->worker_busy = true;
@@ -234,11 +268,8 @@ void hccl__coll_shutdown(struct hccl_comm *c) {
   pthread_cond_broadcast(&c->qcond);
   pthread_mutex_unlock(&c->qlock);
   if (started) pthread_join(c->worker, NULL);
-  /* Requests never waited for are freed here. */
-  for (struct hccl_request *q = c->qhead, *n; q; q = n) {
-    n = q->next;
-    free(q);
-  }
+  /* The worker ran the queue dry before it stopped; requests never waited for are freed. */
+  hccl__request_free_live(&c->coll_live);
   c->qhead = c->qtail = NULL;
 }
 
@@ -300,7 +331,12 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
   HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op));
   HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
                       "recvBuf"));
-  struct hccl_op o = {K_ALLREDUCE, sendBuf, recvBuf, count, dataType, op, 0};
+  struct hccl_op o = {.kind = K_ALLREDUCE,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = count,
+                      .dt = dataType,
+                      .op = op};
   return submit(comm, &o, request);
 }
 
@@ -310,7 +346,8 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
   HCCL_TRY(check_dtype(comm, "HcclBroadcast", dataType));
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
   HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf"));
-  struct hccl_op o = {K_BROADCAST, buf, buf, count, dataType, HCCL_REDUCE_SUM, root};
+  struct hccl_op o = {
+      .kind = K_BROADCAST, .send = buf, .recv = buf, .count = count, .dt = dataType, .root = root};
   return submit(comm, &o, request);
 }
 
@@ -320,7 +357,8 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
   HCCL_TRY(check_dtype(comm, "HcclAllGather", dataType));
   HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
                       "sendBuf", "recvBuf"));
-  struct hccl_op o = {K_ALLGATHER, sendBuf, recvBuf, sendCount, dataType, HCCL_REDUCE_SUM, 0};
+  struct hccl_op o = {
+      .kind = K_ALLGATHER, .send = sendBuf, .recv = recvBuf, .count = sendCount, .dt = dataType};
   return submit(comm, &o, request);
 }
 
@@ -331,7 +369,12 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
   HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op));
   HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
                       recvBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {K_REDUCE_SCATTER, sendBuf, recvBuf, recvCount, dataType, op, 0};
+  struct hccl_op o = {.kind = K_REDUCE_SCATTER,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = recvCount,
+                      .dt = dataType,
+                      .op = op};
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
   return submit(comm, &o, request);
 }
@@ -344,14 +387,143 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
                       comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {K_REDUCE, sendBuf, recvBuf, count, dataType, op, root};
+  struct hccl_op o = {.kind = K_REDUCE,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = count,
+                      .dt = dataType,
+                      .op = op,
+                      .root = root};
   return submit(comm, &o, request);
 }
 
 HcclResult HcclBarrier(HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclBarrier"));
-  struct hccl_op o = {K_BARRIER, NULL, NULL, 0, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0};
+  struct hccl_op o = {.kind = K_BARRIER, .dt = HCCL_DATA_TYPE_INT8};
   return submit(comm, &o, request);
+}
+
+HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
+                      uint32_t root, HcclComm comm, HcclRequest *request) {
+  HCCL_TRY(check_comm(comm, "HcclGather"));
+  HCCL_TRY(check_dtype(comm, "HcclGather", dataType));
+  HCCL_TRY(check_root(comm, "HcclGather", root));
+  /* recvBuf matters on the root only. */
+  HCCL_TRY(check_bufs(comm, "HcclGather", sendCount, dataType, comm->nranks, sendBuf,
+                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
+  struct hccl_op o = {.kind = K_GATHER,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = sendCount,
+                      .dt = dataType,
+                      .root = root};
+  return submit(comm, &o, request);
+}
+
+HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
+                       uint32_t root, HcclComm comm, HcclRequest *request) {
+  HCCL_TRY(check_comm(comm, "HcclScatter"));
+  HCCL_TRY(check_dtype(comm, "HcclScatter", dataType));
+  HCCL_TRY(check_root(comm, "HcclScatter", root));
+  /* sendBuf matters on the root only. */
+  HCCL_TRY(check_bufs(comm, "HcclScatter", recvCount, dataType, comm->nranks,
+                      comm->rank == root ? sendBuf : recvBuf, recvBuf, "sendBuf", "recvBuf"));
+  struct hccl_op o = {.kind = K_SCATTER,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = recvCount,
+                      .dt = dataType,
+                      .root = root};
+  return submit(comm, &o, request);
+}
+
+HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
+                        const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
+                        HcclComm comm, HcclRequest *request) {
+  const char *fn = "HcclAlltoAll";
+  HCCL_TRY(check_comm(comm, fn));
+  HCCL_TRY(check_dtype(comm, fn, sendType));
+  HCCL_TRY(check_dtype(comm, fn, recvType));
+  HCCL_TRY(check_bufs(comm, fn, sendCount, sendType, comm->nranks, sendBuf, recvBuf, "sendBuf",
+                      "recvBuf"));
+  HCCL_TRY(check_bufs(comm, fn, recvCount, recvType, comm->nranks, sendBuf, recvBuf, "sendBuf",
+                      "recvBuf"));
+  size_t sb = sendCount * hccl__dtype_size(sendType), rb = recvCount * hccl__dtype_size(recvType);
+  if (sb != rb)
+    return hccl__fail(HCCL_E_PARA,
+                      "%s on rank %u: sendCount %llu x %s is %zu bytes but recvCount %llu x %s "
+                      "is %zu; every block sent must be the size of every block received",
+                      fn, comm->rank, (unsigned long long)sendCount, hccl__dtype_name(sendType), sb,
+                      (unsigned long long)recvCount, hccl__dtype_name(recvType), rb);
+  struct hccl_op o = {.kind = K_ALLTOALL,
+                      .send = sendBuf,
+                      .recv = (void *)recvBuf,
+                      .count = sendCount,
+                      .dt = sendType,
+                      .recv_count = recvCount,
+                      .recv_dt = recvType};
+  return submit(comm, &o, request);
+}
+
+/* One side's counts and displacements of an alltoallv: every block fits in size_t bytes, and
+ * a NULL buffer has only empty blocks. */
+static HcclResult check_v(struct hccl_comm *c, const char *fn, const void *buf, const char *name,
+                          const uint64_t *counts, const uint64_t *displs, const char *cname,
+                          const char *dname, HcclDataType dt) {
+  size_t esz = hccl__dtype_size(dt);
+  for (uint32_t j = 0; j < c->nranks; j++) {
+    if (counts[j] > SIZE_MAX / esz || displs[j] > SIZE_MAX / esz - counts[j])
+      return hccl__fail(HCCL_E_PARA,
+                        "%s on rank %u: %s[%u] = %llu with %s[%u] = %llu of %s is too large for "
+                        "this machine",
+                        fn, c->rank, cname, j, (unsigned long long)counts[j], dname, j,
+                        (unsigned long long)displs[j], hccl__dtype_name(dt));
+    if (counts[j] && !buf)
+      return hccl__fail(HCCL_E_PTR, "%s on rank %u: %s is NULL with %s[%u] = %llu", fn, c->rank,
+                        name, cname, j, (unsigned long long)counts[j]);
+  }
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void *sdispls,
+                         HcclDataType sendType, const void *recvBuf, const void *recvCounts,
+                         const void *rdispls, HcclDataType recvType, HcclComm comm,
+                         HcclRequest *request) {
+  const char *fn = "HcclAlltoAllV";
+  HCCL_TRY(check_comm(comm, fn));
+  const void *arrays[4] = {sendCounts, sdispls, recvCounts, rdispls};
+  static const char *const names[4] = {"sendCounts", "sdispls", "recvCounts", "rdispls"};
+  for (int i = 0; i < 4; i++)
+    if (!arrays[i])
+      return hccl__fail(HCCL_E_PTR, "%s on rank %u: %s is NULL", fn, comm->rank, names[i]);
+  HCCL_TRY(check_dtype(comm, fn, sendType));
+  HCCL_TRY(check_dtype(comm, fn, recvType));
+  const uint64_t *sc = sendCounts, *sd = sdispls, *rc = recvCounts, *rd = rdispls;
+  HCCL_TRY(check_v(comm, fn, sendBuf, "sendBuf", sc, sd, "sendCounts", "sdispls", sendType));
+  HCCL_TRY(check_v(comm, fn, recvBuf, "recvBuf", rc, rd, "recvCounts", "rdispls", recvType));
+  uint32_t me = comm->rank;
+  size_t sb = sc[me] * hccl__dtype_size(sendType), rb = rc[me] * hccl__dtype_size(recvType);
+  if (sb != rb)
+    return hccl__fail(HCCL_E_PARA,
+                      "%s on rank %u: sendCounts[%u] = %llu x %s is %zu bytes but recvCounts[%u] "
+                      "= %llu x %s is %zu; what a rank sends itself must be what it receives",
+                      fn, me, me, (unsigned long long)sc[me], hccl__dtype_name(sendType), sb, me,
+                      (unsigned long long)rc[me], hccl__dtype_name(recvType), rb);
+  /* One array, so a queued call copies and frees it in one piece. */
+  size_t n = comm->nranks;
+  uint64_t *v = malloc(4 * n * sizeof(uint64_t));
+  if (!v) return hccl__fail(HCCL_E_MEMORY, "%s on rank %u: out of memory", fn, me);
+  for (int i = 0; i < 4; i++)
+    memcpy(v + i * n, arrays[i], n * sizeof(uint64_t));
+  struct hccl_op o = {.kind = K_ALLTOALLV,
+                      .send = sendBuf,
+                      .recv = (void *)recvBuf,
+                      .dt = sendType,
+                      .recv_dt = recvType,
+                      .v = v};
+  HcclResult r = submit(comm, &o, request);
+  free(v);
+  return r;
 }
 
 const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {

@@ -21,6 +21,7 @@
 #include "algo.h"
 #include "comm.h"
 #include "log.h"
+#include "p2p.h"
 #include "reduce.h"
 #include "store.h"
 #include "topo.h"
@@ -71,9 +72,14 @@ static uint64_t host_identity(char *host, size_t len) {
 }
 
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
+  /* Two threads (the collective worker or caller, and the p2p engine) may fail at once: the
+   * first claims the message, writes it, and only then publishes `broken`, so whoever reads
+   * broken != 0 reads a whole message. */
   int expect = 0;
-  if (atomic_compare_exchange_strong(&comm->broken, &expect, (int)code))
+  if (atomic_compare_exchange_strong(&comm->failing, &expect, 1)) {
     snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
+    atomic_store(&comm->broken, (int)code);
+  }
   for (int i = 0; hccl__transports[i]; i++)
     if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
 }
@@ -249,7 +255,8 @@ static HcclResult connect_links(struct hccl_comm *c) {
                         "no transport joins rank %u (server %s) and rank %u (server %s): ranks "
                         "on different servers need the TCP transport, which this build lacks",
                         c->rank, c->peers[c->rank].host, r, c->peers[r].host);
-    HCCL_TRY(t->connect(c, r, &c->links[r]));
+    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
+    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
     if (c->links[r]->slot_bytes < chunk) chunk = c->links[r]->slot_bytes;
   }
   c->chunk_bytes = chunk;
@@ -267,14 +274,16 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->peers = calloc(nranks, sizeof(*c->peers));
   c->local_index = calloc(nranks, sizeof(uint32_t));
   c->links = calloc(nranks, sizeof(*c->links));
+  c->p2p = calloc(nranks, sizeof(*c->p2p));
   c->ring = calloc(nranks, sizeof(uint32_t));
   c->pos_of = calloc(nranks, sizeof(uint32_t));
   pthread_mutex_init(&c->qlock, NULL);
   pthread_cond_init(&c->qcond, NULL);
-  if (!c->peers || !c->local_index || !c->links || !c->ring || !c->pos_of) {
+  if (!c->peers || !c->local_index || !c->links || !c->p2p || !c->ring || !c->pos_of) {
     free(c->peers);
     free(c->local_index);
     free(c->links);
+    free(c->p2p);
     free(c->ring);
     free(c->pos_of);
     free(c);
@@ -284,6 +293,9 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 }
 
 static void comm_free(struct hccl_comm *c) {
+  /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
+  for (uint32_t r = 0; r < c->nranks; r++)
+    if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->links[r]) c->links[r]->ops->close(c->links[r]);
   for (int i = 0; hccl__transports[i]; i++)
@@ -296,6 +308,7 @@ static void comm_free(struct hccl_comm *c) {
   free(c->peers);
   free(c->local_index);
   free(c->links);
+  free(c->p2p);
   free(c->ring);
   free(c->pos_of);
   free(c);
@@ -606,6 +619,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
   hccl__coll_shutdown(comm);
+  hccl__p2p_shutdown(comm);
   comm_free(comm);
   return HCCL_SUCCESS;
 }

@@ -18,8 +18,9 @@
 
 struct hccl_store;
 struct hccl_store_server;
-struct hccl_op;
+struct hccl_coll_req;
 struct hccl_request;
+struct hccl_p2p;
 
 /* What each rank publishes about itself during bootstrap (fixed size, plain data). */
 struct hccl_peer_info {
@@ -43,7 +44,8 @@ struct hccl_comm {
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
-  struct hccl_link **links;     /* [nranks]; NULL for self */
+  struct hccl_link **links;     /* [nranks]; NULL for self: collectives (channel 0) */
+  struct hccl_link **p2p;       /* [nranks]; NULL for self: point-to-point (channel 1) */
   uint32_t *ring;               /* [nranks]: rank at each ring position */
   uint32_t ring_pos;            /* this rank's position */
   uint32_t *pos_of;             /* [nranks]: ring position of each rank */
@@ -61,7 +63,8 @@ struct hccl_comm {
   char key_prefix[96];
 
   /* After a failure the communicator is unusable; the first failure's code stays here. */
-  _Atomic int broken;
+  _Atomic int broken;  /* set after broken_msg is written */
+  _Atomic int failing; /* claimed by the first failure, which writes broken_msg */
   char broken_msg[256];
 
   /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
@@ -69,9 +72,13 @@ struct hccl_comm {
    * caller) is running a call now, so no other may start one. */
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
-  struct hccl_request *qhead, *qtail;
+  struct hccl_coll_req *qhead, *qtail;
+  struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   pthread_t worker;
+
+  /* Point-to-point: the engine thread (p2p.c), made on first use. */
+  struct hccl_p2p *p2p_engine;
 };
 
 /* Finishes queued calls and stops the worker thread (coll.c); destroy calls it first. */

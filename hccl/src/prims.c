@@ -71,22 +71,39 @@ HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, vo
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
-                               size_t send_bytes, const void *local, void *out, size_t recv_bytes) {
-  size_t c = chunk_of(p, l);
-  size_t ns = send_bytes ? (send_bytes + c - 1) / c : 1;
-  size_t nr = recv_bytes ? (recv_bytes + c - 1) / c : 1;
+/* buf + off, leaving NULL alone (a zero-byte message may have no buffer). */
+static char *at(const void *buf, size_t off) {
+  return buf ? (char *)buf + off : NULL;
+}
+
+size_t hccl__prim_chunk(const struct hccl_prim *p, const struct hccl_link *l) {
+  return chunk_of(p, l);
+}
+
+HcclResult hccl__prim_sendrecv(const struct hccl_prim *p, struct hccl_link *send_to,
+                               const void *sbuf, size_t send_bytes, struct hccl_link *recv_from,
+                               const void *local, void *out, size_t recv_bytes) {
+  size_t cs = send_to ? chunk_of(p, send_to) : 1, cr = recv_from ? chunk_of(p, recv_from) : 1;
+  size_t ns = send_to ? hccl__prim_nchunks(send_bytes, cs) : 0;
+  size_t nr = recv_from ? hccl__prim_nchunks(recv_bytes, cr) : 0;
   size_t n = ns > nr ? ns : nr;
   for (size_t i = 0; i < n; i++) {
-    if (i < ns) {
-      size_t off = i * c, len = send_bytes - off < c ? send_bytes - off : c;
-      HCCL_TRY(hccl__prim_step(p, NULL, l, (const char *)sbuf + off, NULL, len));
-    }
+    if (i < ns)
+      HCCL_TRY(hccl__prim_step(p, NULL, send_to, at(sbuf, i * cs), NULL,
+                               hccl__prim_chunk_len(send_bytes, cs, i)));
     if (i < nr) {
-      size_t off = i * c, len = recv_bytes - off < c ? recv_bytes - off : c;
-      HCCL_TRY(hccl__prim_step(p, l, NULL, local ? (const char *)local + off : NULL,
-                               (char *)out + off, len));
+      HCCL_TRY(hccl__prim_step(p, recv_from, NULL, at(local, i * cr), at(out, i * cr),
+                               hccl__prim_chunk_len(recv_bytes, cr, i)));
     }
   }
   return HCCL_SUCCESS;
+}
+
+HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
+                               size_t send_bytes, const void *local, void *out, size_t recv_bytes) {
+  return hccl__prim_sendrecv(p, l, sbuf, send_bytes, l, local, out, recv_bytes);
+}
+
+HcclResult hccl__prim_drain(const struct hccl_prim *p, struct hccl_link *to) {
+  return to->ops->send_drain(to, p->w);
 }

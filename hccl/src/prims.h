@@ -11,6 +11,7 @@
 #ifndef HCCL_PRIMS_H
 #define HCCL_PRIMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "hccl.h"
@@ -36,10 +37,47 @@ HcclResult hccl__prim_send(const struct hccl_prim *p, struct hccl_link *to, cons
 HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, void *buf,
                            size_t bytes);
 
-/* Symmetric exchange with one partner, chunk by chunk (send chunk i, then receive chunk i), so
- * both sides progress with one slot of room: sends send_bytes from sbuf; receives recv_bytes
- * and writes (received op local) or the received bytes (local == NULL) to out. */
+/* Framed messages. A whole buffer of b bytes travels as floor(b/c) full chunks of c bytes (c =
+ * the link's slot rounded down to whole elements) and one last chunk shorter than c, possibly
+ * empty. No framing is a prefix of another, so a receiver that expects a different size always
+ * meets a chunk of the wrong size and fails (prim_step's check), whatever the two sizes are;
+ * a zero-byte buffer is one zero-byte message, which keeps both sides in step. */
+size_t hccl__prim_chunk(const struct hccl_prim *p, const struct hccl_link *l);
+static inline size_t hccl__prim_nchunks(size_t bytes, size_t chunk) {
+  return bytes / chunk + 1;
+}
+/* Offset and length of chunk i of a framed message. */
+static inline size_t hccl__prim_chunk_len(size_t bytes, size_t chunk, size_t i) {
+  return i < bytes / chunk ? chunk : bytes % chunk;
+}
+
+/* Sends a framed message of send_bytes from sbuf to send_to while receiving one of recv_bytes
+ * from recv_from, chunk by chunk (send chunk i, then receive chunk i), so both sides progress
+ * with one slot of room whatever the other ranks do; writes (received op local), or the
+ * received bytes when local is NULL, to out. Either link may be NULL (send only / receive
+ * only); both may be the same link (a symmetric exchange). */
+HcclResult hccl__prim_sendrecv(const struct hccl_prim *p, struct hccl_link *send_to,
+                               const void *sbuf, size_t send_bytes, struct hccl_link *recv_from,
+                               const void *local, void *out, size_t recv_bytes);
+
+/* prim_sendrecv with one partner both ways. */
 HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
                                size_t send_bytes, const void *local, void *out, size_t recv_bytes);
+
+/* Waits until the peer has released every message sent on `to`: the receiver accepted their
+ * sizes. A receiver that found a wrong size aborts instead, and this fails with its reason. */
+HcclResult hccl__prim_drain(const struct hccl_prim *p, struct hccl_link *to);
+
+/* Non-blocking: a send on l would not wait / a message from l is waiting / every message sent
+ * on l was released. For engines that progress several links at once (p2p.c). */
+static inline bool hccl__prim_can_send(struct hccl_link *l) {
+  return l->ops->send_ready(l);
+}
+static inline bool hccl__prim_can_recv(struct hccl_link *l) {
+  return l->ops->recv_ready(l);
+}
+static inline bool hccl__prim_drained(struct hccl_link *l) {
+  return l->ops->send_drained(l);
+}
 
 #endif

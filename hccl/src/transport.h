@@ -9,6 +9,10 @@
  * on one link arrive in the order they were committed. Waits honour the deadline in *w and
  * fail, naming the peer, on timeout, on the peer's death, or when any rank aborts.
  *
+ * Each pair of ranks has two channels, each a link of its own with its own slots: channel 0
+ * (HCCL_CHANNEL_COLL) carries collectives, channel 1 (HCCL_CHANNEL_P2P) point-to-point
+ * messages, so the two never mix and a send is never queued behind a collective's data.
+ *
  * Transports are tried in priority order (hccl__transports) and the first whose can_connect
  * accepts a peer carries it, as in NCCL.
  */
@@ -25,6 +29,8 @@ struct hccl_comm;
 struct hccl_peer_info;
 struct hccl_wait;
 
+enum hccl_channel { HCCL_CHANNEL_COLL = 0, HCCL_CHANNEL_P2P = 1, HCCL_NCHANNELS = 2 };
+
 struct hccl_link {
   const struct hccl_transport_ops *ops;
   struct hccl_comm *comm;
@@ -38,8 +44,8 @@ struct hccl_transport_ops {
   bool (*can_connect)(const struct hccl_comm *comm, uint32_t peer);
   /* Before the peer infos are exchanged: make local resources and describe them in *self. */
   HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
-  /* After the exchange: make the link to `peer`. */
-  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, struct hccl_link **out);
+  /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel). */
+  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, struct hccl_link **out);
   /* After every rank has connected every link (a store barrier): drop what was only needed
    * to connect (e.g. the descriptors peers opened). May be NULL. */
   void (*connected)(struct hccl_comm *comm);
@@ -49,6 +55,17 @@ struct hccl_transport_ops {
   HcclResult (*recv_acquire)(struct hccl_link *l, const void **buf, size_t *bytes,
                              const struct hccl_wait *w);
   void (*recv_release)(struct hccl_link *l);
+
+  /* Non-blocking readiness, for an engine that progresses several links at once: whether
+   * send_acquire would return without waiting (a slot is free), whether recv_acquire would (a
+   * message is waiting), and whether the peer has released every message committed so far. */
+  bool (*send_ready)(struct hccl_link *l);
+  bool (*recv_ready)(struct hccl_link *l);
+  bool (*send_drained)(struct hccl_link *l);
+  /* Waits until the peer has released every message committed on l: a sender learns that its
+   * messages were accepted (a receiver that finds a wrong size never releases, and aborts).
+   * Fails like the other waits (deadline, dead peer, abort). */
+  HcclResult (*send_drain)(struct hccl_link *l, const struct hccl_wait *w);
 
   /* Tells every peer this transport reaches that rank `origin` failed with `code`, so that
    * their waits end with HCCL_E_REMOTE instead of running into their deadline. */

@@ -4,15 +4,17 @@
  *
  * Each rank owns one receive area, a memfd (never a name in /dev/shm, so nothing can be left
  * behind when a process dies), that every other local rank maps by opening
- * /proc/<owner pid>/fd/<n> during bootstrap. The area holds one FIFO per sender:
+ * /proc/<owner pid>/fd/<n> during bootstrap. The area holds one FIFO per (channel, sender):
  *
- *   header | fifo[0] fifo[1] ... fifo[L-1] | data[0][slot 0..7] data[1][...] ...
+ *   header | fifo[0] ... fifo[L-1] fifo[L] ... fifo[2L-1] | data[0][slot 0..7] data[1][...] ...
+ *            channel 0 (collectives) channel 1 (p2p)
  *   fifo[s] = { tail (sender's count of posted slots), head (receiver's count of consumed
  *               slots), sizes[8] }, tail and head on cache lines of their own.
  *
  * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
  * once. Waits are futex sleeps on tail/head (wait.c). HCCL_BUFFSIZE bounds the area: each of
- * the L-1 FIFOs gets buffsize / (L-1), as 8 slots of at most 512 KiB and at least 4 KiB.
+ * the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 512 KiB and at least 4 KiB;
+ * both channels have the same layout.
  *
  * Failure: a rank that fails writes (origin, code, reason) into every local header and wakes
  * every sleeper; a waiter checks its own header, the peer's "destroyed" mark and the peer's
@@ -71,6 +73,7 @@ struct shm_area {
 
 struct shm_link {
   struct hccl_link base;
+  int channel;
   struct shm_area peer; /* the peer's area (we send into fifo[my local index]) */
   struct shm_fifo *sfifo;
   char *sdata;
@@ -127,12 +130,13 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   uint32_t L = comm->local_nranks;
   if (L <= 1) return HCCL_SUCCESS;
 
-  size_t slot = comm->cfg.buffsize / ((size_t)(L - 1) * SHM_NSLOTS);
+  size_t slot = comm->cfg.buffsize / ((size_t)HCCL_NCHANNELS * (L - 1) * SHM_NSLOTS);
   if (slot > SHM_SLOT_MAX) slot = SHM_SLOT_MAX;
   slot = slot / 4096 * 4096;
   if (slot < SHM_SLOT_MIN) slot = SHM_SLOT_MIN;
   st->slot_bytes = slot;
-  size_t fo, doff, bytes = area_layout(L, slot, &fo, &doff);
+  uint32_t nfifos = HCCL_NCHANNELS * L;
+  size_t fo, doff, bytes = area_layout(nfifos, slot, &fo, &doff);
 
   int fd = memfd_create("hccl-device-links", MFD_CLOEXEC);
   if (fd < 0)
@@ -152,9 +156,9 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
                       strerror(e));
   }
   st->memfd = fd;
-  area_bind(&st->own, base, bytes, L, slot);
+  area_bind(&st->own, base, bytes, nfifos, slot);
   st->own.hdr->magic = SHM_MAGIC;
-  st->own.hdr->nfifos = L;
+  st->own.hdr->nfifos = nfifos;
   st->own.hdr->nslots = SHM_NSLOTS;
   st->own.hdr->slot_bytes = slot;
   atomic_store(&st->own.hdr->state, SHM_ALIVE);
@@ -163,7 +167,8 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   return HCCL_SUCCESS;
 }
 
-static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, struct hccl_link **out) {
+static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel,
+                              struct hccl_link **out) {
   struct shm_state *st = comm->shm;
   const struct hccl_peer_info *pi = &comm->peers[peer];
   char path[64];
@@ -185,7 +190,8 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, struct hccl
     munmap(base, pi->shm_bytes);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a device link");
   }
-  area_bind(&l->peer, base, pi->shm_bytes, comm->local_nranks, st->slot_bytes);
+  uint32_t L = comm->local_nranks;
+  area_bind(&l->peer, base, pi->shm_bytes, HCCL_NCHANNELS * L, st->slot_bytes);
   if (l->peer.hdr->magic != SHM_MAGIC || l->peer.hdr->slot_bytes != st->slot_bytes) {
     munmap(base, pi->shm_bytes);
     free(l);
@@ -194,7 +200,9 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, struct hccl
                       "(different HCCL_BUFFSIZE or library version?)",
                       peer, comm->rank);
   }
-  uint32_t me = comm->local_index[comm->rank], them = comm->local_index[peer];
+  uint32_t me = channel * L + comm->local_index[comm->rank];
+  uint32_t them = channel * L + comm->local_index[peer];
+  l->channel = channel;
   l->sfifo = &l->peer.fifos[me];
   l->sdata = l->peer.data + (size_t)me * SHM_NSLOTS * st->slot_bytes;
   l->rfifo = &st->own.fifos[them];
@@ -204,7 +212,9 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, struct hccl
   l->base.comm = comm;
   l->base.peer = peer;
   l->base.slot_bytes = st->slot_bytes;
-  st->by_rank[peer] = l;
+  /* The channel-0 link stands for the peer in abort marks and dead-peer checks; it is closed
+   * last. */
+  if (channel == HCCL_CHANNEL_COLL) st->by_rank[peer] = l;
   *out = &l->base;
   return HCCL_SUCCESS;
 }
@@ -305,6 +315,37 @@ static void shm_recv_release(struct hccl_link *base) {
   hccl__post(&l->rfifo->head, &l->rfifo->send_waiting, l->received);
 }
 
+static bool shm_send_ready(struct hccl_link *base) {
+  struct shm_link *l = (struct shm_link *)base;
+  if (l->sent - l->head_seen < SHM_NSLOTS) return true;
+  l->head_seen = atomic_load_explicit(&l->sfifo->head, memory_order_acquire);
+  return l->sent - l->head_seen < SHM_NSLOTS;
+}
+
+static bool shm_recv_ready(struct hccl_link *base) {
+  struct shm_link *l = (struct shm_link *)base;
+  if (l->tail_seen != l->received) return true;
+  uint32_t tail = atomic_load_explicit(&l->rfifo->tail, memory_order_acquire);
+  if (tail == l->received) return false;
+  l->tail_seen = tail;
+  return true;
+}
+
+static bool shm_send_drained(struct hccl_link *base) {
+  struct shm_link *l = (struct shm_link *)base;
+  if (l->head_seen != l->sent)
+    l->head_seen = atomic_load_explicit(&l->sfifo->head, memory_order_acquire);
+  return l->head_seen == l->sent;
+}
+
+static HcclResult shm_send_drain(struct hccl_link *base, const struct hccl_wait *w) {
+  struct shm_link *l = (struct shm_link *)base;
+  while (!shm_send_drained(base))
+    HCCL_TRY(hccl__wait_change(&l->sfifo->head, &l->sfifo->send_waiting, l->head_seen, base->peer,
+                               w, shm_check));
+  return HCCL_SUCCESS;
+}
+
 static void wake_area(struct shm_area *a) {
   for (uint32_t i = 0; i < a->hdr->nfifos; i++) {
     hccl__wake_all(&a->fifos[i].tail);
@@ -341,7 +382,7 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
 static void shm_close(struct hccl_link *base) {
   struct shm_link *l = (struct shm_link *)base;
   struct shm_state *st = base->comm->shm;
-  if (st) st->by_rank[base->peer] = NULL;
+  if (st && l->channel == HCCL_CHANNEL_COLL) st->by_rank[base->peer] = NULL;
   if (l->pidfd >= 0) close(l->pidfd);
   munmap(l->peer.hdr, l->peer.bytes);
   free(l);
@@ -371,6 +412,10 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .send_commit = shm_send_commit,
     .recv_acquire = shm_recv_acquire,
     .recv_release = shm_recv_release,
+    .send_ready = shm_send_ready,
+    .recv_ready = shm_recv_ready,
+    .send_drained = shm_send_drained,
+    .send_drain = shm_send_drain,
     .abort = shm_abort,
     .check_abort = shm_check_abort,
     .close = shm_close,

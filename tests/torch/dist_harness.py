@@ -65,6 +65,10 @@ def run_ranks(script, case, n, timeout=120, env=None, init="env", kill=None):
                 os.killpg(procs[kill[0]].pid, signal.SIGKILL)
                 killed = True
             if now > timeout:
+                for p in procs:  # Python stacks of every rank still running, then the kill
+                    if p.poll() is None:
+                        os.kill(p.pid, signal.SIGUSR1)
+                time.sleep(1)
                 raise AssertionError("case %s on %d ranks ran past %d s:\n%s" % (
                     case, n, timeout, _collect(procs, outs, force=True).text()))
             time.sleep(0.02)
@@ -117,6 +121,8 @@ def init(kind=None, **kw):
 def worker_main(cases):
     """When started as a rank: runs cases[name]() and exits 0, or prints the error and exits 1."""
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         try:
             cases[sys.argv[2]]()
         except SystemExit:

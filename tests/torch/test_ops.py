@@ -206,12 +206,12 @@ def ops_case():
         for j in range(n):
             same(outs[j], value(j * 100 + rank, split(j, rank), dtype), "all_to_all %s from %d" % (tname, j))
 
-    # all_gather_coalesced: mixed dtypes and sizes.
-    ins = [value(rank, 5, torch.float32), value(rank, 0, torch.int64), value(rank, 3, torch.int8)]
+    # all_gather_coalesced: several sizes (torch requires one dtype).
+    ins = [value(rank, 5, torch.float32), value(rank, 0, torch.float32), value(rank, 3, torch.float32)]
     outl = [[torch.zeros_like(t) for t in ins] for _ in range(n)]
     dist.all_gather_coalesced(outl, ins)
     for r in range(n):
-        for t, o in zip([value(r, 5, torch.float32), value(r, 0, torch.int64), value(r, 3, torch.int8)], outl[r]):
+        for t, o in zip([value(r, 5, torch.float32), value(r, 0, torch.float32), value(r, 3, torch.float32)], outl[r]):
             same(o, t, "all_gather_coalesced from %d" % r)
 
     # objects (pickled bytes over broadcast / all_gather)
@@ -258,6 +258,12 @@ def ops_case():
             assert got == set(range(1, n)), got
         else:
             dist.send(value(rank, 4, torch.int64), 0)
+
+    # A Work dropped before it finished: the call still completes into the tensor, in order.
+    t = value(rank, 33333, torch.float32)
+    dist.all_reduce(t, async_op=True)  # handle discarded at once
+    dist.all_reduce(torch.zeros(1))
+    same(t, expect_reduce(33333, torch.float32, "SUM"), "all_reduce with its Work dropped")
 
     run(lambda asy: dist.barrier(async_op=asy), True)
     dist.barrier()

@@ -1,6 +1,8 @@
 /*
  * work.cpp - completion of torch_hccl's works and the finisher thread. See work.hpp.
  */
+#include <Python.h>
+
 #include "work.hpp"
 
 #include <stdexcept>
@@ -16,6 +18,10 @@ void throwHccl(HcclResult r, const std::string& what) {
 }
 
 Core::~Core() {
+  /* Python drops the last reference with the GIL held, and the finisher may need the GIL to
+   * free tensors that have Python objects: let go of it while joining and destroying. */
+  PyThreadState* saved = nullptr;
+  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_ = true;
@@ -29,6 +35,7 @@ Core::~Core() {
       finisher_.join();
   }
   HcclCommDestroy(comm_);
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 void Core::post(std::function<void()> job) {
@@ -60,7 +67,7 @@ HcclWork::HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std:
       outputs_(std::move(outputs)) {}
 
 HcclWork::~HcclWork() {
-  if (done_.load()) return;
+  if (done_.load() || reqs_.empty()) return; /* nothing in flight (or refused before a call) */
   /* Dropped before it finished: the library still writes into these tensors, so they (and
    * the requests) go to the finisher, which waits for them. */
   auto reqs = std::move(reqs_);
