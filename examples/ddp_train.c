@@ -131,6 +131,11 @@ static int compute_threads(const struct opts *o) {
     }                                                                                              \
   } while (0)
 
+/* Lets the allreduces in flight progress: see ddp_poll. */
+static void progress(void *ctx) {
+  ddp_poll(ctx);
+}
+
 /* Sum of v[0..n) over ranks, in place (a tiny blocking allreduce). */
 static HcclResult sum_over_ranks(HcclComm comm, float *v, int n) {
   return HcclAllReduce(v, v, (uint64_t)n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
@@ -184,6 +189,7 @@ int main(int argc, char **argv) {
   cfg.fp16_wire = o.fp16_wire;
   ddp_t *d;
   CHECK(ddp_create(comm, params, (size_t)(2 * o.layers), &cfg, &d));
+  mlp_set_progress(progress, d); /* between blocks of backward's matrix products */
   if (rank == 0)
     printf("ddp_train: %u ranks, %d rows each, %d compute threads per rank, %.2f M parameters, "
            "%zu buckets, overlap %s, wire %s\n",

@@ -83,10 +83,20 @@ void mlp_set_threads(int n) {
   g_pool.nthreads = n;
 }
 
+static void (*g_progress)(void *);
+static void *g_progress_ctx;
+
+void mlp_set_progress(void (*fn)(void *ctx), void *ctx) {
+  g_progress = fn;
+  g_progress_ctx = ctx;
+}
+
 static void pool_run(int ntasks, task_fn fn, void *ctx) {
   if (g_pool.nthreads == 1 || ntasks == 1) {
-    for (int t = 0; t < ntasks; t++)
+    for (int t = 0; t < ntasks; t++) {
       fn(ctx, t);
+      if (g_progress) g_progress(g_progress_ctx);
+    }
     return;
   }
   pthread_mutex_lock(&g_pool.mu);

@@ -26,6 +26,11 @@ typedef struct {
 /* Sets the kernels' thread count (1 = no threads). Call once, before any other call. */
 void mlp_set_threads(int n);
 
+/* fn(ctx) is called between blocks of every matrix product (about every 0.1-0.5 ms of work)
+ * when the kernels run on the calling thread alone: the training loop lets communication
+ * progress from there. NULL turns it off. */
+void mlp_set_progress(void (*fn)(void *ctx), void *ctx);
+
 /* Allocates the model for up to `batch` rows and initialises the weights (He normal, from
  * `seed`; biases 0). The initial values depend only on dims and seed. Returns 0 or -1. */
 int mlp_create(mlp_t *m, int nlayers, const int *dims, int batch, uint64_t seed);

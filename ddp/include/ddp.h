@@ -65,18 +65,29 @@ typedef struct {
 /* Knobs. Fill with ddp_config_init, then change fields. Fields that change what goes on the
  * wire (caps, fp16_wire) must agree on every rank; ddp_create checks. */
 typedef struct {
-  size_t size;                     /* sizeof(ddp_config), set by ddp_config_init */
-  uint64_t bucket_cap_bytes;       /* a bucket is closed once it holds this many bytes: 25 MiB */
-  uint64_t first_bucket_cap_bytes; /* the same for the first bucket of each dtype: 1 MiB */
-  int grad_as_bucket_view;         /* 1 (default): gradients live in the buckets (ddp_grad gives the
-                                      view), no copies; 0: the caller's ddp_param.grad buffers, copied
-                                      in at ready and out at finish */
-  int overlap;                     /* 1 (default): a bucket starts when its gradients are ready;
-                                      0: every bucket starts in ddp_finish (for comparison) */
-  int rebuild_buckets;             /* 1 (default): after the first step, rebuild the buckets in the
-                                      order rank 0's gradients became ready */
-  int fp16_wire;                   /* 0 (default); 1: fp32 buckets travel as fp16 (pre-divided) */
-  int check_finite; /* 1 (default): ddp_finish reports inf/nan in the reduced grads */
+  /* sizeof(ddp_config), set by ddp_config_init */
+  size_t size;
+  /* A bucket is closed once it holds at least this many bytes: 25 MiB. */
+  uint64_t bucket_cap_bytes;
+  /* The same for the first bucket of each dtype: 1 MiB. */
+  uint64_t first_bucket_cap_bytes;
+  /* 1 (default): gradients live in the buckets (ddp_grad gives the view), no copies.
+   * 0: the caller's ddp_param.grad buffers, copied in at ready and out at finish. */
+  int grad_as_bucket_view;
+  /* 1 (default): a bucket starts as soon as its gradients are ready. 0: every bucket starts in
+   * ddp_finish (no overlap, for comparison). */
+  int overlap;
+  /* 1 (default): after the first step, rebuild the buckets in the order in which rank 0's
+   * gradients became ready. */
+  int rebuild_buckets;
+  /* 0 (default). 1: fp32 buckets travel as fp16, divided by the world size before the
+   * conversion; the error this adds is measured in docs/ddp.md. */
+  int fp16_wire;
+  /* 1 (default): ddp_finish reports inf/nan in the reduced gradients. */
+  int check_finite;
+  /* 1 (default): ddp_poll yields the CPU while a bucket is in flight (lets the communication
+   * thread run where it shares a core with backward). */
+  int poll_yield;
 } ddp_config;
 
 /* Statistics of one step, as PyTorch DDP's logging data. Times in seconds, CLOCK_MONOTONIC.
@@ -129,8 +140,12 @@ DDP_API HcclResult ddp_backward_begin(ddp_t *d, int sync);
  * and the step): i out of range, no step begun, i already marked in this step. */
 DDP_API HcclResult ddp_grad_ready(ddp_t *d, size_t i);
 
-/* Tests the buckets in flight (records completion times, finishes completed buckets). Never
- * blocks; call it inside a long computation for sharper statistics. */
+/* Tests the buckets in flight (records completion times, finishes completed buckets) and,
+ * while one is still running and poll_yield is on, yields the CPU once (sched_yield), so that
+ * libhccl's worker thread, when it shares this core, runs now instead of at the end of this
+ * thread's time slice. Never blocks. Call it inside long computations (every ~0.1-1 ms of
+ * backward): it is what lets communication progress during backward on a machine with fewer
+ * cores than threads, and it sharpens the statistics. */
 DDP_API HcclResult ddp_poll(ddp_t *d);
 
 /* Ends the step: waits for every bucket, leaves every gradient divided by the world size

@@ -25,6 +25,7 @@ void ddp_config_init(ddp_config *cfg) {
   cfg->rebuild_buckets = 1;
   cfg->fp16_wire = 0;
   cfg->check_finite = 1;
+  cfg->poll_yield = 1;
 }
 
 enum { H_NPARAMS, H_CAP, H_FIRST_CAP, H_FP16_WIRE, H_BAD, H_FIELDS };
