@@ -81,12 +81,17 @@ static HcclResult agree(ddp_t *d, const ddp_param *params, uint64_t bad, const c
                                                "first_bucket_cap_bytes", "fp16_wire", ""};
     for (int f = 0; f < H_BAD; f++) {
       if (h0[f] == h[f]) continue;
-      uint64_t a = h0[f], b = h[f];
+      uint64_t v0 = h0[f], v = h[f];
       free(all);
+      if (f == H_NPARAMS)
+        return ddp__fail(HCCL_E_PARA,
+                         "ddp_create: rank 0 registered %" PRIu64 " parameters but rank %u "
+                         "registered %" PRIu64 "; every rank must register the same parameters",
+                         v0, r, v);
       return ddp__fail(HCCL_E_PARA,
-                       "ddp_create: rank 0 has %" PRIu64 " %s, rank %u has %" PRIu64
-                       "; every rank must register the same parameters with the same knobs",
-                       a, what[f], r, b);
+                       "ddp_create: %s is %" PRIu64 " on rank 0 but %" PRIu64
+                       " on rank %u; every rank must use the same bucket caps and wire format",
+                       what[f], v0, v, r);
     }
   }
   free(all);
