@@ -12,7 +12,8 @@
  *   npu-launch --device-list 0-3 -- ddp_train --steps 40 --global-batch 64
  *
  * Options: --steps N (40), --global-batch B (64), --bucket-mb X (4), --no-overlap,
- * --fp16-wire, --trace FILE (Chrome trace of the last step), --lr X (0.05), --hidden H (1024),
+ * --fp16-wire, --trace FILE (Chrome trace of the last step), --lr X (0.05, reached after a
+ * linear warm-up of 5 steps), --hidden H (1024),
  * --layers L (5), --threads T (compute threads per rank: OMP_NUM_THREADS, else the CPUs this
  * rank may run on). Rank 0 prints `step K loss X` for every step, then `final loss X` (the loss
  * after the last update, on the next global batch), the mean step time and its parts over
@@ -35,6 +36,7 @@
 
 #define DATA_SEED 20240607ull
 #define INIT_SEED 7ull
+#define WARMUP_STEPS 5
 
 struct opts {
   int steps, global_batch, overlap, fp16_wire, hidden, layers, threads;
@@ -217,9 +219,11 @@ int main(int argc, char **argv) {
     if (nonfinite) {
       fprintf(stderr, "ddp_train: step %d: inf/nan in the gradients; step skipped\n", step);
     } else {
+      /* linear warm-up over the first WARMUP_STEPS steps, as large-batch SGD recipes do */
+      float lr = (float)(o.lr * (step < WARMUP_STEPS ? (step + 1.0) / WARMUP_STEPS : 1.0));
       for (int l = 0; l < o.layers; l++) {
-        mlp_sgd(m.w[l], ddp_grad(d, 2 * l), (uint64_t)dims[l] * dims[l + 1], (float)o.lr);
-        mlp_sgd(m.b[l], ddp_grad(d, 2 * l + 1), (uint64_t)dims[l + 1], (float)o.lr);
+        mlp_sgd(m.w[l], ddp_grad(d, 2 * l), (uint64_t)dims[l] * dims[l + 1], lr);
+        mlp_sgd(m.b[l], ddp_grad(d, 2 * l + 1), (uint64_t)dims[l + 1], lr);
       }
     }
     double t1 = now_s();

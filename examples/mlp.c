@@ -303,7 +303,9 @@ int mlp_create(mlp_t *m, int nlayers, const int *dims, int batch, uint64_t seed)
     m->w[l] = falloc(in * out);
     m->b[l] = falloc(out);
     if (!m->w[l] || !m->b[l]) return -1;
-    float sd = sqrtf(2.0f / (float)in);
+    /* He normal for the ReLU layers; the output layer 10x smaller, so the first logits are
+     * near zero and the loss starts near log(classes) */
+    float sd = sqrtf(2.0f / (float)in) * (l + 1 == nlayers ? 0.1f : 1.0f);
     for (uint64_t k = 0; k < in * out; k++)
       m->w[l][k] = sd * gauss(seed, 1000 + l, k);
   }
