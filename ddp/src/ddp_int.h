@@ -65,7 +65,8 @@ struct ddp {
 /* ---- error.c ---- */
 /* Formats the message, keeps it for ddp_last_error(), prints it to stderr, returns code. */
 HcclResult ddp__fail(HcclResult code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A libhccl call failed: keeps "<what>: <libhccl's message>" and returns code. */
+/* A libhccl call failed (libhccl logged it): keeps "<what>: <libhccl's message>" for
+ * ddp_last_error() without logging again, and returns code. */
 HcclResult ddp__fail_hccl(HcclResult code, const char *what);
 double ddp__now(void);
 

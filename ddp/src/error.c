@@ -1,9 +1,9 @@
 /*
  * error.c - how the DDP layer reports a failure: the function that first sees it formats one
  * line naming the value and the rule, prints it once to stderr and keeps it (per thread) for
- * ddp_last_error(); callers pass the code up. A failed libhccl call is reported with
- * libhccl's own message appended, so the line says both what the layer was doing and why the
- * collective failed.
+ * ddp_last_error(); callers pass the code up. A failed libhccl call was already logged by
+ * libhccl; the layer keeps, without logging again, a line that says both what it was doing
+ * and libhccl's reason.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,9 +24,11 @@ HcclResult ddp__fail(HcclResult code, const char *fmt, ...) {
 }
 
 HcclResult ddp__fail_hccl(HcclResult code, const char *what) {
+  /* libhccl logged the failure where it saw it; this keeps the combined line, silently. */
   const char *m = HcclGetLastErrorMessage();
-  return ddp__fail(code, "%s: %s (%s)", what, m && *m ? m : HcclGetErrorString(code),
-                   HcclGetErrorString(code));
+  snprintf(g_last, sizeof(g_last), "%s: %s (%s)", what, m && *m ? m : HcclGetErrorString(code),
+           HcclGetErrorString(code));
+  return code;
 }
 
 const char *ddp_last_error(void) {
