@@ -4,6 +4,7 @@
  * on the caller's thread, after any queued asynchronous calls; a call with a request goes to
  * the communicator's FIFO, run by one worker thread started on first use.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,15 @@ static void *worker_main(void *arg) {
       pthread_cond_wait(&c->qcond, &c->qlock);
       continue;
     }
+    /* A caller that waits at once (every blocking torch call) would find the call already
+     * taken and sleep: give it the core once first, so it runs the call itself (coll_help).
+     * Measured with a 2-rank torch all_reduce of 4 KiB: 22-26 us without the yield, 6-11 us
+     * with one; a second yield gained nothing. */
+    struct hccl_coll_req *head = c->qhead;
+    pthread_mutex_unlock(&c->qlock);
+    sched_yield();
+    pthread_mutex_lock(&c->qlock);
+    if (c->qhead != head || c->worker_busy) continue;
     run_head_locked(c);
   }
   pthread_mutex_unlock(&c->qlock);
