@@ -1,7 +1,7 @@
 /*
- * store_mem.c - an in-process store (struct hccl_store) for tests and single-process use.
+ * mem.c - an in-process store (struct hccl_store) for tests and single-process use.
  *
- * Same behaviour as the TCP store: same key and value limits (store_proto.h), GET waits for
+ * Same behaviour as the TCP store: same key and value limits (wire.h), GET waits for
  * the key until its deadline, ADD keeps its counter as decimal text. Entries live in a linked
  * list under one mutex; a condition variable on CLOCK_MONOTONIC (so a wall-clock jump cannot
  * stretch or cut a deadline) is broadcast on every SET and ADD. Any number of threads may use
@@ -16,7 +16,7 @@
 
 #include "log.h"
 #include "store.h"
-#include "store_proto.h"
+#include "wire.h"
 
 struct mem_entry {
   struct mem_entry *next;

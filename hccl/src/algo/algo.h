@@ -50,7 +50,7 @@ struct hccl_blocks {
   size_t esz;
 };
 
-/* Data-moving collectives of algo_a2a.c; p->esz must be 1 (sizes in bytes). */
+/* Data-moving collectives of a2a.c; p->esz must be 1 (sizes in bytes). */
 HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                                void *recv, size_t bytes, uint32_t root);
 HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, const void *send,

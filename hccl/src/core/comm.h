@@ -81,9 +81,6 @@ struct hccl_comm {
   struct hccl_p2p *p2p_engine;
 };
 
-/* Finishes queued calls and stops the worker thread (coll.c); destroy calls it first. */
-void hccl__coll_shutdown(struct hccl_comm *comm);
-
 /* Marks the communicator broken after a failed collective, keeping the last error message,
  * and tells every peer (transport abort) so their waits fail too. */
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);

@@ -1,5 +1,5 @@
 /*
- * algo_hd.c - the latency-side algorithms: recursive halving-doubling allreduce
+ * hd.c - the latency-side algorithms: recursive halving-doubling allreduce
  * (Rabenseifner), recursive doubling for messages of one slot, binomial-tree broadcast and
  * reduce, and the dissemination barrier.
  *

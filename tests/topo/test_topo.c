@@ -1,5 +1,5 @@
 /*
- * test_topo.c - the topology module (hccl/src/topo.c): parsing good and bad documents, loading
+ * test_topo.c - the topology module (hccl/src/topo/topo.c): parsing good and bad documents, loading
  * by name and by path, the flat server, the device-list rules of check_devices, and the ring
  * order's group crossings.
  *

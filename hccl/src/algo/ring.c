@@ -1,5 +1,5 @@
 /*
- * algo_ring.c - ring allreduce (reduce-scatter then allgather, fused per round), ring
+ * ring.c - ring allreduce (reduce-scatter then allgather, fused per round), ring
  * reduce-scatter, ring allgather, and the pipelined chains for broadcast and reduce.
  *
  * The buffer is cut into p blocks (block j belongs to rank j; sizes differ by at most one

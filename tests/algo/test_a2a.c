@@ -1,5 +1,5 @@
 /*
- * test_a2a.c - multi-process correctness of the collectives of algo_a2a.c (gather, scatter,
+ * test_a2a.c - multi-process correctness of the collectives of algo/a2a.c (gather, scatter,
  * all-to-all, all-to-all-v), through the public header only.
  *
  * The sweep forks 1, 2, 4 and 8 ranks with HCCL_BUFFSIZE=1 and, in one communicator, runs

@@ -1,5 +1,5 @@
 /*
- * algo_a2a.c - the collectives where every rank has something different for every other:
+ * a2a.c - the collectives where every rank has something different for every other:
  * gather and scatter (direct, to and from the root), and all-to-all(v) (pairwise).
  *
  * Gather: each non-root sends its block straight to the root over its own link; the root

@@ -1,5 +1,5 @@
 /*
- * transport_shm.c - "device links" between the ranks of one server: shared memory between
+ * shm.c - "device links" between the ranks of one server: shared memory between
  * their processes.
  *
  * Each rank owns one receive area, a memfd (never a name in /dev/shm, so nothing can be left

@@ -1,5 +1,5 @@
 /*
- * store_ext.c - a store the caller owns (HcclStore: torch's c10d store, a scheduler's key-value
+ * external.c - a store the caller owns (HcclStore: torch's c10d store, a scheduler's key-value
  * store) behind the internal store ops table, so the bootstrap talks to it exactly as to the
  * TCP store. Closing the adapter frees the adapter only: the caller keeps its store.
  */

@@ -1,6 +1,6 @@
 /*
- * store_server.c - the store server: a libuv loop on a thread of its own that answers the
- * requests of store_tcp.c clients (wire format in store_proto.h).
+ * server.c - the store server: a libuv loop on a thread of its own that answers the
+ * requests of client.c clients (wire format in wire.h).
  *
  * Everything below runs on the loop thread, except start (which binds and listens on the
  * caller's thread, so that "address in use" comes back as a result) and stop (which only
@@ -33,7 +33,7 @@
 
 #include "log.h"
 #include "store.h"
-#include "store_proto.h"
+#include "wire.h"
 
 #define LISTEN_BACKLOG 1024
 #define FIRST_BUCKETS 256

@@ -1,6 +1,6 @@
 /*
- * store_tcp.c - the TCP store client: a struct hccl_store that talks to store_server.c over
- * one blocking-style TCP connection (wire format in store_proto.h).
+ * client.c - the TCP store client: a struct hccl_store that talks to server.c over
+ * one blocking-style TCP connection (wire format in wire.h).
  *
  * No event loop: the socket is non-blocking and every wait is a poll() bounded by a deadline
  * on CLOCK_MONOTONIC, so no call can hang on a dead or silent server. EINTR and short reads
@@ -16,7 +16,7 @@
  *
  * Beyond store.h: a timeout_ms below 0 is refused (HCCL_E_PARA; every wait has a deadline),
  * values returned by get have a NUL after their last byte (not counted in *len), and a
- * value written by add reads back as decimal text. The same holds for store_mem.c.
+ * value written by add reads back as decimal text. The same holds for mem.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +35,7 @@
 
 #include "log.h"
 #include "store.h"
-#include "store_proto.h"
+#include "wire.h"
 
 #define MIN_IO_TIMEOUT_MS 30000
 #define BACKOFF_FIRST_MS 10
@@ -62,7 +62,7 @@ static int left_ms(int64_t deadline) {
   return left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
-/* See store_proto.h. */
+/* See wire.h. */
 HcclResult hccl__store_resolve(const char *host, uint16_t port, int passive, const char *role,
                                struct addrinfo **out) {
   char service[8];

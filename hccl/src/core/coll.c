@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "coll.h"
 #include "comm.h"
 #include "log.h"
 #include "request.h"

@@ -1,5 +1,5 @@
 /*
- * test_reduce.c - tests for the reduction kernels (hccl/src/reduce.c).
+ * test_reduce.c - tests for the reduction kernels (hccl/src/algo/reduce.c).
  *
  * Every kernel is checked against a reference written the slow, obvious way: integers in
  * wider types with an explicit wrap, float32 in double (exact for one + or *, then rounded

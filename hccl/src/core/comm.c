@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "algo.h"
+#include "coll.h"
 #include "comm.h"
 #include "log.h"
 #include "p2p.h"
