@@ -14,7 +14,7 @@ step() { echo "== $*"; }
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
 libdir=$(dirname "$(find "$prefix" -name 'libhccl.so' | head -1)")
-for f in include/hccl.h bin/npu-launch bin/allreduce_perf; do
+for f in include/hccl.h include/ddp.h bin/npu-launch bin/allreduce_perf; do
   test -e "$prefix/$f" || { echo "missing $prefix/$f"; exit 1; }
 done
 soname=$(objdump -p "$libdir/libhccl.so" | awk '/SONAME/ {print $2}')
@@ -26,6 +26,13 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -Wall -Werror -o "$tmp/hello_pc" "$src/hello_hccl.c" $(pkg-config --cflags --libs hccl) \
   -Wl,-rpath,"$libdir"
 "$prefix/bin/npu-launch" --device-list 0,1 -- "$tmp/hello_pc"
+
+step "the DDP layer: ddp.h with -lhccl_ddp"
+printf '#include <ddp.h>\nint main(void) { ddp_t *d; return ddp_create(NULL, NULL, 0, NULL, &d) == HCCL_SUCCESS; }\n' >"$tmp/ddp_link.c"
+# libhccl_ddp needs libhccl.so.0 itself; a runpath does not reach a library's own
+# dependencies, so the temporary prefix goes on LD_LIBRARY_PATH (in /usr/local ld.so finds both)
+cc -Wall -Werror -o "$tmp/ddp_link" "$tmp/ddp_link.c" $(pkg-config --cflags --libs hccl) -lhccl_ddp
+LD_LIBRARY_PATH="$libdir" "$tmp/ddp_link"
 
 step "find_package(hccl)"
 cmake -S "$src" -B "$tmp/fp" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
