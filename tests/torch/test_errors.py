@@ -76,7 +76,7 @@ def timeout_case():
     took = time.monotonic() - start
     print("rank %d: after %.1f s: %s" % (rank, took, msg))
     if rank == 0:
-        assert "timed out" in msg and "rank 1" in msg, msg
+        assert "timed out after 3 s" in msg and "rank 1" in msg and "execTimeoutMs" in msg, msg
         assert 2.5 < took < 7, took
     else:
         assert took < 3, took  # the peer's failure is already known

@@ -577,7 +577,10 @@ static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *c
                                                            : cf->execTimeoutMs));
   if (cf->bufferSizeMB) cfg->buffsize = (size_t)cf->bufferSizeMB << 20;
   if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
-  if (cf->execTimeoutMs) cfg->exec_timeout_ms = cf->execTimeoutMs;
+  if (cf->execTimeoutMs) {
+    cfg->exec_timeout_ms = cf->execTimeoutMs;
+    cfg->exec_timeout_src = "HcclCommConfig.execTimeoutMs";
+  }
   return HCCL_SUCCESS;
 }
 

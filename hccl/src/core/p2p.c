@@ -195,13 +195,13 @@ static HcclResult timed_out(struct hccl_p2p *e, struct p2p_op *op) {
   struct hccl_comm *c = e->comm;
   if (op->peer == NO_PEER)
     return hccl__fail(HCCL_E_TIMEOUT,
-                      "%s on rank %u timed out after %lld s (HCCL_EXEC_TIMEOUT): no rank sent "
-                      "to it",
-                      op->what, c->rank, (long long)(c->cfg.exec_timeout_ms / 1000));
+                      "%s on rank %u timed out after %.3g s (%s): no rank sent to it", op->what,
+                      c->rank, (double)c->cfg.exec_timeout_ms / 1000, c->cfg.exec_timeout_src);
   return hccl__fail(HCCL_E_TIMEOUT,
-                    "%s on rank %u timed out after %lld s (HCCL_EXEC_TIMEOUT) with %zu of %zu "
-                    "bytes moved; rank %u did not make the matching %s, or is stuck",
-                    op->what, c->rank, (long long)(c->cfg.exec_timeout_ms / 1000), moved_bytes(op),
+                    "%s on rank %u timed out after %.3g s (%s) with %zu of %zu bytes moved; "
+                    "rank %u did not make the matching %s, or is stuck",
+                    op->what, c->rank, (double)c->cfg.exec_timeout_ms / 1000,
+                    c->cfg.exec_timeout_src, moved_bytes(op),
                     op->bytes, op->peer, op->kind == P2P_SEND ? "receive" : "send");
 }
 

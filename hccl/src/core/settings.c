@@ -178,6 +178,7 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
   v = 1836;
   HCCL_TRY(env_int("HCCL_EXEC_TIMEOUT", 1, 2147483, &v, NULL));
   s->exec_timeout_ms = v * 1000;
+  s->exec_timeout_src = "HCCL_EXEC_TIMEOUT";
   v = 200;
   HCCL_TRY(env_int("HCCL_BUFFSIZE", 1, 65536, &v, NULL));
   s->buffsize = (size_t)v << 20;

@@ -21,6 +21,7 @@ enum hccl_algo_choice { HCCL_ALGO_AUTO = 0, HCCL_ALGO_RING = 1, HCCL_ALGO_HD = 2
 struct hccl_settings {
   int64_t connect_timeout_ms; /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
   int64_t exec_timeout_ms;    /* HCCL_EXEC_TIMEOUT, seconds in the variable */
+  const char *exec_timeout_src; /* where exec_timeout_ms came from, for messages */
   size_t buffsize;            /* HCCL_BUFFSIZE, MB in the variable, bytes here */
   enum hccl_algo_choice algo; /* HCCL_ALGO */
   char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */

@@ -75,9 +75,10 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     if (left <= 0) {
       atomic_store(waiting, 0);
       return hccl__fail(HCCL_E_TIMEOUT,
-                        "%s timed out after %lld s waiting for rank %u (HCCL_EXEC_TIMEOUT); "
+                        "%s timed out after %.3g s waiting for rank %u (%s); "
                         "rank %u did not reach this call, or is stuck",
-                        w->what, (long long)(w->comm->cfg.exec_timeout_ms / 1000), peer, peer);
+                        w->what, (double)w->comm->cfg.exec_timeout_ms / 1000, peer,
+                        w->comm->cfg.exec_timeout_src, peer);
     }
     int64_t slice = left < 10000000 ? left : 10000000;
     struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
