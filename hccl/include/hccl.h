@@ -16,6 +16,12 @@
  * calling thread. After a collective fails (timeout, dead peer) the communicator is unusable
  * and must be destroyed, as with NCCL's asynchronous errors.
  *
+ * Ranks must make the same collective calls in the same order with the same count, data
+ * type, reduction and root. Each message carries its call's fingerprint, so a difference fails
+ * on every rank before any data is mixed (HCCL_E_PARA where it is seen, HCCL_E_REMOTE on the
+ * others), and every rank's message names both ranks, both calls and the fields that differ. A rank whose own part of the call was complete and right (a
+ * broadcast's root whose receivers agree with it) may finish that call; its next call fails.
+ *
  * A communicator is used by one thread at a time.
  */
 #ifndef HCCL_H

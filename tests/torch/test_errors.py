@@ -60,8 +60,20 @@ def mismatch_case():
     t = torch.ones(1000 * (rank + 1))
     msg = expect_error(lambda: dist.all_reduce(t), "hccl allreduce failed")
     print("rank %d: %s" % (rank, msg))
+    # The fingerprint names both calls and the field, on every rank.
+    assert "mismatched collectives" in msg and "count 1000" in msg and "count 2000" in msg, msg
+    assert "they differ in count" in msg, msg
     # The communicator is broken now: the next call says so at once.
     expect_error(lambda: dist.all_reduce(torch.ones(2)), "failed earlier")
+    # Another collective on one rank, in a fresh group: a broadcast against an all_reduce.
+    g = dist.new_group(list(range(n)))
+    t = torch.ones(64)
+    if rank == n - 1:
+        msg = expect_error(lambda: dist.broadcast(t, src=0, group=g), "hccl broadcast failed")
+    else:
+        msg = expect_error(lambda: dist.all_reduce(t, group=g), "hccl allreduce failed")
+    assert "mismatched collectives" in msg and "broadcast" in msg and "allreduce" in msg, msg
+    assert "rank %d" % (n - 1) in msg, msg
     print("rank %d ok" % rank)
 
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "fingerprint.h"
 #include "log.h"
 
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
@@ -16,7 +17,10 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
   size_t count = bytes / p->esz;
   if (recv_from) {
     size_t got;
-    HCCL_TRY(recv_from->ops->recv_acquire(recv_from, &src, &got, p->w));
+    struct hccl_stamp st;
+    HCCL_TRY(recv_from->ops->recv_acquire(recv_from, &src, &got, &st, p->w));
+    if (!hccl__fp_match(&p->stamp, &st))
+      return hccl__fp_mismatch(p->w->comm, recv_from->peer, &p->stamp, &st);
     if (got != bytes)
       return hccl__fail(HCCL_E_INTERNAL,
                         "%s on rank %u: rank %u sent a message of %zu bytes where %zu were "
@@ -38,7 +42,7 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
     if (dst) memcpy(dst, v, bytes);
   }
 
-  if (send_to) send_to->ops->send_commit(send_to, bytes);
+  if (send_to) send_to->ops->send_commit(send_to, bytes, &p->stamp);
   if (recv_from) recv_from->ops->recv_release(recv_from);
   return HCCL_SUCCESS;
 }

@@ -23,11 +23,13 @@ struct hccl_prim {
   const struct hccl_wait *w;
   hccl__reduce_fn reduce; /* NULL for data-moving collectives */
   size_t esz;             /* element size */
+  struct hccl_stamp stamp; /* the call's fingerprint (core/fingerprint.h); zero: unchecked */
 };
 
 /* recv_from / send_to may be NULL (no receive / no send); local and out may be NULL. bytes is
  * the size of this message (a multiple of esz, at most the slot size). Fails, naming the peer,
- * when a received message has a size other than `bytes` (the ranks' call sequences differ). */
+ * when a received message's stamp differs from p->stamp (the ranks called different
+ * collectives: the message names both calls) or its size from `bytes`. */
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
                            struct hccl_link *send_to, const void *local, void *out, size_t bytes);
 

@@ -12,29 +12,14 @@
 #include "algo.h"
 #include "coll.h"
 #include "comm.h"
+#include "fingerprint.h"
 #include "log.h"
 #include "request.h"
 #include "reduce.h"
 #include "wait.h"
 
-enum coll_kind {
-  K_ALLREDUCE,
-  K_BROADCAST,
-  K_ALLGATHER,
-  K_REDUCE_SCATTER,
-  K_REDUCE,
-  K_BARRIER,
-  K_GATHER,
-  K_SCATTER,
-  K_ALLTOALL,
-  K_ALLTOALLV
-};
-static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce-scatter",
-                                         "reduce",    "barrier",   "gather",    "scatter",
-                                         "alltoall",  "alltoallv"};
-
 struct hccl_op {
-  enum coll_kind kind;
+  enum hccl_coll_kind kind;
   const void *send;
   void *recv;
   size_t count;    /* alltoall: sendCount */
@@ -59,27 +44,28 @@ struct hccl_coll_req {
 
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   struct hccl_wait w = {.comm = c,
-                        .what = kind_names[o->kind],
+                        .what = hccl__coll_kind_name(o->kind),
                         .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL};
-  size_t esz = o->kind == K_BARRIER ? 1 : hccl__dtype_size(o->dt);
+  size_t esz = o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt);
   struct hccl_prim p = {.w = &w, .esz = esz, .reduce = NULL};
-  if (o->kind == K_ALLREDUCE || o->kind == K_REDUCE || o->kind == K_REDUCE_SCATTER)
+  if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
   size_t bytes = o->count * esz;
   uint32_t n = c->nranks;
 
   struct hccl_prim move = {.w = &w, .esz = 1, .reduce = NULL};
+  p.stamp = move.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
   switch (o->kind) {
-  case K_GATHER:
+  case HCCL_K_GATHER:
     return hccl__direct_gather(c, &move, o->send, o->recv, bytes, o->root);
-  case K_SCATTER:
+  case HCCL_K_SCATTER:
     return hccl__direct_scatter(c, &move, o->send, o->recv, bytes, o->root);
-  case K_ALLTOALL: {
+  case HCCL_K_ALLTOALL: {
     struct hccl_blocks sb = {NULL, NULL, o->count, esz};
     struct hccl_blocks rb = {NULL, NULL, o->recv_count, hccl__dtype_size(o->recv_dt)};
     return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
   }
-  case K_ALLTOALLV: {
+  case HCCL_K_ALLTOALLV: {
     struct hccl_blocks sb = {o->v, o->v + n, 0, esz};
     struct hccl_blocks rb = {o->v + 2 * n, o->v + 3 * n, 0, hccl__dtype_size(o->recv_dt)};
     return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
@@ -89,33 +75,51 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   }
 
   if (n == 1) {
-    size_t total = o->kind == K_BARRIER || o->kind == K_BROADCAST ? 0 : bytes;
+    size_t total = o->kind == HCCL_K_BARRIER || o->kind == HCCL_K_BROADCAST ? 0 : bytes;
     if (total && o->recv && o->recv != o->send) memcpy(o->recv, o->send, total);
     return HCCL_SUCCESS;
   }
   switch (o->kind) {
-  case K_ALLREDUCE:
+  case HCCL_K_ALLREDUCE:
     if (hccl__select_allreduce(c, bytes) == HCCL_ALGO_KIND_HD)
       return hccl__hd_allreduce(c, &p, o->send, o->recv, o->count);
     return hccl__ring_allreduce(c, &p, o->send, o->recv, o->count);
-  case K_REDUCE_SCATTER:
+  case HCCL_K_REDUCE_SCATTER:
     return hccl__ring_reduce_scatter(c, &p, o->send, o->recv, o->count);
-  case K_ALLGATHER:
+  case HCCL_K_ALLGATHER:
     return hccl__ring_allgather(c, &p, o->send, o->recv, o->count);
-  case K_BROADCAST:
+  case HCCL_K_BROADCAST:
     if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
       return hccl__binomial_broadcast(c, &p, o->recv, o->count, o->root);
     return hccl__chain_broadcast(c, &p, o->recv, o->count, o->root);
-  case K_REDUCE:
+  case HCCL_K_REDUCE:
     if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
       return hccl__binomial_reduce(c, &p, o->send, o->recv, o->count, o->root);
     return hccl__chain_reduce(c, &p, o->send, o->recv, o->count, o->root);
-  case K_BARRIER:
+  case HCCL_K_BARRIER:
     return hccl__dissemination_barrier(c, &p);
   default:
     break;
   }
   return hccl__fail(HCCL_E_INTERNAL, "unknown collective %d", (int)o->kind);
+}
+
+/* A rooted collective's result on most ranks does not depend on every rank's messages (a
+ * broadcast's receiver needs only the root's data), so a rank could finish it while a peer it
+ * sent to rejects the message (a mismatched call, fingerprint.h). Waiting until every message
+ * it sent was accepted makes the call fail on every rank or on none. The other collectives
+ * need no such wait: every rank's result depends on messages from every rank. */
+static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
+  if (c->nranks == 1 || !(o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
+                          o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER))
+    return HCCL_SUCCESS;
+  struct hccl_wait w = {.comm = c,
+                        .what = hccl__coll_kind_name(o->kind),
+                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL};
+  struct hccl_prim p = {.w = &w, .esz = 1};
+  for (uint32_t r = 0; r < c->nranks; r++)
+    if (c->links[r]) HCCL_TRY(hccl__prim_drain(&p, c->links[r]));
+  return HCCL_SUCCESS;
 }
 
 static HcclResult check_aborts(struct hccl_comm *c, const char *what) {
@@ -130,13 +134,15 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
     return hccl__fail(HCCL_E_REMOTE,
                       "%s on rank %u refused: the communicator failed earlier (%s); destroy it "
                       "and make a new one",
-                      kind_names[o->kind], c->rank, c->broken_msg);
+                      hccl__coll_kind_name(o->kind), c->rank, c->broken_msg);
   /* A peer's abort is read before (it may have failed this very call already) and after (a
    * call that never had to wait would not otherwise see it): one rank never succeeds at a
    * call another has failed. */
-  HcclResult r = check_aborts(c, kind_names[o->kind]);
+  HcclResult r = check_aborts(c, hccl__coll_kind_name(o->kind));
+  c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
   if (r == HCCL_SUCCESS) r = run_op(c, o);
-  if (r == HCCL_SUCCESS) r = check_aborts(c, kind_names[o->kind]);
+  if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
+  if (r == HCCL_SUCCESS) r = check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
 }
@@ -249,7 +255,7 @@ static HcclResult submit(struct hccl_comm *c, const struct hccl_op *o, HcclReque
   /* Count 0 moves nothing and returns at once on every rank. A barrier always runs, and so
    * does an alltoallv: its counts differ per rank, and a rank with nothing to send or receive
    * still owes its peers one empty message each. */
-  bool noop = o->count == 0 && o->kind != K_BARRIER && o->kind != K_ALLTOALLV;
+  bool noop = o->count == 0 && o->kind != HCCL_K_BARRIER && o->kind != HCCL_K_ALLTOALLV;
   if (req) {
     if (noop) return done_request(c, req);
     return enqueue(c, o, req);
@@ -342,7 +348,7 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
   HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op));
   HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
                       "recvBuf"));
-  struct hccl_op o = {.kind = K_ALLREDUCE,
+  struct hccl_op o = {.kind = HCCL_K_ALLREDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = count,
@@ -358,7 +364,7 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
   HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf"));
   struct hccl_op o = {
-      .kind = K_BROADCAST, .send = buf, .recv = buf, .count = count, .dt = dataType, .root = root};
+      .kind = HCCL_K_BROADCAST, .send = buf, .recv = buf, .count = count, .dt = dataType, .root = root};
   return submit(comm, &o, request);
 }
 
@@ -369,7 +375,7 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
   HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
                       "sendBuf", "recvBuf"));
   struct hccl_op o = {
-      .kind = K_ALLGATHER, .send = sendBuf, .recv = recvBuf, .count = sendCount, .dt = dataType};
+      .kind = HCCL_K_ALLGATHER, .send = sendBuf, .recv = recvBuf, .count = sendCount, .dt = dataType};
   return submit(comm, &o, request);
 }
 
@@ -380,7 +386,7 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
   HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op));
   HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
                       recvBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {.kind = K_REDUCE_SCATTER,
+  struct hccl_op o = {.kind = HCCL_K_REDUCE_SCATTER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = recvCount,
@@ -398,7 +404,7 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
                       comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {.kind = K_REDUCE,
+  struct hccl_op o = {.kind = HCCL_K_REDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = count,
@@ -410,7 +416,7 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
 
 HcclResult HcclBarrier(HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclBarrier"));
-  struct hccl_op o = {.kind = K_BARRIER, .dt = HCCL_DATA_TYPE_INT8};
+  struct hccl_op o = {.kind = HCCL_K_BARRIER, .dt = HCCL_DATA_TYPE_INT8};
   return submit(comm, &o, request);
 }
 
@@ -422,7 +428,7 @@ HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclData
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclGather", sendCount, dataType, comm->nranks, sendBuf,
                       comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {.kind = K_GATHER,
+  struct hccl_op o = {.kind = HCCL_K_GATHER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = sendCount,
@@ -439,7 +445,7 @@ HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDat
   /* sendBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclScatter", recvCount, dataType, comm->nranks,
                       comm->rank == root ? sendBuf : recvBuf, recvBuf, "sendBuf", "recvBuf"));
-  struct hccl_op o = {.kind = K_SCATTER,
+  struct hccl_op o = {.kind = HCCL_K_SCATTER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = recvCount,
@@ -466,7 +472,7 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
                       "is %zu; every block sent must be the size of every block received",
                       fn, comm->rank, (unsigned long long)sendCount, hccl__dtype_name(sendType), sb,
                       (unsigned long long)recvCount, hccl__dtype_name(recvType), rb);
-  struct hccl_op o = {.kind = K_ALLTOALL,
+  struct hccl_op o = {.kind = HCCL_K_ALLTOALL,
                       .send = sendBuf,
                       .recv = (void *)recvBuf,
                       .count = sendCount,
@@ -526,7 +532,7 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
   if (!v) return hccl__fail(HCCL_E_MEMORY, "%s on rank %u: out of memory", fn, me);
   for (int i = 0; i < 4; i++)
     memcpy(v + i * n, arrays[i], n * sizeof(uint64_t));
-  struct hccl_op o = {.kind = K_ALLTOALLV,
+  struct hccl_op o = {.kind = HCCL_K_ALLTOALLV,
                       .send = sendBuf,
                       .recv = (void *)recvBuf,
                       .dt = sendType,

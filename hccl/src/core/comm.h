@@ -65,7 +65,7 @@ struct hccl_comm {
   /* After a failure the communicator is unusable; the first failure's code stays here. */
   _Atomic int broken;  /* set after broken_msg is written */
   _Atomic int failing; /* claimed by the first failure, which writes broken_msg */
-  char broken_msg[256];
+  char broken_msg[HCCL_REASON_MAX];
 
   /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
    * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
@@ -75,6 +75,7 @@ struct hccl_comm {
   struct hccl_coll_req *qhead, *qtail;
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
+  uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
   pthread_t worker;
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */

@@ -268,7 +268,7 @@ static HcclResult block(struct hccl_p2p *e, int nelig, struct p2p_op **which) {
 static bool healthy(struct hccl_p2p *e) {
   struct hccl_comm *c = e->comm;
   if (atomic_load(&c->broken)) {
-    char msg[512];
+    char msg[HCCL_REASON_MAX + 200];
     while (e->head) {
       struct p2p_op *op = e->head;
       snprintf(msg, sizeof(msg),

@@ -9,7 +9,8 @@
  *   header | fifo[0] ... fifo[L-1] fifo[L] ... fifo[2L-1] | data[0][slot 0..7] data[1][...] ...
  *            channel 0 (collectives) channel 1 (p2p)
  *   fifo[s] = { tail (sender's count of posted slots), head (receiver's count of consumed
- *               slots), sizes[8] }, tail and head on cache lines of their own.
+ *               slots), msgs[8] = each slot's size and stamp }, tail and head on cache
+ *               lines of their own.
  *
  * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
  * once. Waits are futex sleeps on tail/head (wait.c). HCCL_BUFFSIZE bounds the area: each of
@@ -53,7 +54,7 @@ struct shm_header {
   _Atomic uint32_t abort_origin; /* origin rank + 1; 0 = no abort */
   _Atomic int32_t abort_code;
   _Atomic uint32_t abort_ready; /* reason written */
-  char abort_reason[200];
+  char abort_reason[HCCL_REASON_MAX];
 };
 
 struct shm_fifo {
@@ -61,7 +62,14 @@ struct shm_fifo {
   _Atomic uint32_t recv_waiting;
   alignas(64) _Atomic uint32_t head;
   _Atomic uint32_t send_waiting;
-  alignas(64) uint32_t sizes[SHM_NSLOTS];
+  /* Per slot, the size and the stamp of its message, in one 32-byte record: a receiver reads
+   * one cache line per message, which the sender wrote just before. */
+  alignas(64) struct shm_msg {
+    uint32_t size;
+    uint32_t pad;
+    struct hccl_stamp stamp;
+    uint64_t pad2;
+  } msgs[SHM_NSLOTS];
 };
 
 struct shm_area {
@@ -284,15 +292,17 @@ static HcclResult shm_send_acquire(struct hccl_link *base, void **buf, const str
   return HCCL_SUCCESS;
 }
 
-static void shm_send_commit(struct hccl_link *base, size_t bytes) {
+static void shm_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {
   struct shm_link *l = (struct shm_link *)base;
-  l->sfifo->sizes[l->sent % SHM_NSLOTS] = (uint32_t)bytes;
+  struct shm_msg *m = &l->sfifo->msgs[l->sent % SHM_NSLOTS];
+  m->size = (uint32_t)bytes;
+  m->stamp = *stamp;
   l->sent++;
   hccl__post(&l->sfifo->tail, &l->sfifo->recv_waiting, l->sent);
 }
 
 static HcclResult shm_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
-                                   const struct hccl_wait *w) {
+                                   struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct shm_link *l = (struct shm_link *)base;
   while (l->tail_seen == l->received) {
     uint32_t tail = atomic_load_explicit(&l->rfifo->tail, memory_order_acquire);
@@ -305,7 +315,8 @@ static HcclResult shm_recv_acquire(struct hccl_link *base, const void **buf, siz
   }
   uint32_t slot = l->received % SHM_NSLOTS;
   *buf = l->rdata + (size_t)slot * base->slot_bytes;
-  *bytes = l->rfifo->sizes[slot];
+  *bytes = l->rfifo->msgs[slot].size;
+  *stamp = l->rfifo->msgs[slot].stamp;
   return HCCL_SUCCESS;
 }
 
@@ -365,7 +376,7 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   struct shm_state *st = comm->shm;
   if (!st || !st->own.hdr) return;
   const char *reason = HcclGetLastErrorMessage();
-  char copy[200];
+  char copy[HCCL_REASON_MAX];
   /* If the failure came from another rank's abort, pass its words on unchanged. */
   if (atomic_load(&st->own.hdr->abort_origin) != 0) return;
   snprintf(copy, sizeof(copy), "%s", reason && *reason ? reason : HcclGetErrorString(code));

@@ -13,6 +13,11 @@
  * (HCCL_CHANNEL_COLL) carries collectives, channel 1 (HCCL_CHANNEL_P2P) point-to-point
  * messages, so the two never mix and a send is never queued behind a collective's data.
  *
+ * Each message carries a stamp of 16 bytes beside its data (struct hccl_stamp): the sender's
+ * fingerprint of the collective it belongs to. Transports carry it unread; the receiver
+ * compares it with its own (core/fingerprint.h), so ranks that called different collectives
+ * fail before any data is mixed.
+ *
  * Transports are tried in priority order (hccl__transports) and the first whose can_connect
  * accepts a peer carries it, as in NCCL.
  */
@@ -29,7 +34,15 @@ struct hccl_comm;
 struct hccl_peer_info;
 struct hccl_wait;
 
+/* The longest failure reason an abort passes to the peers (the library's messages fit). */
+#define HCCL_REASON_MAX 512
+
 enum hccl_channel { HCCL_CHANNEL_COLL = 0, HCCL_CHANNEL_P2P = 1, HCCL_NCHANNELS = 2 };
+
+/* Opaque to transports: written by send_commit's caller, returned by recv_acquire. */
+struct hccl_stamp {
+  uint64_t w[2];
+};
 
 struct hccl_link {
   const struct hccl_transport_ops *ops;
@@ -51,9 +64,9 @@ struct hccl_transport_ops {
   void (*connected)(struct hccl_comm *comm);
 
   HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
-  void (*send_commit)(struct hccl_link *l, size_t bytes);
+  void (*send_commit)(struct hccl_link *l, size_t bytes, const struct hccl_stamp *stamp);
   HcclResult (*recv_acquire)(struct hccl_link *l, const void **buf, size_t *bytes,
-                             const struct hccl_wait *w);
+                             struct hccl_stamp *stamp, const struct hccl_wait *w);
   void (*recv_release)(struct hccl_link *l);
 
   /* Non-blocking readiness, for an engine that progresses several links at once: whether

@@ -1,0 +1,112 @@
+/*
+ * fingerprint.c - packing a collective call into a stamp, and the message when two differ.
+ * See fingerprint.h.
+ *
+ * Layout: w[0] = sequence number (bits 0-39) | kind (40-47) | data type (48-55) | reduction
+ * (56-63); w[1] = count (bits 0-47) | root (48-63). A field a collective does not use holds
+ * NONE. Counts above 2^48 and roots above 65534 are kept modulo the field: two calls that
+ * differ only there are not told apart (no job comes near either).
+ */
+#include "fingerprint.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "reduce.h"
+
+#define NONE 0xffu
+#define NO_ROOT 0xffffu
+#define SEQ_MASK ((1ULL << 40) - 1)
+#define COUNT_MASK ((1ULL << 48) - 1)
+
+static const char *const kind_names[HCCL_K_NKINDS] = {
+    "allreduce", "broadcast", "allgather", "reduce-scatter", "reduce",
+    "barrier",   "gather",    "scatter",   "alltoall",       "alltoallv"};
+
+const char *hccl__coll_kind_name(unsigned kind) {
+  return kind < HCCL_K_NKINDS ? kind_names[kind] : "?";
+}
+
+static int reduces(unsigned k) {
+  return k == HCCL_K_ALLREDUCE || k == HCCL_K_REDUCE || k == HCCL_K_REDUCE_SCATTER;
+}
+static int rooted(unsigned k) {
+  return k == HCCL_K_BROADCAST || k == HCCL_K_REDUCE || k == HCCL_K_GATHER ||
+         k == HCCL_K_SCATTER;
+}
+static int counted(unsigned k) {
+  return k != HCCL_K_BARRIER && k != HCCL_K_ALLTOALLV;
+}
+
+struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t count,
+                                HcclDataType dt, HcclReduceOp op, uint32_t root) {
+  uint64_t d = kind == HCCL_K_BARRIER ? NONE : (uint64_t)dt & 0xff;
+  uint64_t o = reduces(kind) ? (uint64_t)op & 0xff : NONE;
+  uint64_t r = rooted(kind) ? (uint64_t)(root < NO_ROOT ? root : root % NO_ROOT) : NO_ROOT;
+  uint64_t n = counted(kind) ? count & COUNT_MASK : 0;
+  struct hccl_stamp s = {{(seq & SEQ_MASK) | (uint64_t)kind << 40 | d << 48 | o << 56,
+                          n | r << 48}};
+  return s;
+}
+
+struct fields {
+  uint64_t seq, count;
+  unsigned kind, dt, op, root;
+};
+
+static struct fields unpack(const struct hccl_stamp *s) {
+  struct fields f = {.seq = s->w[0] & SEQ_MASK,
+                     .kind = (unsigned)(s->w[0] >> 40 & 0xff),
+                     .dt = (unsigned)(s->w[0] >> 48 & 0xff),
+                     .op = (unsigned)(s->w[0] >> 56),
+                     .count = s->w[1] & COUNT_MASK,
+                     .root = (unsigned)(s->w[1] >> 48)};
+  return f;
+}
+
+/* "allreduce (count 4096, float32, sum)" */
+static void describe(const struct fields *f, char *buf, size_t len) {
+  int n = snprintf(buf, len, "%s (", hccl__coll_kind_name(f->kind));
+  const char *sep = "";
+  if (counted(f->kind)) {
+    n += snprintf(buf + n, len - (size_t)n, "count %llu", (unsigned long long)f->count);
+    sep = ", ";
+  }
+  if (f->dt != NONE) {
+    n += snprintf(buf + n, len - (size_t)n, "%s%s", sep, hccl__dtype_name((HcclDataType)f->dt));
+    sep = ", ";
+  }
+  if (f->op != NONE) {
+    n += snprintf(buf + n, len - (size_t)n, "%s%s", sep, hccl__op_name((HcclReduceOp)f->op));
+    sep = ", ";
+  }
+  if (f->root != NO_ROOT) n += snprintf(buf + n, len - (size_t)n, "%sroot %u", sep, f->root);
+  snprintf(buf + n, len - (size_t)n, ")");
+}
+
+HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
+                             const struct hccl_stamp *mine, const struct hccl_stamp *theirs) {
+  struct fields a = unpack(mine), b = unpack(theirs);
+  char da[96], db[96], diff[96] = "";
+  describe(&a, da, sizeof(da));
+  describe(&b, db, sizeof(db));
+  const char *names[6] = {"call number", "collective", "count", "data type", "reduction", "root"};
+  /* A field counts as different only where both collectives use it. */
+  int differs[6] = {a.seq != b.seq,
+                    a.kind != b.kind,
+                    counted(a.kind) && counted(b.kind) && a.count != b.count,
+                    a.dt != NONE && b.dt != NONE && a.dt != b.dt,
+                    a.op != NONE && b.op != NONE && a.op != b.op,
+                    a.root != NO_ROOT && b.root != NO_ROOT && a.root != b.root};
+  size_t n = 0;
+  for (int i = 0; i < 6; i++)
+    if (differs[i]) n += (size_t)snprintf(diff + n, sizeof(diff) - n, "%s%s", n ? ", " : "", names[i]);
+  return hccl__fail(HCCL_E_PARA,
+                    "mismatched collectives: rank %u called %s as call %llu while rank %u called "
+                    "%s as call %llu (they differ in %s); every rank must make the same "
+                    "collective calls, with the same arguments, in the same order",
+                    peer, db, (unsigned long long)b.seq, c->rank, da, (unsigned long long)a.seq,
+                    diff);
+}

@@ -1,0 +1,56 @@
+/*
+ * fingerprint.h - what a collective call is, in the 16-byte stamp every message of it carries
+ * (struct hccl_stamp, transport.h): its sequence number on the communicator, the collective,
+ * the count, the data type, the reduction and the root. A receiver compares each message's
+ * stamp with its own call's before it reads the data, so ranks that called different
+ * collectives, or the same one with different arguments, fail at the first message between
+ * them, before any data is mixed, naming both ranks and the fields that differ. The failing
+ * rank's abort carries the message to every other rank.
+ *
+ * Cost: two words written with each message and two compared on receipt.
+ */
+#ifndef HCCL_FINGERPRINT_H
+#define HCCL_FINGERPRINT_H
+
+#include <stdint.h>
+
+#include "hccl.h"
+#include "transport.h"
+
+struct hccl_comm;
+
+enum hccl_coll_kind {
+  HCCL_K_ALLREDUCE,
+  HCCL_K_BROADCAST,
+  HCCL_K_ALLGATHER,
+  HCCL_K_REDUCE_SCATTER,
+  HCCL_K_REDUCE,
+  HCCL_K_BARRIER,
+  HCCL_K_GATHER,
+  HCCL_K_SCATTER,
+  HCCL_K_ALLTOALL,
+  HCCL_K_ALLTOALLV,
+  HCCL_K_NKINDS
+};
+
+/* "allreduce", "reduce-scatter", ...; "?" for a value out of range. */
+const char *hccl__coll_kind_name(unsigned kind);
+
+/* The stamp of call number seq (from 1) of this kind. Fields a collective does not use (the
+ * reduction of a broadcast, the root of an allreduce, the counts of an alltoallv, which
+ * differ per rank) are left out, so they never cause a difference. */
+struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t count,
+                                HcclDataType dt, HcclReduceOp op, uint32_t root);
+
+/* Whether a message stamped `theirs` belongs to the call stamped `mine`. An all-zero `mine`
+ * (point-to-point messages) accepts anything. */
+static inline int hccl__fp_match(const struct hccl_stamp *mine, const struct hccl_stamp *theirs) {
+  return mine->w[0] == 0 || (mine->w[0] == theirs->w[0] && mine->w[1] == theirs->w[1]);
+}
+
+/* Fails with HCCL_E_PARA naming this rank's call and rank `peer`'s (from its stamp), and the
+ * fields that differ. */
+HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
+                             const struct hccl_stamp *mine, const struct hccl_stamp *theirs);
+
+#endif
