@@ -46,7 +46,7 @@ static double now_s(void) {
 }
 
 static int run(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
-               int kill_after_ms) {
+               int kill_after_ms, int signo) {
   pid_t pids[64];
   int done[64] = {0};
   char port[16];
@@ -77,9 +77,11 @@ static int run(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int vic
   int left = nranks, failed = 0, killed_victim = victim < 0;
   while (left > 0) {
     if (!killed_victim && now_s() - start >= kill_after_ms / 1000.0) {
-      kill(pids[victim], SIGKILL);
+      kill(pids[victim], signo);
       killed_victim = 1;
     }
+    /* A stopped victim outlives the others: end it once they are done. */
+    if (victim >= 0 && killed_victim && !done[victim] && left == 1) kill(pids[victim], SIGKILL);
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
@@ -117,10 +119,15 @@ static int run(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int vic
 }
 
 int harness_run_ranks(int nranks, int timeout_s, harness_rank_fn fn, void *arg) {
-  return run(nranks, timeout_s, fn, arg, -1, 0);
+  return run(nranks, timeout_s, fn, arg, -1, 0, 0);
 }
 
 int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
                            int kill_after_ms) {
-  return run(nranks, timeout_s, fn, arg, victim, kill_after_ms);
+  return run(nranks, timeout_s, fn, arg, victim, kill_after_ms, SIGKILL);
+}
+
+int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
+                             int after_ms, int signo) {
+  return run(nranks, timeout_s, fn, arg, victim, after_ms, signo);
 }

@@ -23,6 +23,11 @@ int harness_run_ranks(int nranks, int timeout_s, harness_rank_fn fn, void *arg);
 int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
                            int kill_after_ms);
 
+/* Same, but rank `victim` gets `signo` (e.g. SIGSTOP) after `after_ms`; once every other rank
+ * has ended it is killed, and its fate is not counted. */
+int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
+                             int after_ms, int signo);
+
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 uint16_t harness_free_port(void);
 

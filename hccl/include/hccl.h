@@ -142,6 +142,14 @@ HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
  * afterwards. NULL is accepted. */
 HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 
+/* Ends the communicator's work at once, as ncclCommAbort does: every call in progress or queued
+ * on it, on any thread, fails with HCCL_E_REMOTE ("aborted by HcclCommAbort on rank r"); every
+ * peer's current or next call fails the same way; later calls are refused with that reason.
+ * Safe to call from any thread while others are inside calls on comm, and more than once. The
+ * communicator must still be destroyed with HcclCommDestroy, once no thread is inside a call
+ * on it; that frees everything. */
+HCCL_API HcclResult HcclCommAbort(HcclComm comm);
+
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 /* The logical device this rank drives (DEVICE_ID, else LOCAL_RANK, else its local index). */

@@ -14,6 +14,7 @@
 #include "comm.h"
 #include "fingerprint.h"
 #include "log.h"
+#include "progress.h"
 #include "request.h"
 #include "reduce.h"
 #include "wait.h"
@@ -45,7 +46,8 @@ struct hccl_coll_req {
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   struct hccl_wait w = {.comm = c,
                         .what = hccl__coll_kind_name(o->kind),
-                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL};
+                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
+                        .progress = c->progress};
   size_t esz = o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt);
   struct hccl_prim p = {.w = &w, .esz = esz, .reduce = NULL};
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
@@ -115,7 +117,8 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
     return HCCL_SUCCESS;
   struct hccl_wait w = {.comm = c,
                         .what = hccl__coll_kind_name(o->kind),
-                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL};
+                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
+                        .progress = c->progress};
   struct hccl_prim p = {.w = &w, .esz = 1};
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->links[r]) HCCL_TRY(hccl__prim_drain(&p, c->links[r]));
@@ -140,8 +143,10 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
    * call another has failed. */
   HcclResult r = check_aborts(c, hccl__coll_kind_name(o->kind));
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
+  hccl__progress_enter(c, c->coll_seq, o->kind);
   if (r == HCCL_SUCCESS) r = run_op(c, o);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
+  hccl__progress_leave(c);
   if (r == HCCL_SUCCESS) r = check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;

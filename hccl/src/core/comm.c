@@ -618,6 +618,19 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
   return HCCL_SUCCESS;
 }
 
+HcclResult HcclCommAbort(HcclComm comm) {
+  if (!comm) return hccl__fail(HCCL_E_PTR, "HcclCommAbort: comm is NULL");
+  hccl__log_bind(&comm->log);
+  char msg[128];
+  snprintf(msg, sizeof(msg), "communicator aborted by HcclCommAbort on rank %u", comm->rank);
+  HCCL_WARN("%s", msg);
+  hccl__set_last_error(msg);
+  /* Breaks the communicator and marks and wakes every peer and this rank's own waiters, whose
+   * next check (at most one 10 ms sleep slice away) fails them with the reason. */
+  hccl__comm_fail(comm, HCCL_E_REMOTE);
+  return HCCL_SUCCESS;
+}
+
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);

@@ -76,6 +76,8 @@ struct hccl_comm {
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
+  struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
+  struct hccl_progress progress_private; /* when no transport shares one */
   pthread_t worker;
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */

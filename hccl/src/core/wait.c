@@ -17,6 +17,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "progress.h"
 
 int64_t hccl__now_ns(void) {
   struct timespec ts;
@@ -67,34 +68,38 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     sched_yield();
     if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
   }
+  /* Asleep from here on: say for whom, and keep a heartbeat, for the peers' timeout
+   * messages (progress.h). */
+  struct hccl_progress *pg = w->progress;
+  if (pg) atomic_store_explicit(&pg->waiting_for, peer + 1, memory_order_relaxed);
+  HcclResult r = HCCL_SUCCESS;
   for (;;) {
     atomic_store(waiting, 1);
     if (atomic_load(word) != old) break;
     int64_t now = hccl__now_ns();
+    if (pg) atomic_store_explicit(&pg->beat_ms, now / 1000000, memory_order_relaxed);
     int64_t left = w->deadline_ns - now;
     if (left <= 0) {
-      atomic_store(waiting, 0);
-      return hccl__fail(HCCL_E_TIMEOUT,
-                        "%s timed out after %.3g s waiting for rank %u (%s); "
-                        "rank %u did not reach this call, or is stuck",
-                        w->what, (double)w->comm->cfg.exec_timeout_ms / 1000, peer,
-                        w->comm->cfg.exec_timeout_src, peer);
+      char why[400];
+      hccl__progress_explain(w->comm, peer, why, sizeof(why));
+      r = hccl__fail(HCCL_E_TIMEOUT, "%s timed out after %.3g s waiting for rank %u (%s); %s",
+                     w->what, (double)w->comm->cfg.exec_timeout_ms / 1000, peer,
+                     w->comm->cfg.exec_timeout_src, why);
+      break;
     }
     int64_t slice = left < 10000000 ? left : 10000000;
     struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
     futex(word, FUTEX_WAIT, old, &ts);
     if (atomic_load(word) != old) break;
     if (check) {
-      HcclResult r = check(w, peer);
-      if (r != HCCL_SUCCESS) {
-        atomic_store(waiting, 0);
-        return r;
-      }
+      r = check(w, peer);
+      if (r != HCCL_SUCCESS) break;
     }
   }
   atomic_store(waiting, 0);
+  if (pg) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
-  return HCCL_SUCCESS;
+  return r;
 }
 
 void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value) {

@@ -25,6 +25,9 @@ struct hccl_wait {
   struct hccl_comm *comm;
   const char *what;    /* "allreduce", ... */
   int64_t deadline_ns; /* CLOCK_MONOTONIC */
+  /* This rank's progress record (transport.h), where a collective's waits say whom they
+   * sleep for; NULL for waits that publish nothing (point-to-point). */
+  struct hccl_progress *progress;
 };
 
 int64_t hccl__now_ns(void);

@@ -55,6 +55,7 @@ struct shm_header {
   _Atomic int32_t abort_code;
   _Atomic uint32_t abort_ready; /* reason written */
   char abort_reason[HCCL_REASON_MAX];
+  alignas(64) struct hccl_progress progress; /* the owner's, read by peers after a timeout */
 };
 
 struct shm_fifo {
@@ -390,6 +391,13 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   wake_area(&st->own);
 }
 
+static struct hccl_progress *shm_progress(struct hccl_comm *comm, uint32_t rank) {
+  struct shm_state *st = comm->shm;
+  if (!st || !st->own.hdr) return NULL;
+  if (rank == comm->rank) return &st->own.hdr->progress;
+  return st->by_rank[rank] ? &st->by_rank[rank]->peer.hdr->progress : NULL;
+}
+
 static void shm_close(struct hccl_link *base) {
   struct shm_link *l = (struct shm_link *)base;
   struct shm_state *st = base->comm->shm;
@@ -429,6 +437,7 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .send_drain = shm_send_drain,
     .abort = shm_abort,
     .check_abort = shm_check_abort,
+    .progress = shm_progress,
     .close = shm_close,
     .teardown = shm_teardown,
 };

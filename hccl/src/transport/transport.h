@@ -44,6 +44,15 @@ struct hccl_stamp {
   uint64_t w[2];
 };
 
+/* How far a rank got, where its peers can read it, for the message of a timeout (which rank is
+ * really behind, core/progress.c). Written only by its owner. */
+struct hccl_progress {
+  _Atomic uint64_t call;        /* number << 8 | collective of the current or last call */
+  _Atomic uint32_t in_call;     /* 1 while inside that call */
+  _Atomic uint32_t waiting_for; /* peer + 1 while asleep waiting for that peer, else 0 */
+  _Atomic int64_t beat_ms;      /* CLOCK_MONOTONIC ms, renewed each sleep slice of a wait */
+};
+
 struct hccl_link {
   const struct hccl_transport_ops *ops;
   struct hccl_comm *comm;
@@ -87,6 +96,9 @@ struct hccl_transport_ops {
    * reason) if so. Called at the start and end of every collective, so a rank that never has
    * to wait still learns of a failure. May be NULL. */
   HcclResult (*check_abort)(struct hccl_comm *comm, const char *what);
+  /* The progress record of `rank` as this transport shares it: this rank's own (to write) or
+   * a peer's (to read); NULL when the transport has none for that rank. May be NULL. */
+  struct hccl_progress *(*progress)(struct hccl_comm *comm, uint32_t rank);
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_comm *comm);
