@@ -2,8 +2,8 @@
  * test_progress.c - a timeout names the rank that is really behind (core/progress.c), not
  * just the peer this rank happened to wait for.
  *
- * Frozen: 4 ranks run allreduces of 1 Mi floats in a loop; rank 2 is stopped with SIGSTOP
- * mid-loop. With HCCL_EXEC_TIMEOUT=2, ranks 0, 1 and 3 must fail within 1.5-8 s of the stop
+ * Frozen: 4 ranks run allreduces of 1 Mi floats in a loop; rank 2 stops itself with SIGSTOP
+ * from a second thread, 30 ms into its 20th call. With HCCL_EXEC_TIMEOUT=2, ranks 0, 1 and 3 must fail within 1.5-8 s of the stop
  * with HCCL_E_TIMEOUT (the first to time out) or HCCL_E_REMOTE (its abort), and every message
  * must say "rank 2 is behind", whichever peer each rank waited for (rank 0's ring neighbours
  * are 1 and 3, which were themselves waiting for rank 2).
@@ -13,8 +13,10 @@
  * has not started call 2; its last was call 1 (allreduce)". Rank 2's own late call fails
  * (the others aborted), naming the failure.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,21 +41,36 @@ static HcclResult init(HcclComm *comm) {
   return HcclCommInitFromEnv(comm);
 }
 
+static _Atomic int g_calls;
+
+/* Rank 2's second thread stops the whole process (SIGSTOP) 30 ms after its 20th call began:
+ * inside a call, mid-transfer, most likely. */
+static void *freezer(void *arg) {
+  (void)arg;
+  while (atomic_load(&g_calls) < 20) usleep(1000);
+  usleep(30000);
+  kill(getpid(), SIGSTOP);
+  return NULL;
+}
+
 static int frozen_body(int rank, int n, void *arg) {
   (void)n;
   (void)arg;
+  pthread_t th;
+  if (rank == 2) RANK_CHECK(pthread_create(&th, NULL, freezer, NULL) == 0, "thread");
   HcclComm comm = NULL;
   RANK_CHECK(init(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   float *buf = calloc(COUNT, sizeof(float));
   HcclResult rc = HCCL_SUCCESS;
   double t_last_ok = cc_now();
   int calls = 0;
-  /* Rank 2 is stopped from outside (about 1 s in); the others run until they fail. */
+  /* Rank 2 stops itself; the others run until they fail. */
   while (rc == HCCL_SUCCESS && cc_now() - t_last_ok < 20) {
     rc = HcclAllReduce(buf, buf, COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     if (rc == HCCL_SUCCESS) {
       t_last_ok = cc_now();
       calls++;
+      atomic_store(&g_calls, calls);
     }
   }
   double dt = cc_now() - t_last_ok;
@@ -97,7 +114,8 @@ static int late_body(int rank, int n, void *arg) {
 static void test_frozen_rank(void **st) {
   (void)st;
   double t0 = cc_now();
-  int failed = harness_run_ranks_signal(4, RUN_TIMEOUT_S, frozen_body, NULL, 2, 1000, SIGSTOP);
+  /* Signal 0 sends nothing: rank 2 stops itself; the harness ends it after the others. */
+  int failed = harness_run_ranks_signal(4, RUN_TIMEOUT_S, frozen_body, NULL, 2, 0, 0);
   printf("  frozen rank 2 of 4: %d failed, %.2f s\n", failed, cc_now() - t0);
   assert_int_equal(failed, 0);
 }

@@ -146,7 +146,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   hccl__progress_enter(c, c->coll_seq, o->kind);
   if (r == HCCL_SUCCESS) r = run_op(c, o);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
-  hccl__progress_leave(c);
+  if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
   if (r == HCCL_SUCCESS) r = check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;

@@ -97,7 +97,9 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     }
   }
   atomic_store(waiting, 0);
-  if (pg) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
+  /* A failed wait stays published: a peer explaining its own timeout at the same moment
+   * follows it on to the rank that is really behind instead of blaming this one. */
+  if (pg && r == HCCL_SUCCESS) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return r;
 }
