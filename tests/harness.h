@@ -23,8 +23,8 @@ int harness_run_ranks(int nranks, int timeout_s, harness_rank_fn fn, void *arg);
 int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
                            int kill_after_ms);
 
-/* Same, but rank `victim` gets `signo` (e.g. SIGSTOP; 0 sends nothing) after `after_ms`; once every other rank
- * has ended it is killed, and its fate is not counted. */
+/* Same, but rank `victim` gets `signo` (e.g. SIGSTOP; 0 sends nothing) after `after_ms`; once every
+ * other rank has ended it is killed, and its fate is not counted. */
 int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
                              int after_ms, int signo);
 

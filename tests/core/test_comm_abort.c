@@ -59,8 +59,8 @@ static int abort_body(int rank, int n, void *arg) {
   printf("  rank %d: %d after %.2f s: %s\n", rank, rc, dt, msg);
   RANK_CHECK(rc == HCCL_E_REMOTE, "rank %d: allreduce returned %d, want HCCL_E_REMOTE", rank, rc);
   RANK_CHECK(strstr(msg, "HcclCommAbort on rank 1") != NULL, "rank %d: %s", rank, msg);
-  RANK_CHECK(rank == 3 ? dt < 1.0 : dt < 1.3, "rank %d: the call ended %.2f s after it began",
-             rank, dt);
+  RANK_CHECK(rank == 3 ? dt < 1.0 : dt < 1.3, "rank %d: the call ended %.2f s after it began", rank,
+             dt);
   if (rank == 1) {
     RANK_CHECK(rq != HCCL_SUCCESS, "the queued allreduce succeeded after the abort");
     pthread_join(th, NULL);
@@ -78,8 +78,7 @@ static void test_abort_4(void **st) {
   (void)st;
   double t0 = cc_now();
   int failed = harness_run_ranks(4, RUN_TIMEOUT_S, abort_body, NULL);
-  printf("  abort from a second thread of rank 1 of 4: %d failed, %.2f s\n", failed,
-         cc_now() - t0);
+  printf("  abort from a second thread of rank 1 of 4: %d failed, %.2f s\n", failed, cc_now() - t0);
   assert_int_equal(failed, 0);
 }
 

@@ -75,8 +75,7 @@ static void test_stamp_fields(void **st) {
   assert_true(same(base, mk(57, HCCL_K_REDUCE, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1)));
   expect_field(base, mk(58, HCCL_K_REDUCE, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1),
                "call number");
-  expect_field(base, mk(57, HCCL_K_REDUCE, 4097, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1),
-               "count");
+  expect_field(base, mk(57, HCCL_K_REDUCE, 4097, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1), "count");
   expect_field(base, mk(57, HCCL_K_REDUCE, 4096, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM, 1),
                "data type");
   expect_field(base, mk(57, HCCL_K_REDUCE, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX, 1),
@@ -103,7 +102,8 @@ static void test_stamp_fields(void **st) {
   struct hccl_comm c;
   memset(&c, 0, sizeof(c));
   struct hccl_stamp mine = mk(57, HCCL_K_ALLREDUCE, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0);
-  struct hccl_stamp theirs = mk(57, HCCL_K_BROADCAST, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1);
+  struct hccl_stamp theirs =
+      mk(57, HCCL_K_BROADCAST, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1);
   hccl__fp_mismatch(&c, 3, &mine, &theirs);
   const char *msg = HcclGetLastErrorMessage();
   assert_non_null(strstr(msg, "rank 3 called broadcast (count 4096, float, root 1) as call 57"));
@@ -153,14 +153,14 @@ static int mismatch_body(int rank, int n, void *argp) {
              : HcclAllReduce(in, out, COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     break;
   case W_COUNT:
-    rc = HcclAllReduce(in, out, odd ? COUNT + 1 : COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM,
-                       comm, NULL);
+    rc = HcclAllReduce(in, out, odd ? COUNT + 1 : COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
+                       NULL);
     break;
   case W_DTYPE:
     /* The same bytes, read as twice as many halves on the odd rank. */
-    rc = HcclAllReduce(in, out, odd ? 2 * COUNT : COUNT,
-                       odd ? HCCL_DATA_TYPE_FP16 : HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
-                       NULL);
+    rc =
+        HcclAllReduce(in, out, odd ? 2 * COUNT : COUNT,
+                      odd ? HCCL_DATA_TYPE_FP16 : HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
     break;
   case W_OP:
     rc = HcclAllReduce(in, out, COUNT, HCCL_DATA_TYPE_FP32, odd ? HCCL_REDUCE_MAX : HCCL_REDUCE_SUM,
@@ -192,8 +192,7 @@ static int mismatch_body(int rank, int n, void *argp) {
   }
   /* Rank 0, the others' root, sends only to rank 1, which agrees with it: its part of the
    * broadcast is complete and right, so it may finish the call; its next call must fail. */
-  if (rc == HCCL_SUCCESS && m->what == W_ROOT && rank == 0)
-    rc = HcclBarrier(comm, NULL);
+  if (rc == HCCL_SUCCESS && m->what == W_ROOT && rank == 0) rc = HcclBarrier(comm, NULL);
 failed:;
   double dt = cc_now() - t0;
   const char *msg = HcclGetLastErrorMessage();
@@ -203,16 +202,16 @@ failed:;
              msg);
   RANK_CHECK(strstr(msg, wrong_field[m->what]) != NULL, "case %d rank %d: does not name %s: %s",
              m->what, rank, wrong_field[m->what], msg);
-  RANK_CHECK(cc_msg_names_rank(msg, m->odd), "case %d rank %d: does not name rank %d: %s",
-             m->what, rank, m->odd, msg);
+  RANK_CHECK(cc_msg_names_rank(msg, m->odd), "case %d rank %d: does not name rank %d: %s", m->what,
+             rank, m->odd, msg);
   /* No mixed data: an allreduce's output holds only the sentinel or values reachable without
    * the odd rank's input. With inputs rank+1, a sum that includes the odd rank's input would
    * be the full sum n(n+1)/2; the check is that no element holds it. */
   if (m->what == W_COUNT || m->what == W_OP || m->what == W_KIND) {
     float full = (float)(n * (n + 1) / 2);
     for (int i = 0; i < COUNT; i++)
-      RANK_CHECK(out[i] != full, "case %d rank %d: element %d holds the full sum %g", m->what,
-                 rank, i, (double)full);
+      RANK_CHECK(out[i] != full, "case %d rank %d: element %d holds the full sum %g", m->what, rank,
+                 i, (double)full);
   }
   rc = HcclAllReduce(in, out, COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
   RANK_CHECK(rc != HCCL_SUCCESS, "a broken communicator accepted a call");
@@ -226,8 +225,8 @@ static void run_case(int n, enum wrong what, int odd) {
   struct mcase m = {what, odd};
   double t0 = cc_now();
   int failed = harness_run_ranks(n, RUN_TIMEOUT_S, mismatch_body, &m);
-  printf("  %d ranks, case %s, odd rank %d: %d failed, %.2f s\n", n, wrong_field[what], odd,
-         failed, cc_now() - t0);
+  printf("  %d ranks, case %s, odd rank %d: %d failed, %.2f s\n", n, wrong_field[what], odd, failed,
+         cc_now() - t0);
   assert_int_equal(failed, 0);
 }
 

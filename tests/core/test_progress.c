@@ -3,10 +3,10 @@
  * just the peer this rank happened to wait for.
  *
  * Frozen: 4 ranks run allreduces of 1 Mi floats in a loop; rank 2 stops itself with SIGSTOP
- * from a second thread, 30 ms into its 20th call. With HCCL_EXEC_TIMEOUT=2, ranks 0, 1 and 3 must fail within 1.5-8 s of the stop
- * with HCCL_E_TIMEOUT (the first to time out) or HCCL_E_REMOTE (its abort), and every message
- * must say "rank 2 is behind", whichever peer each rank waited for (rank 0's ring neighbours
- * are 1 and 3, which were themselves waiting for rank 2).
+ * from a second thread, 30 ms into its 20th call. With HCCL_EXEC_TIMEOUT=2, ranks 0, 1 and 3 must
+ * fail within 1.5-8 s of the stop with HCCL_E_TIMEOUT (the first to time out) or HCCL_E_REMOTE (its
+ * abort), and every message must say "rank 2 is behind", whichever peer each rank waited for (rank
+ * 0's ring neighbours are 1 and 3, which were themselves waiting for rank 2).
  *
  * Late: rank 2 does its first allreduce, then stays outside the library for 6 s before the
  * second; the others' second call times out (HCCL_EXEC_TIMEOUT=2) with "rank 2 is behind: it
@@ -47,7 +47,8 @@ static _Atomic int g_calls;
  * inside a call, mid-transfer, most likely. */
 static void *freezer(void *arg) {
   (void)arg;
-  while (atomic_load(&g_calls) < 20) usleep(1000);
+  while (atomic_load(&g_calls) < 20)
+    usleep(1000);
   usleep(30000);
   kill(getpid(), SIGSTOP);
   return NULL;
@@ -78,8 +79,7 @@ static int frozen_body(int rank, int n, void *arg) {
   printf("  rank %d after %d calls: %d after %.2f s: %s\n", rank, calls, rc, dt, msg);
   RANK_CHECK(rc == HCCL_E_TIMEOUT || rc == HCCL_E_REMOTE, "rank %d: result %d", rank, rc);
   RANK_CHECK(dt >= 1.0 && dt < 8.0, "rank %d failed %.2f s after its last good call", rank, dt);
-  RANK_CHECK(strstr(msg, "rank 2 is behind") != NULL, "rank %d blames someone else: %s", rank,
-             msg);
+  RANK_CHECK(strstr(msg, "rank 2 is behind") != NULL, "rank %d blames someone else: %s", rank, msg);
   free(buf);
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;

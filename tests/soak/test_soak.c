@@ -29,8 +29,20 @@
 #include "harness.h"
 #include "hccl.h"
 
-enum kind { ALLREDUCE, BROADCAST, ALLGATHER, REDUCE_SCATTER, REDUCE, BARRIER, GATHER, SCATTER,
-            ALLTOALL, ALLTOALLV, SENDRECV, NKINDS };
+enum kind {
+  ALLREDUCE,
+  BROADCAST,
+  ALLGATHER,
+  REDUCE_SCATTER,
+  REDUCE,
+  BARRIER,
+  GATHER,
+  SCATTER,
+  ALLTOALL,
+  ALLTOALLV,
+  SENDRECV,
+  NKINDS
+};
 static const char *const kind_names[NKINDS] = {
     "allreduce", "broadcast", "allgather", "reduce-scatter", "reduce",  "barrier",
     "gather",    "scatter",   "alltoall",  "alltoallv",      "sendrecv"};
@@ -296,8 +308,8 @@ static int verify(struct call *c, int rank, int n) {
     bad = report(c, rank, "guard bytes damaged", 0, NULL, NULL);
   free(want);
   if (!in_send && c->recv.mem) cc_buf_free(&c->recv);
-  int send_is_recv = (c->kind == ALLREDUCE || c->kind == REDUCE || c->kind == ALLGATHER) &&
-                     c->inplace;
+  int send_is_recv =
+      (c->kind == ALLREDUCE || c->kind == REDUCE || c->kind == ALLGATHER) && c->inplace;
   if (!send_is_recv) free(c->send);
   return bad;
 }
@@ -353,14 +365,16 @@ static int soak_body(int rank, int n, void *arg) {
           return 1;
         }
       }
-      for (int k = 0; k < npend && !bad; k++) bad = verify(&pend[k], rank, n);
+      for (int k = 0; k < npend && !bad; k++)
+        bad = verify(&pend[k], rank, n);
       npend = 0;
     }
   }
   if (rank == 0) {
     printf("  soak: %d ranks, %ld calls (seed %llu) in %.1f s:", n, g.calls,
            (unsigned long long)g.seed, cc_now() - t0);
-    for (int k = 0; k < NKINDS; k++) printf(" %s %ld", kind_names[k], kinds[k]);
+    for (int k = 0; k < NKINDS; k++)
+      printf(" %s %ld", kind_names[k], kinds[k]);
     printf("\n");
   }
   for (int i = 0; i < NCOMMS; i++)
@@ -371,7 +385,8 @@ static int soak_body(int rank, int n, void *arg) {
 
 static void test_soak(void **st) {
   (void)st;
-  for (int i = 1; i < NCOMMS; i++) snprintf(g.ports[i], sizeof(g.ports[i]), "%u", harness_free_port());
+  for (int i = 1; i < NCOMMS; i++)
+    snprintf(g.ports[i], sizeof(g.ports[i]), "%u", harness_free_port());
   int timeout = (int)(120 + g.calls / 10);
   assert_int_equal(harness_run_ranks(g.ranks, timeout, soak_body, NULL), 0);
 }

@@ -368,8 +368,12 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
   HCCL_TRY(check_dtype(comm, "HcclBroadcast", dataType));
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
   HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf"));
-  struct hccl_op o = {
-      .kind = HCCL_K_BROADCAST, .send = buf, .recv = buf, .count = count, .dt = dataType, .root = root};
+  struct hccl_op o = {.kind = HCCL_K_BROADCAST,
+                      .send = buf,
+                      .recv = buf,
+                      .count = count,
+                      .dt = dataType,
+                      .root = root};
   return submit(comm, &o, request);
 }
 
@@ -379,8 +383,11 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
   HCCL_TRY(check_dtype(comm, "HcclAllGather", dataType));
   HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
                       "sendBuf", "recvBuf"));
-  struct hccl_op o = {
-      .kind = HCCL_K_ALLGATHER, .send = sendBuf, .recv = recvBuf, .count = sendCount, .dt = dataType};
+  struct hccl_op o = {.kind = HCCL_K_ALLGATHER,
+                      .send = sendBuf,
+                      .recv = recvBuf,
+                      .count = sendCount,
+                      .dt = dataType};
   return submit(comm, &o, request);
 }
 

@@ -33,8 +33,7 @@ static int reduces(unsigned k) {
   return k == HCCL_K_ALLREDUCE || k == HCCL_K_REDUCE || k == HCCL_K_REDUCE_SCATTER;
 }
 static int rooted(unsigned k) {
-  return k == HCCL_K_BROADCAST || k == HCCL_K_REDUCE || k == HCCL_K_GATHER ||
-         k == HCCL_K_SCATTER;
+  return k == HCCL_K_BROADCAST || k == HCCL_K_REDUCE || k == HCCL_K_GATHER || k == HCCL_K_SCATTER;
 }
 static int counted(unsigned k) {
   return k != HCCL_K_BARRIER && k != HCCL_K_ALLTOALLV;
@@ -46,8 +45,8 @@ struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t
   uint64_t o = reduces(kind) ? (uint64_t)op & 0xff : NONE;
   uint64_t r = rooted(kind) ? (uint64_t)(root < NO_ROOT ? root : root % NO_ROOT) : NO_ROOT;
   uint64_t n = counted(kind) ? count & COUNT_MASK : 0;
-  struct hccl_stamp s = {{(seq & SEQ_MASK) | (uint64_t)kind << 40 | d << 48 | o << 56,
-                          n | r << 48}};
+  struct hccl_stamp s = {
+      {(seq & SEQ_MASK) | (uint64_t)kind << 40 | d << 48 | o << 56, n | r << 48}};
   return s;
 }
 
@@ -102,7 +101,8 @@ HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
                     a.root != NO_ROOT && b.root != NO_ROOT && a.root != b.root};
   size_t n = 0;
   for (int i = 0; i < 6; i++)
-    if (differs[i]) n += (size_t)snprintf(diff + n, sizeof(diff) - n, "%s%s", n ? ", " : "", names[i]);
+    if (differs[i])
+      n += (size_t)snprintf(diff + n, sizeof(diff) - n, "%s%s", n ? ", " : "", names[i]);
   return hccl__fail(HCCL_E_PARA,
                     "mismatched collectives: rank %u called %s as call %llu while rank %u called "
                     "%s as call %llu (they differ in %s); every rank must make the same "

@@ -65,8 +65,8 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
     call_name(call, what, sizeof(what));
     if (!inside) {
       if (call >> 8 < c->coll_seq)
-        snprintf(buf, len, "rank %u is behind: it has not started call %llu; its last was %s%s",
-                 p, (unsigned long long)c->coll_seq, call ? what : "none", path);
+        snprintf(buf, len, "rank %u is behind: it has not started call %llu; its last was %s%s", p,
+                 (unsigned long long)c->coll_seq, call ? what : "none", path);
       else
         snprintf(buf, len, "rank %u is outside the library after %s%s", p, what, path);
       return;
@@ -87,13 +87,14 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
     }
     uint32_t next = wf - 1;
     int cycle = next == c->rank;
-    for (uint32_t i = 0; i < nseen && !cycle; i++) cycle = seen[i] == next;
+    for (uint32_t i = 0; i < nseen && !cycle; i++)
+      cycle = seen[i] == next;
     if (pn < sizeof(path))
-      pn += (size_t)snprintf(path + pn, sizeof(path) - pn, "; rank %u waits for rank %u in call %llu",
-                             p, next, (unsigned long long)(call >> 8));
+      pn +=
+          (size_t)snprintf(path + pn, sizeof(path) - pn, "; rank %u waits for rank %u in call %llu",
+                           p, next, (unsigned long long)(call >> 8));
     if (cycle || nseen == sizeof(seen) / sizeof(seen[0])) {
-      snprintf(buf, len, "the ranks wait for each other in a cycle (their calls differ?)%s",
-               path);
+      snprintf(buf, len, "the ranks wait for each other in a cycle (their calls differ?)%s", path);
       return;
     }
     seen[nseen++] = p;
