@@ -199,6 +199,10 @@ int launch_rank_vars(const struct launch_job *j, int local_rank, struct launch_v
   set_var(&vars[n++], "DEVICE_ID", "%ld", r->device);
   set_var(&vars[n++], "ASCEND_DEVICE_ID", "%ld", r->device);
   if (j->set_omp) set_var(&vars[n++], "OMP_NUM_THREADS", "%ld", r->ncpus);
+  if (j->job_token[0]) {
+    vars[n].name = "HCCL_JOB_TOKEN";
+    snprintf(vars[n++].value, LAUNCH_VALUE_MAX, "%s", j->job_token);
+  }
   if (j->o.topology_from_option) { /* so that libhccl applies the same topology */
     vars[n].name = "HCCL_TOPO_FILE";
     snprintf(vars[n++].value, LAUNCH_VALUE_MAX, "%s", j->o.topology);

@@ -71,6 +71,7 @@ struct launch_job {
   int nlocal;           /* ranks on this server */
   int world;            /* nnodes * nlocal */
   bool set_omp;         /* OMP_NUM_THREADS was unset: each rank gets its CPU count */
+  char job_token[40];   /* HCCL_JOB_TOKEN for the ranks, "" = leave theirs alone */
   struct launch_rank ranks[LAUNCH_MAX_LOCAL];
 };
 

@@ -10,7 +10,21 @@
 #include "launch.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+/* One job, one secret: the ranks present it to rank 0's store, which turns away processes of
+ * other jobs (libhccl's bootstrap/trust.h). Only for a one-server job without HCCL_JOB_TOKEN:
+ * across servers each npu-launch would draw its own, so there the user's HCCL_JOB_TOKEN
+ * (which the ranks inherit) is the one that counts. */
+static void make_job_token(struct launch_job *j) {
+  const char *mine = getenv("HCCL_JOB_TOKEN");
+  unsigned char r[16];
+  if ((mine && *mine) || j->o.nnodes != 1 || getrandom(r, sizeof(r), 0) != sizeof(r)) return;
+  for (int i = 0; i < 16; i++)
+    snprintf(j->job_token + 2 * i, 3, "%02x", r[i]);
+}
 
 static int refuse(int code, const char *err) {
   launch_note("%s", err);
@@ -26,6 +40,7 @@ int main(int argc, char **argv) {
   if (rc > 0) return 0; /* --help or --version */
   if (rc < 0) return refuse(LAUNCH_EXIT_USAGE, err);
 
+  make_job_token(&job);
   if (launch_plan_devices(&job, err, sizeof(err))) return refuse(LAUNCH_EXIT_USAGE, err);
   if (launch_plan_binding(&job, err, sizeof(err))) return refuse(LAUNCH_EXIT_USAGE, err);
   if (launch_resolve_master(job.o.master_addr, job.master_addr, sizeof(job.master_addr), err,

@@ -204,7 +204,8 @@ static HcclResult check_key(struct tcp_store *t, const char *key) {
 static HcclResult call(struct tcp_store *t, uint8_t op, const char *key, uint64_t arg,
                        const void *val, size_t len, int64_t timeout_ms,
                        struct hccl_store_header *reply) {
-  static const char *const names[] = {"", "the reply to SET", "the value", "the reply to ADD"};
+  static const char *const names[] = {"", "the reply to SET", "the value", "the reply to ADD",
+                                      "the reply to HELLO"};
   HCCL_TRY(check_usable(t));
   int64_t deadline = now_ms() + timeout_ms;
   unsigned char hdr[HCCL_STORE_HEADER_LEN];
@@ -230,6 +231,8 @@ static HcclResult call(struct tcp_store *t, uint8_t op, const char *key, uint64_
   if (reply->op == HCCL_STORE_STATUS_BAD_REQUEST)
     return give_up(t, HCCL_E_TCP_TRANSFER, "store server %s rejected a request: %s", t->where,
                    text);
+  if (reply->op == HCCL_STORE_STATUS_DENIED)
+    return give_up(t, HCCL_E_PARA, "store server %s refused this process: %s", t->where, text);
   return hccl__fail(HCCL_E_PARA, "store server %s: %s", t->where, text);
 }
 
@@ -287,6 +290,13 @@ static HcclResult tcp_add(struct hccl_store *s, const char *key, int64_t delta, 
   HCCL_TRY(call(t, HCCL_STORE_OP_ADD, key, (uint64_t)delta, NULL, 0, t->io_timeout_ms, &reply));
   *result = (int64_t)reply.arg;
   return HCCL_SUCCESS;
+}
+
+HcclResult hccl__store_tcp_hello(struct hccl_store *s, const char *token) {
+  if (!s || !token || !*token) return HCCL_SUCCESS;
+  struct tcp_store *t = (struct tcp_store *)s;
+  struct hccl_store_header reply;
+  return call(t, HCCL_STORE_OP_HELLO, token, 0, NULL, 0, t->io_timeout_ms, &reply);
 }
 
 static void tcp_close(struct hccl_store *s) {

@@ -33,6 +33,7 @@
 
 #include "log.h"
 #include "store.h"
+#include "trust.h"
 #include "wire.h"
 
 #define LISTEN_BACKLOG 1024
@@ -70,6 +71,7 @@ struct conn {
   struct blob *body; /* SET value being read */
   char scratch[64];  /* reads while a GET is held (any byte there is an error) */
   char peer[64];
+  int authed; /* presented the server's job token (or the server has none) */
 };
 
 struct wreq {
@@ -90,6 +92,7 @@ struct hccl_store_server {
   size_t nbuckets, nentries;
   struct conn *conns;
   char where[300];
+  struct hccl_store_trust trust;
 };
 
 /* ---- values and keys ---- */
@@ -225,7 +228,7 @@ static void reply(struct conn *c, uint8_t status, uint64_t arg, struct blob *val
     memcpy(w->msg, msg, n);
     arg = n;
     bufs[nbufs++] = uv_buf_init(w->msg, (unsigned)n);
-    w->close_after = status == HCCL_STORE_STATUS_BAD_REQUEST;
+    w->close_after = status == HCCL_STORE_STATUS_BAD_REQUEST || status == HCCL_STORE_STATUS_DENIED;
   }
   struct hccl_store_header h = {.op = status, .key_len = 0, .arg = arg};
   hccl__store_header_pack(&h, w->hdr);
@@ -240,6 +243,16 @@ static void reply(struct conn *c, uint8_t status, uint64_t arg, struct blob *val
 
 /* Rejects a request the stream cannot continue after; the connection closes once the reply
  * is out. */
+static void refuse(struct conn *c, uint8_t status, const char *msg) {
+  HCCL_WARN("store server %s: request from %s %s: %s", c->srv->where, c->peer,
+            status == HCCL_STORE_STATUS_DENIED ? "refused" : "rejected", msg);
+  blob_unref(c->body);
+  c->body = NULL;
+  c->stage = STAGE_CLOSING; /* ignore anything more it sends */
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  reply(c, status, 0, NULL, msg);
+}
+
 static void reject(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void reject(struct conn *c, const char *fmt, ...) {
   char msg[HCCL_STORE_MAX_ERROR_LEN];
@@ -247,12 +260,27 @@ static void reject(struct conn *c, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  HCCL_WARN("store server %s: request from %s rejected: %s", c->srv->where, c->peer, msg);
-  blob_unref(c->body);
-  c->body = NULL;
-  c->stage = STAGE_CLOSING; /* ignore anything more it sends */
-  uv_read_stop((uv_stream_t *)&c->tcp);
-  reply(c, HCCL_STORE_STATUS_BAD_REQUEST, 0, NULL, msg);
+  refuse(c, HCCL_STORE_STATUS_BAD_REQUEST, msg);
+}
+
+/* The job token check (trust.h): HELLO carries the client's token as its key. A server with a
+ * token accepts nothing else first; one without refuses a client that has one. */
+static void hello(struct conn *c) {
+  const char *mine = c->srv->trust.token;
+  if (!mine[0]) {
+    refuse(c, HCCL_STORE_STATUS_DENIED,
+           "this store serves a job without a job token, and the client has one "
+           "(HCCL_JOB_TOKEN): it belongs to another job");
+    return;
+  }
+  if (!hccl__token_equal(c->key, c->h.key_len, mine, strlen(mine))) {
+    refuse(c, HCCL_STORE_STATUS_DENIED,
+           "the client's job token differs from this store's (HCCL_JOB_TOKEN): it belongs to "
+           "another job");
+    return;
+  }
+  c->authed = 1;
+  reply(c, HCCL_STORE_STATUS_OK, 0, NULL, NULL);
 }
 
 /* Gives e the value val (taking over the caller's reference) and answers its held GETs. */
@@ -301,6 +329,12 @@ static void do_add(struct conn *c, struct entry *e) {
 /* Runs the fully read request in c and readies c for the next one. */
 static void dispatch(struct conn *c) {
   struct hccl_store_server *s = c->srv;
+  if (c->h.op == HCCL_STORE_OP_HELLO) {
+    c->stage = STAGE_HEADER;
+    c->have = 0;
+    hello(c);
+    return;
+  }
   struct entry *e = entry_get(s, c->key, c->h.key_len);
   c->stage = STAGE_HEADER;
   c->have = 0;
@@ -341,8 +375,19 @@ static void advance(struct conn *c) {
                c->hdr[2]);
         return;
       }
-      if (c->h.op < HCCL_STORE_OP_SET || c->h.op > HCCL_STORE_OP_ADD) {
+      if (c->h.op < HCCL_STORE_OP_SET || c->h.op > HCCL_STORE_OP_HELLO) {
         reject(c, "unknown operation %u", c->h.op);
+        return;
+      }
+      /* Before anything is read or allocated for it. */
+      if (c->srv->trust.token[0] && !c->authed && c->h.op != HCCL_STORE_OP_HELLO) {
+        refuse(c, HCCL_STORE_STATUS_DENIED,
+               "this store serves a job with a job token (HCCL_JOB_TOKEN) and the client "
+               "presented none: it belongs to another job");
+        return;
+      }
+      if (c->h.op == HCCL_STORE_OP_HELLO && c->h.key_len > HCCL_TOKEN_MAX) {
+        reject(c, "job token of %u bytes; the limit is %u", c->h.key_len, HCCL_TOKEN_MAX);
         return;
       }
       if (c->h.key_len == 0 || c->h.key_len > HCCL_STORE_MAX_KEY_LEN) {
@@ -461,6 +506,17 @@ static void on_connection(uv_stream_t *listener, int status) {
       uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
       snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
     }
+    if (!hccl__whitelist_allows(s->trust.whitelist, (struct sockaddr *)&ss)) {
+      char msg[700];
+      snprintf(msg, sizeof(msg),
+               "the address %s is not in this job's whitelist %s (HCCL_WHITELIST_FILE)", ip,
+               hccl__whitelist_file(s->trust.whitelist));
+      refuse(c, HCCL_STORE_STATUS_DENIED, msg); /* says why, then closes */
+      return;
+    }
+  } else if (s->trust.whitelist) {
+    conn_close(c); /* no address to check */
+    return;
   }
 }
 
@@ -488,6 +544,7 @@ static void free_all(struct hccl_store_server *s) {
       free(e);
     }
   free(s->buckets);
+  hccl__whitelist_free(s->trust.whitelist);
   free(s);
 }
 
@@ -529,21 +586,36 @@ static HcclResult listen_error(struct hccl_store_server *s, int rc) {
  * HCCL_E_UNAVAIL (address in use, not local, or privileged), HCCL_E_SYSCALL/MEMORY. */
 HcclResult hccl__store_server_start(const char *bind_addr, uint16_t port,
                                     struct hccl_store_server **out, uint16_t *bound_port) {
-  if (!out || !bound_port)
+  return hccl__store_server_start_trusted(bind_addr, port, NULL, out, bound_port);
+}
+
+HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port,
+                                            const struct hccl_store_trust *trust,
+                                            struct hccl_store_server **out, uint16_t *bound_port) {
+  struct hccl_whitelist *wl = trust ? trust->whitelist : NULL;
+  if (!out || !bound_port) {
+    hccl__whitelist_free(wl);
     return hccl__fail(HCCL_E_PTR, "hccl__store_server_start: out or bound_port is NULL");
+  }
   if (!bind_addr) bind_addr = "0.0.0.0";
   struct addrinfo *ai;
-  HCCL_TRY(hccl__store_resolve(bind_addr, port, 1, "store server", &ai));
+  HcclResult r = hccl__store_resolve(bind_addr, port, 1, "store server", &ai);
+  if (r != HCCL_SUCCESS) {
+    hccl__whitelist_free(wl);
+    return r;
+  }
   struct hccl_store_server *s = calloc(1, sizeof(*s));
   struct entry **buckets = calloc(FIRST_BUCKETS, sizeof(*buckets));
   if (!s || !buckets) {
     freeaddrinfo(ai);
     free(s);
     free(buckets);
+    hccl__whitelist_free(wl);
     return hccl__fail(HCCL_E_MEMORY, "no memory for the store server");
   }
   s->buckets = buckets;
   s->nbuckets = FIRST_BUCKETS;
+  if (trust) s->trust = *trust; /* the whitelist stays the caller's */
   snprintf(s->where, sizeof(s->where), ai->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", bind_addr,
            port);
   int rc = uv_loop_init(&s->loop);

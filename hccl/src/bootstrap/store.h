@@ -56,6 +56,18 @@ struct hccl_store_server;
  * taken. */
 HcclResult hccl__store_server_start(const char *bind_addr, uint16_t port,
                                     struct hccl_store_server **out, uint16_t *bound_port);
+/* The same, checking every connection against trust (trust.h; NULL = no checks): the
+ * whitelist at accept, the job token as the first request. The server takes over
+ * trust->whitelist (freed when it stops, or at once if it cannot start). */
+struct hccl_store_trust;
+HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port,
+                                            const struct hccl_store_trust *trust,
+                                            struct hccl_store_server **out, uint16_t *bound_port);
+/* Presents the job token on a connection from hccl__store_tcp_connect, before any other
+ * request. Fails with HCCL_E_PARA, naming the store, when the server refuses it (another job's
+ * store, or a store that expects a token when token is ""). */
+HcclResult hccl__store_tcp_hello(struct hccl_store *s, const char *token);
+
 /* Stops the thread, closes every connection, frees the server. NULL is accepted. */
 void hccl__store_server_stop(struct hccl_store_server *server);
 

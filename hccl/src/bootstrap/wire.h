@@ -18,6 +18,10 @@
  *   SET  | value length             | arg 0, no body
  *   GET  | 0                        | arg = value length, value[arg] follows
  *   ADD  | delta (int64, two's c.)  | arg = new value (int64), no body
+ *   HELLO| 0 (key = job token)      | arg 0, no body
+ *
+ * A server with a job token (trust.h) answers anything but a matching HELLO as the first
+ * request with STATUS_DENIED and closes; a server without one denies every HELLO.
  *
  * Any status other than OK carries arg = length of a text message (at most
  * HCCL_STORE_MAX_ERROR_LEN bytes, no NUL) naming what was wrong. After STATUS_BAD_REQUEST the
@@ -55,13 +59,19 @@
 /* Longest decimal int64 text ("-9223372036854775808"). */
 #define HCCL_STORE_INT_TEXT_LEN 20
 
-enum hccl_store_op { HCCL_STORE_OP_SET = 1, HCCL_STORE_OP_GET = 2, HCCL_STORE_OP_ADD = 3 };
+enum hccl_store_op {
+  HCCL_STORE_OP_SET = 1,
+  HCCL_STORE_OP_GET = 2,
+  HCCL_STORE_OP_ADD = 3,
+  HCCL_STORE_OP_HELLO = 4 /* key = the client's job token (trust.h) */
+};
 
 enum hccl_store_status {
   HCCL_STORE_STATUS_OK = 0,
   HCCL_STORE_STATUS_BAD_REQUEST = 1, /* malformed or over a limit; connection is closed */
   HCCL_STORE_STATUS_NOT_INTEGER = 2, /* ADD on a value that is not decimal int64 text */
   HCCL_STORE_STATUS_OVERFLOW = 3,    /* ADD would leave the int64 range */
+  HCCL_STORE_STATUS_DENIED = 4,      /* job token or whitelist: another job; connection closed */
 };
 
 /* A header as numbers; hccl__store_header_pack/unpack convert to and from the 16 bytes. For a

@@ -24,6 +24,7 @@
 #include "p2p.h"
 #include "reduce.h"
 #include "store.h"
+#include "trust.h"
 #include "topo.h"
 #include "wait.h"
 
@@ -404,6 +405,21 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   return HCCL_SUCCESS;
 }
 
+/* What this job's store server checks (bootstrap/trust.h): token ("" = none), and the
+ * whitelist when HCCL_WHITELIST_DISABLE=0. */
+static HcclResult make_trust(const struct hccl_settings *cfg, const char *token,
+                             struct hccl_store_trust *t) {
+  memset(t, 0, sizeof(*t));
+  snprintf(t->token, sizeof(t->token), "%s", token);
+  if (cfg->whitelist_on) HCCL_TRY(hccl__whitelist_load(cfg->whitelist_file, &t->whitelist));
+  return HCCL_SUCCESS;
+}
+
+/* A root info's job id is its job token: only holders of the root info get in. */
+static void root_token(uint64_t job, char out[32]) {
+  snprintf(out, 32, "root-%016llx", (unsigned long long)job);
+}
+
 HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   if (!rootInfo) return hccl__fail(HCCL_E_PTR, "HcclGetRootInfo: rootInfo is NULL");
   struct hccl_settings cfg;
@@ -414,7 +430,11 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   if (getrandom(&blob.job, sizeof(blob.job), 0) != sizeof(blob.job))
     blob.job = (uint64_t)hccl__now_ns() ^ ((uint64_t)getpid() << 32);
   struct hccl_store_server *server;
-  HCCL_TRY(hccl__store_server_start(addr, 0, &server, &blob.port));
+  struct hccl_store_trust trust;
+  char token[32];
+  root_token(blob.job, token);
+  HCCL_TRY(make_trust(&cfg, token, &trust));
+  HCCL_TRY(hccl__store_server_start_trusted(addr, 0, &trust, &server, &blob.port));
   pthread_mutex_lock(&g_pending_lock);
   int slot = -1;
   for (int i = 0; i < 16; i++)
@@ -473,8 +493,11 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   snprintf(c->key_prefix, sizeof(c->key_prefix), "job%016llx", (unsigned long long)blob.job);
   if (rank == 0) c->server = adopt_server(blob.job);
   HcclResult r = HCCL_SUCCESS;
+  char token[32];
+  root_token(blob.job, token);
   if (nRanks > 1)
     r = hccl__store_tcp_connect(blob.host, blob.port, cfg.connect_timeout_ms, &c->store);
+  if (r == HCCL_SUCCESS && c->store) r = hccl__store_tcp_hello(c->store, token);
   if (r == HCCL_SUCCESS) r = bootstrap(c);
   if (r != HCCL_SUCCESS) {
     comm_free(c);
@@ -493,6 +516,11 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
     if (left_ms <= 0) break;
     struct hccl_store *s;
     HCCL_TRY(hccl__store_tcp_connect(c->cfg.master_addr, c->cfg.master_port, left_ms, &s));
+    HcclResult hr = hccl__store_tcp_hello(s, c->cfg.job_token);
+    if (hr != HCCL_SUCCESS) {
+      hccl__store_close(s); /* another job's store: waiting will not help */
+      return hr;
+    }
     void *val = NULL;
     size_t n = 0;
     hccl__log_quiet(1); /* a store of an earlier communicator may close under us */
@@ -529,14 +557,19 @@ HcclResult HcclCommInitFromEnv(HcclComm *comm) {
   if (size > 1) {
     if (rank == 0) {
       uint16_t port;
-      r = hccl__store_server_start(cfg.master_addr, cfg.master_port, &c->server, &port);
+      struct hccl_store_trust trust;
+      r = make_trust(&cfg, cfg.job_token, &trust);
+      if (r == HCCL_SUCCESS)
+        r = hccl__store_server_start_trusted(cfg.master_addr, cfg.master_port, &trust, &c->server,
+                                             &port);
       struct hccl_store *s = NULL;
       if (r == HCCL_SUCCESS)
         r = hccl__store_tcp_connect(cfg.master_addr, cfg.master_port, cfg.connect_timeout_ms, &s);
       if (r == HCCL_SUCCESS) {
         c->store = s;
-        r = hccl__store_set(s, "generation", &gen, sizeof(gen));
+        r = hccl__store_tcp_hello(s, cfg.job_token);
       }
+      if (r == HCCL_SUCCESS) r = hccl__store_set(s, "generation", &gen, sizeof(gen));
     } else {
       r = env_connect(c, gen);
     }

@@ -192,6 +192,20 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
 
   env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));
   env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
+
+  const char *token = getenv("HCCL_JOB_TOKEN");
+  if (token && strlen(token) >= sizeof(s->job_token))
+    return hccl__fail(HCCL_E_PARA, "HCCL_JOB_TOKEN is %zu characters long; the limit is %zu",
+                      strlen(token), sizeof(s->job_token) - 1);
+  env_str("HCCL_JOB_TOKEN", s->job_token, sizeof(s->job_token));
+  v = 1;
+  HCCL_TRY(env_int("HCCL_WHITELIST_DISABLE", 0, 1, &v, NULL));
+  s->whitelist_on = v == 0;
+  env_str("HCCL_WHITELIST_FILE", s->whitelist_file, sizeof(s->whitelist_file));
+  if (s->whitelist_on && !s->whitelist_file[0])
+    return hccl__fail(HCCL_E_PARA,
+                      "HCCL_WHITELIST_DISABLE=0 turns the whitelist on, but HCCL_WHITELIST_FILE "
+                      "is not set: name the JSON file of allowed addresses");
   return load_rank(s, need_master);
 }
 

@@ -27,6 +27,9 @@ struct hccl_settings {
   char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
   char if_ip[64];             /* HCCL_IF_IP, "" = unset */
   int spin;                   /* HCCL_SPIN: microseconds of polling, -1 = automatic */
+  char job_token[129];        /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
+  bool whitelist_on;          /* HCCL_WHITELIST_DISABLE=0 */
+  char whitelist_file[512];   /* HCCL_WHITELIST_FILE */
 
   /* Rank variables; have_rank is false when none is set (a one-rank job). */
   bool have_rank;
