@@ -16,6 +16,7 @@
 #include "log.h"
 #include "progress.h"
 #include "request.h"
+#include "trace.h"
 #include "reduce.h"
 #include "wait.h"
 
@@ -131,6 +132,36 @@ static HcclResult check_aborts(struct hccl_comm *c, const char *what) {
   return HCCL_SUCCESS;
 }
 
+/* The algorithm a call runs, for its trace event. */
+static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
+  size_t bytes = o->count * (o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt));
+  if (c->nranks == 1) return "local";
+  switch (o->kind) {
+  case HCCL_K_ALLREDUCE:
+    return hccl__select_allreduce(c, bytes) == HCCL_ALGO_KIND_HD ? "halving-doubling" : "ring";
+  case HCCL_K_BROADCAST:
+  case HCCL_K_REDUCE:
+    return hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD ? "binomial tree" : "chain";
+  case HCCL_K_GATHER:
+  case HCCL_K_SCATTER:
+    return "direct";
+  case HCCL_K_ALLTOALL:
+  case HCCL_K_ALLTOALLV:
+    return "pairwise";
+  case HCCL_K_BARRIER:
+    return "dissemination";
+  default:
+    return "ring";
+  }
+}
+
+static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0) {
+  bool reduces = o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
+                 o->kind == HCCL_K_REDUCE_SCATTER;
+  hccl__trace_call(c->trace, hccl__coll_kind_name(o->kind), t0, hccl__now_ns(), c->coll_seq,
+                   o->count, o->dt, reduces ? (int)o->op : -1, o->root, algo_name(c, o), r);
+}
+
 /* Runs one call and, on failure, breaks the communicator and tells the peers. */
 static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   if (atomic_load(&c->broken))
@@ -142,11 +173,13 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
    * call that never had to wait would not otherwise see it): one rank never succeeds at a
    * call another has failed. */
   HcclResult r = check_aborts(c, hccl__coll_kind_name(o->kind));
+  int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
   hccl__progress_enter(c, c->coll_seq, o->kind);
   if (r == HCCL_SUCCESS) r = run_op(c, o);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
+  if (c->trace) trace_call(c, o, r, t0);
   if (r == HCCL_SUCCESS) r = check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;

@@ -26,6 +26,7 @@
 #include "store.h"
 #include "trust.h"
 #include "topo.h"
+#include "trace.h"
 #include "wait.h"
 
 #define ROOT_MAGIC 0x68636c6c726f6f74ULL
@@ -294,6 +295,7 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 }
 
 static void comm_free(struct hccl_comm *c) {
+  hccl__trace_close(c);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
@@ -400,6 +402,7 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (!c->scratch)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
   c->spin = hccl__wait_spin_budget((int)c->local_nranks, c->cfg.spin);
+  HCCL_TRY(hccl__trace_open(c));
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->chunk_bytes);
   return HCCL_SUCCESS;

@@ -78,6 +78,7 @@ struct hccl_comm {
   uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
+  struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
   pthread_t worker;
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */

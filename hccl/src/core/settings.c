@@ -193,6 +193,7 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
   env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));
   env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
 
+  env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
   const char *token = getenv("HCCL_JOB_TOKEN");
   if (token && strlen(token) >= sizeof(s->job_token))
     return hccl__fail(HCCL_E_PARA, "HCCL_JOB_TOKEN is %zu characters long; the limit is %zu",

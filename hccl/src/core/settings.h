@@ -27,6 +27,7 @@ struct hccl_settings {
   char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
   char if_ip[64];             /* HCCL_IF_IP, "" = unset */
   int spin;                   /* HCCL_SPIN: microseconds of polling, -1 = automatic */
+  char trace_file[512];       /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
   char job_token[129];        /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
   bool whitelist_on;          /* HCCL_WHITELIST_DISABLE=0 */
   char whitelist_file[512];   /* HCCL_WHITELIST_FILE */

@@ -18,6 +18,7 @@
 #include "comm.h"
 #include "log.h"
 #include "progress.h"
+#include "trace.h"
 
 int64_t hccl__now_ns(void) {
   struct timespec ts;
@@ -72,6 +73,7 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
    * messages (progress.h). */
   struct hccl_progress *pg = w->progress;
   if (pg) atomic_store_explicit(&pg->waiting_for, peer + 1, memory_order_relaxed);
+  int64_t slept_from = w->comm->trace ? hccl__now_ns() : 0;
   HcclResult r = HCCL_SUCCESS;
   for (;;) {
     atomic_store(waiting, 1);
@@ -97,6 +99,7 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     }
   }
   atomic_store(waiting, 0);
+  if (slept_from) hccl__trace_wait(w->comm->trace, slept_from, hccl__now_ns(), peer, w->what);
   /* A failed wait stays published: a peer explaining its own timeout at the same moment
    * follows it on to the rank that is really behind instead of blaming this one. */
   if (pg && r == HCCL_SUCCESS) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
