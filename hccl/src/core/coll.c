@@ -156,8 +156,8 @@ static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
 }
 
 static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0) {
-  bool reduces = o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
-                 o->kind == HCCL_K_REDUCE_SCATTER;
+  bool reduces =
+      o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER;
   hccl__trace_call(c->trace, hccl__coll_kind_name(o->kind), t0, hccl__now_ns(), c->coll_seq,
                    o->count, o->dt, reduces ? (int)o->op : -1, o->root, algo_name(c, o), r);
 }
