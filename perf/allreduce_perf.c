@@ -10,6 +10,9 @@
  *
  * Everything but the communication (flags, sweep, data, check, output) is in perf_common.c,
  * shared with bench/mpi_allreduce_perf.c; this file is the libhccl ops table.
+ * Built with MPI (when CMake finds it) and started by mpirun (Open MPI's or MPICH's variables
+ * set), it shares the root info by MPI_Bcast as nccl-tests built with MPI=1 does, so
+ * `mpirun -np 8 allreduce_perf` just works; otherwise it never touches MPI.
  * With -z 0 the timed calls are queued with request handles and waited for together, which
  * is what nccl-tests' non-blocking mode measures; -z 1 (default) passes a NULL request.
  */
@@ -18,6 +21,27 @@
 
 #include "hccl.h"
 #include "perf_common.h"
+
+#ifdef HCCL_PERF_MPI
+#include <mpi.h>
+static int mpi_on;
+
+/* Rank 0 makes the root info and MPI carries it to the others. */
+static HcclResult init_by_mpi(HcclComm *out) {
+  int r, n, ok;
+  if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return HCCL_E_INTERNAL;
+  mpi_on = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  HcclRootInfo root;
+  HcclResult rc = r == 0 ? HcclGetRootInfo(&root) : HCCL_SUCCESS;
+  ok = rc == HCCL_SUCCESS;
+  MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!ok) return r == 0 ? rc : HCCL_E_REMOTE;
+  MPI_Bcast(&root, (int)sizeof(root), MPI_BYTE, 0, MPI_COMM_WORLD);
+  return HcclCommInitRootInfo((uint32_t)n, &root, (uint32_t)r, out);
+}
+#endif
 
 static HcclComm comm;
 static char errbuf[1024];
@@ -49,7 +73,14 @@ static int hccl_init(struct perf_world *w) {
   uint32_t rank, size;
   int32_t dev;
   HcclResult rc;
-  if ((rc = HcclCommInitFromEnv(&comm)) != HCCL_SUCCESS) return failed(rc, "HcclCommInitFromEnv");
+#ifdef HCCL_PERF_MPI
+  if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE")) {
+    if ((rc = init_by_mpi(&comm)) != HCCL_SUCCESS)
+      return failed(rc, "HcclCommInitRootInfo (root info by MPI_Bcast)");
+  } else
+#endif
+      if ((rc = HcclCommInitFromEnv(&comm)) != HCCL_SUCCESS)
+    return failed(rc, "HcclCommInitFromEnv");
   if ((rc = HcclGetRankId(comm, &rank)) != HCCL_SUCCESS) return failed(rc, "HcclGetRankId");
   if ((rc = HcclGetRankSize(comm, &size)) != HCCL_SUCCESS) return failed(rc, "HcclGetRankSize");
   if ((rc = HcclGetDeviceId(comm, &dev)) != HCCL_SUCCESS) return failed(rc, "HcclGetDeviceId");
@@ -118,6 +149,9 @@ static void hccl_finalize(void) {
   HcclCommDestroy(comm);
   comm = NULL;
   free(pending);
+#ifdef HCCL_PERF_MPI
+  if (mpi_on) MPI_Finalize();
+#endif
 }
 
 static void __attribute__((noreturn)) hccl_abort(int code) {

@@ -140,6 +140,14 @@ HCCL_API HcclResult HcclCommInitFromEnv(HcclComm *comm);
  * communicator after a failure while its peers are gone. Queued calls are finished first (each
  * bounded by HCCL_EXEC_TIMEOUT); requests not yet waited for are freed and must not be used
  * afterwards. NULL is accepted. */
+/* HCCL's rank-table init: clusterInfo is the path of a "version 1.0" rank table (JSON:
+ * server_list[].server_id, device[].device_id/rank_id; see docs/starting.md) and rank this
+ * process's rank_id in it. Ranks meet at the server_id of rank 0's server, on MASTER_PORT or
+ * else HCCL_IF_BASE_PORT (60000). Every error in the table names the field and the value.
+ * HcclCommInitFromEnv does the same when RANK_TABLE_FILE is set, with RANK_ID as the rank. */
+HCCL_API HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank,
+                                            HcclComm *comm);
+
 HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
 
 /* Ends the communicator's work at once, as ncclCommAbort does: every call in progress or queued

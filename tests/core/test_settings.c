@@ -33,6 +33,21 @@ static const char *const all_vars[] = {"HCCL_CONNECT_TIMEOUT",
                                        "ASCEND_DEVICE_ID",
                                        "MASTER_ADDR",
                                        "MASTER_PORT",
+                                       "OMPI_COMM_WORLD_RANK",
+                                       "OMPI_COMM_WORLD_SIZE",
+                                       "OMPI_COMM_WORLD_LOCAL_RANK",
+                                       "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                       "PMI_RANK",
+                                       "PMI_SIZE",
+                                       "MPI_LOCALRANKID",
+                                       "MPI_LOCALNRANKS",
+                                       "SLURM_PROCID",
+                                       "SLURM_NTASKS",
+                                       "SLURM_LOCALID",
+                                       "SLURM_NTASKS_PER_NODE",
+                                       "SLURM_JOB_NODELIST",
+                                       "HCCL_IF_BASE_PORT",
+                                       "RANK_TABLE_FILE",
                                        NULL};
 
 static int clean_env(void **state) {
@@ -156,6 +171,92 @@ static void test_rank_variables(void **state) {
   assert_non_null(strstr(HcclGetLastErrorMessage(), "MASTER_ADDR"));
 }
 
+/* Slurm's compressed host lists: the first host, zero padding kept. */
+static void test_slurm_nodelist(void **state) {
+  (void)state;
+  static const char *const cases[][2] = {
+      {"node[01-04,07],gpu3", "node01"}, {"gpu3", "gpu3"},     {"a[7]", "a7"},
+      {"rack1-n[0003-0010]x", "rack1-n0003x"}, {"h1,h2", "h1"}, {"x[9,2-3]", "x9"}};
+  char out[64];
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    assert_int_equal(hccl__slurm_first_host(cases[i][0], out, sizeof(out)), HCCL_SUCCESS);
+    assert_string_equal(out, cases[i][1]);
+  }
+  assert_int_equal(hccl__slurm_first_host("node[a-b]", out, sizeof(out)), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "SLURM_JOB_NODELIST='node[a-b]'"));
+  assert_int_equal(hccl__slurm_first_host("", out, sizeof(out)), HCCL_E_PARA);
+}
+
+/* Which starter's variables win, and what mpirun / srun runs get without MASTER_*. */
+static void test_job_starters(void **state) {
+  (void)state;
+  struct hccl_settings s;
+  /* Open MPI on one host: this host, HCCL's base port. */
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.rank, 3);
+  assert_int_equal(s.world_size, 4);
+  assert_int_equal(s.local_rank, 3);
+  assert_string_equal(s.master_addr, "127.0.0.1");
+  assert_int_equal(s.master_port, 60000);
+  setenv("HCCL_IF_BASE_PORT", "61000", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.master_port, 61000);
+  /* On several hosts nobody knows rank 0's: say what to set. */
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "MASTER_ADDR is not set"));
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "Open MPI"));
+  setenv("MASTER_ADDR", "10.1.1.1", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_string_equal(s.master_addr, "10.1.1.1");
+  /* Explicit RANK/WORLD_SIZE win over mpirun's. */
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.rank, 1);
+  assert_int_equal(s.world_size, 2);
+  clean_env(NULL);
+  /* MPICH (PMI). */
+  setenv("PMI_RANK", "1", 1);
+  setenv("PMI_SIZE", "2", 1);
+  setenv("MPI_LOCALNRANKS", "2", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.rank, 1);
+  assert_string_equal(s.master_addr, "127.0.0.1");
+  clean_env(NULL);
+  /* Slurm: the first host of the node list, whatever the local counts. */
+  setenv("SLURM_PROCID", "5", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  setenv("SLURM_NTASKS_PER_NODE", "4", 1);
+  setenv("SLURM_JOB_NODELIST", "gpu[07-08]", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.rank, 5);
+  assert_int_equal(s.world_size, 8);
+  assert_int_equal(s.local_rank, 1);
+  assert_int_equal(s.local_world_size, 4);
+  assert_string_equal(s.master_addr, "gpu07");
+  assert_int_equal(s.master_port, 60000);
+  assert_non_null(strstr(s.starter, "srun"));
+  /* "4(x2)" is not a plain count: left unknown. */
+  setenv("SLURM_NTASKS_PER_NODE", "4(x2)", 1);
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.local_world_size, -1);
+  /* A rank table makes the rank alone enough. */
+  clean_env(NULL);
+  setenv("RANK_ID", "2", 1);
+  assert_int_equal(hccl__settings_load_no_master(&s), HCCL_E_PARA);
+  setenv("RANK_TABLE_FILE", "/t.json", 1);
+  assert_int_equal(hccl__settings_load_no_master(&s), HCCL_SUCCESS);
+  assert_int_equal(s.rank, 2);
+  assert_string_equal(s.rank_table, "/t.json");
+}
+
 static void test_units(void **state) {
   (void)state;
   struct hccl_settings s;
@@ -180,6 +281,8 @@ int main(void) {
       cmocka_unit_test_setup(test_bad_values_named, clean_env),
       cmocka_unit_test_setup(test_rank_variables, clean_env),
       cmocka_unit_test_setup(test_units, clean_env),
+      cmocka_unit_test_setup(test_slurm_nodelist, clean_env),
+      cmocka_unit_test_setup(test_job_starters, clean_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,9 @@
 #include "harness.h"
 
 #define PERF_BIN HCCL_BIN_DIR "/allreduce_perf"
+#ifndef HCCL_PERF_MPI_BUILT
+#define HCCL_PERF_MPI_BUILT 0
+#endif
 #define MAX_RANKS 8
 
 static const char *const column_header =
@@ -292,11 +295,58 @@ static void test_four_ranks(void **state) {
   run_ranks_and_check(4);
 }
 
+/* mpirun -np N allreduce_perf: ranks from Open MPI's variables, the root info by MPI_Bcast.
+ * Skipped (with the reason) where mpirun or the MPI build is missing. */
+static void mpirun_and_check(int nranks, int all_types) {
+  alarm(240);
+  char cmd[1024];
+  snprintf(cmd, sizeof(cmd),
+           "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u MASTER_ADDR "
+           "-u MASTER_PORT HCCL_IF_BASE_PORT=%u mpirun --allow-run-as-root --oversubscribe "
+           "-np %d %s -b 8 -e 4K -f 8 %s -n 2 -w 1 -c 1 2>&1",
+           (unsigned)harness_free_port(), nranks, PERF_BIN,
+           all_types ? "-d all -o all" : "-d float -o sum");
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  static char out[1 << 18];
+  size_t n = fread(out, 1, sizeof(out) - 1, p);
+  out[n] = '\0';
+  int rc = pclose(p);
+  if (rc != 0) fprintf(stderr, "%s\n-> %d\n%s\n", cmd, rc, out);
+  assert_int_equal(rc, 0);
+  char want[32];
+  snprintf(want, sizeof(want), "nranks %d\n", nranks);
+  assert_non_null(strstr(out, want));
+  for (int r = 0; r < nranks; r++) {
+    snprintf(want, sizeof(want), "#  Rank %2d Group  0 Pid", r);
+    assert_non_null(strstr(out, want));
+  }
+  int lines = all_types ? check_table(out, 8, 8, 4, 1) : -2;
+  if (all_types) assert_int_equal(lines, 4 * 4 * 4);
+  assert_non_null(strstr(out, "# Out of bounds values : 0 OK"));
+  alarm(0);
+}
+
+static int have_mpirun(void) {
+  return system("command -v mpirun >/dev/null 2>&1") == 0 && HCCL_PERF_MPI_BUILT;
+}
+
+static void test_mpirun(void **state) {
+  (void)state;
+  if (!have_mpirun()) {
+    printf("  skipped: mpirun or an MPI build of allreduce_perf is missing "
+           "(Debian: openmpi-bin libopenmpi-dev)\n");
+    skip();
+  }
+  mpirun_and_check(4, 0);
+  mpirun_and_check(2, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags_exit_2),   cmocka_unit_test(test_one_rank_sweep),
       cmocka_unit_test(test_no_check_prints_na), cmocka_unit_test(test_two_ranks),
-      cmocka_unit_test(test_four_ranks),
+      cmocka_unit_test(test_four_ranks),         cmocka_unit_test(test_mpirun),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

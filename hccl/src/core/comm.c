@@ -10,7 +10,10 @@
  *   ready - every link is connected; transports may drop what peers needed to connect.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "log.h"
 #include "p2p.h"
 #include "reduce.h"
+#include "ranktable.h"
 #include "store.h"
 #include "trust.h"
 #include "topo.h"
@@ -546,10 +550,93 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
                     (long long)(c->cfg.connect_timeout_ms / 1000));
 }
 
+/* Whether host names this machine: one of its interface addresses, or its host name. */
+static bool is_this_host(const char *host) {
+  struct in6_addr a6;
+  struct in_addr a4;
+  int fam = inet_pton(AF_INET, host, &a4) == 1 ? AF_INET
+            : inet_pton(AF_INET6, host, &a6) == 1 ? AF_INET6
+                                                  : 0;
+  if (!fam) {
+    char me[256] = "";
+    gethostname(me, sizeof(me) - 1);
+    return strcmp(me, host) == 0 || strcmp(host, "localhost") == 0;
+  }
+  struct ifaddrs *ifs, *i;
+  if (getifaddrs(&ifs) != 0) return true; /* cannot tell: do not refuse */
+  bool found = false;
+  for (i = ifs; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != fam) continue;
+    found = fam == AF_INET
+                ? memcmp(&((struct sockaddr_in *)i->ifa_addr)->sin_addr, &a4, sizeof(a4)) == 0
+                : memcmp(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, &a6, sizeof(a6)) == 0;
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
+/* Fills the rank fields of cfg from rank table `path` for `rank` (HCCL's RANK_TABLE_FILE). */
+static HcclResult settings_from_table(const char *path, uint32_t rank, struct hccl_settings *cfg) {
+  struct hccl_ranktable *t;
+  HCCL_TRY(hccl__ranktable_load(path, &t));
+  HcclResult r = HCCL_SUCCESS;
+  if (rank >= t->nranks) {
+    r = hccl__fail(HCCL_E_PARA, "rank %u is not in rank table %s, which has rank_id 0-%u", rank,
+                   path, t->nranks - 1);
+  } else if (!is_this_host(t->rank[rank].server_id)) {
+    char me[256] = "?";
+    gethostname(me, sizeof(me) - 1);
+    r = hccl__fail(HCCL_E_PARA,
+                   "rank table %s: server_list[%u].server_id: \"%s\" holds rank %u, but that "
+                   "rank runs on %s, which has no such address",
+                   path, t->rank[rank].server, t->rank[rank].server_id, rank, me);
+  } else {
+    const struct hccl_ranktable_rank *rk = &t->rank[rank];
+    cfg->have_rank = true;
+    cfg->rank = rank;
+    cfg->world_size = t->nranks;
+    cfg->local_rank = (int32_t)rk->local_rank;
+    cfg->local_world_size = (int32_t)t->per_server;
+    cfg->device_id = rk->device;
+    /* Rank 0 serves the bootstrap store on its server's address. */
+    snprintf(cfg->master_addr, sizeof(cfg->master_addr), "%s", t->rank[0].server_id);
+    if (!getenv("MASTER_PORT") || !*getenv("MASTER_PORT")) cfg->master_port = cfg->base_port;
+  }
+  free(t);
+  return r;
+}
+
+static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm);
+
+HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
+  if (!clusterInfo || !comm)
+    return hccl__fail(HCCL_E_PTR, "HcclCommInitClusterInfo: %s is NULL",
+                      clusterInfo ? "comm" : "clusterInfo");
+  struct hccl_settings cfg;
+  HCCL_TRY(hccl__settings_load_no_master(&cfg));
+  HCCL_TRY(settings_from_table(clusterInfo, rank, &cfg));
+  return init_env(cfg, comm);
+}
+
 HcclResult HcclCommInitFromEnv(HcclComm *comm) {
   if (!comm) return hccl__fail(HCCL_E_PTR, "HcclCommInitFromEnv: comm is NULL");
   struct hccl_settings cfg;
-  HCCL_TRY(hccl__settings_load(&cfg));
+  HCCL_TRY(hccl__settings_load_no_master(&cfg));
+  if (cfg.rank_table[0]) {
+    if (!cfg.have_rank)
+      return hccl__fail(HCCL_E_PARA,
+                        "RANK_TABLE_FILE=%s is set but no rank is: set RANK_ID (or RANK) to this "
+                        "process's rank_id in it",
+                        cfg.rank_table);
+    HCCL_TRY(settings_from_table(cfg.rank_table, cfg.rank, &cfg));
+  } else {
+    HCCL_TRY(hccl__settings_load(&cfg));
+  }
+  return init_env(cfg, comm);
+}
+
+/* Makes the communicator the rank fields of cfg describe, meeting at its master address. */
+static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm) {
   uint32_t rank = cfg.have_rank ? cfg.rank : 0, size = cfg.have_rank ? cfg.world_size : 1;
   unsigned gen = atomic_fetch_add(&g_env_generation, 1) + 1;
   struct hccl_comm *c = comm_alloc(&cfg, rank, size);

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -114,33 +115,98 @@ static HcclResult load_log_level(void) {
                     v);
 }
 
-/* RANK/WORLD_SIZE, else RANK_ID/RANK_SIZE. need_master: the rank variables are the job's
- * rendezvous (HcclCommInitFromEnv), so MASTER_ADDR/MASTER_PORT must come with them. */
-static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
-  const char *rank_name = "RANK", *size_name = "WORLD_SIZE";
-  if (!getenv("RANK") && !getenv("WORLD_SIZE") && (getenv("RANK_ID") || getenv("RANK_SIZE"))) {
-    rank_name = "RANK_ID";
-    size_name = "RANK_SIZE";
+/* The job starters whose variables give a rank its place, in the order they are looked for:
+ * the first whose rank or size variable is set wins. Local rank/size fall back to
+ * LOCAL_RANK/LOCAL_WORLD_SIZE. */
+static const struct starter {
+  const char *name, *rank, *size, *local_rank, *local_size;
+} starters[] = {
+    {"torchrun/npu-launch", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Ascend", "RANK_ID", "RANK_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"Open MPI's mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"MPICH's mpiexec", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    {"Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+};
+
+static bool set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+
+/* Copies the next comma-separated entry of a Slurm host list into out, brackets included:
+ * "node[01-04,07],gpu3" gives "node[01-04,07]". Returns the rest, or NULL at the end. */
+static const char *next_entry(const char *p, char *out, size_t len) {
+  if (!*p) return NULL;
+  size_t n = 0;
+  int depth = 0;
+  for (; *p && (depth || *p != ','); p++) {
+    depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+    if (n + 1 < len) out[n++] = *p;
   }
+  out[n] = '\0';
+  return *p == ',' ? p + 1 : p;
+}
+
+HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len) {
+  char entry[256];
+  if (!list || !next_entry(list, entry, sizeof(entry)) || !entry[0])
+    return hccl__fail(HCCL_E_PARA, "SLURM_JOB_NODELIST='%s' names no host", list ? list : "");
+  char *br = strchr(entry, '[');
+  if (!br) {
+    snprintf(out, len, "%s", entry);
+    return HCCL_SUCCESS;
+  }
+  /* prefix[a-b,c...]suffix: the first host is prefix + the first number, zero-padded as written. */
+  char *close = strchr(br, ']');
+  size_t digits = strspn(br + 1, "0123456789");
+  if (!close || digits == 0)
+    return hccl__fail(HCCL_E_PARA,
+                      "SLURM_JOB_NODELIST='%s': '%s' is not a host or host[range] entry", list,
+                      entry);
+  snprintf(out, len, "%.*s%.*s%s", (int)(br - entry), entry, (int)digits, br + 1, close + 1);
+  return HCCL_SUCCESS;
+}
+
+/* need_master: the rank variables are the job's rendezvous (HcclCommInitFromEnv), so a master
+ * address and port must be known. */
+static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
+  const struct starter *st = &starters[0];
+  for (size_t i = 0; i < sizeof(starters) / sizeof(starters[0]); i++)
+    if (set(starters[i].rank) || set(starters[i].size)) {
+      st = &starters[i];
+      break;
+    }
+  s->starter = st->name;
   int64_t rank = 0, size = 1;
   bool have_r, have_s;
-  HCCL_TRY(env_int(size_name, 1, 1 << 20, &size, &have_s));
-  HCCL_TRY(env_int(rank_name, 0, (1 << 20) - 1, &rank, &have_r));
+  HCCL_TRY(env_int(st->size, 1, 1 << 20, &size, &have_s));
+  HCCL_TRY(env_int(st->rank, 0, (1 << 20) - 1, &rank, &have_r));
+  /* With a rank table the size is the table's: the rank alone is enough (HCCL's RANK_ID). */
+  if (have_r && !have_s && set("RANK_TABLE_FILE")) {
+    have_s = true;
+    size = rank + 1;
+  }
   if (have_r != have_s)
     return hccl__fail(HCCL_E_PARA, "%s is set but %s is not: a launcher must set both",
-                      have_r ? rank_name : size_name, have_r ? size_name : rank_name);
+                      have_r ? st->rank : st->size, have_r ? st->size : st->rank);
   if (rank >= size)
-    return hccl__fail(HCCL_E_PARA, "%s=%lld is out of range: it must be below %s=%lld", rank_name,
-                      (long long)rank, size_name, (long long)size);
+    return hccl__fail(HCCL_E_PARA, "%s=%lld is out of range: it must be below %s=%lld", st->rank,
+                      (long long)rank, st->size, (long long)size);
   s->have_rank = have_r;
   s->rank = (uint32_t)rank;
   s->world_size = (uint32_t)size;
 
   int64_t v = -1;
-  HCCL_TRY(env_int("LOCAL_RANK", 0, 1 << 20, &v, NULL));
+  const char *lr = set(st->local_rank) ? st->local_rank : "LOCAL_RANK";
+  const char *ls = set(st->local_size) ? st->local_size : "LOCAL_WORLD_SIZE";
+  HCCL_TRY(env_int(lr, 0, 1 << 20, &v, NULL));
   s->local_rank = (int32_t)v;
   v = -1;
-  HCCL_TRY(env_int("LOCAL_WORLD_SIZE", 1, 1 << 20, &v, NULL));
+  /* Slurm writes SLURM_NTASKS_PER_NODE only with --ntasks-per-node; a plain number then. */
+  const char *lsv = getenv(ls);
+  if (strcmp(ls, "SLURM_NTASKS_PER_NODE") != 0 || (lsv && strspn(lsv, "0123456789") == strlen(lsv)))
+    HCCL_TRY(env_int(ls, 1, 1 << 20, &v, NULL));
   s->local_world_size = (int32_t)v;
   v = -1;
   bool have_dev;
@@ -152,18 +218,36 @@ static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   int64_t port = 0;
   bool have_port;
   HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &port, &have_port));
+  v = 60000;
+  HCCL_TRY(env_int("HCCL_IF_BASE_PORT", 1, 65535, &v, NULL));
+  s->base_port = (uint16_t)v;
+  bool mpi_or_slurm = st != &starters[0] && st != &starters[1];
+  /* Started by mpirun or srun without MASTER_*: Slurm names the hosts; mpirun on one host
+   * means this host; the port is HCCL's base port. */
+  if (!s->master_addr[0] && mpi_or_slurm && s->have_rank) {
+    if (set("SLURM_JOB_NODELIST") && st == &starters[4])
+      HCCL_TRY(hccl__slurm_first_host(getenv("SLURM_JOB_NODELIST"), s->master_addr,
+                                      sizeof(s->master_addr)));
+    else if (s->local_world_size == (int32_t)s->world_size)
+      snprintf(s->master_addr, sizeof(s->master_addr), "127.0.0.1");
+  }
+  if (!have_port && mpi_or_slurm && s->have_rank) {
+    port = s->base_port;
+    have_port = true;
+  }
   s->master_port = (uint16_t)port;
   if (need_master && s->have_rank && s->world_size > 1) {
     if (s->master_addr[0] == '\0')
       return hccl__fail(HCCL_E_PARA,
-                        "MASTER_ADDR is not set: with %s=%u every rank needs the address where "
-                        "rank 0 serves the bootstrap store",
-                        size_name, s->world_size);
+                        "MASTER_ADDR is not set: with %s=%u (%s) on several servers every rank "
+                        "needs the address where rank 0 serves the bootstrap store; set it "
+                        "(mpirun -x MASTER_ADDR=<rank 0's host>)",
+                        st->size, s->world_size, st->name);
     if (!have_port)
       return hccl__fail(HCCL_E_PARA,
                         "MASTER_PORT is not set: with %s=%u every rank needs the port where rank "
                         "0 serves the bootstrap store",
-                        size_name, s->world_size);
+                        st->size, s->world_size);
   }
   return HCCL_SUCCESS;
 }
@@ -194,6 +278,7 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
   env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
 
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
+  env_str("RANK_TABLE_FILE", s->rank_table, sizeof(s->rank_table));
   const char *token = getenv("HCCL_JOB_TOKEN");
   if (token && strlen(token) >= sizeof(s->job_token))
     return hccl__fail(HCCL_E_PARA, "HCCL_JOB_TOKEN is %zu characters long; the limit is %zu",

@@ -40,6 +40,9 @@ struct hccl_settings {
   int32_t device_id;        /* DEVICE_ID, else ASCEND_DEVICE_ID, else -1 */
   char master_addr[256];    /* "" when unset */
   uint16_t master_port;     /* 0 when unset */
+  uint16_t base_port;       /* HCCL_IF_BASE_PORT: the store's port under mpirun/srun/rank tables */
+  const char *starter;      /* whose variables gave the rank ("Open MPI's mpirun", ...) */
+  char rank_table[512];     /* RANK_TABLE_FILE, "" = none */
 };
 
 /* Reads every variable into *out (defaults for the unset ones) and applies HCCL_LOG_LEVEL.
@@ -49,6 +52,9 @@ HcclResult hccl__settings_load(struct hccl_settings *out);
 /* The same, for a communicator that meets its peers through a store the caller passed in: the
  * rank variables may be set without MASTER_ADDR/MASTER_PORT (torch's file:// init). */
 HcclResult hccl__settings_load_no_master(struct hccl_settings *out);
+
+/* The first host of a Slurm host list ("node[01-04,07],gpu3" -> "node01"). */
+HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len);
 
 /* Parses an HCCL_ALGO value ("ring", "tree", "hd", "H-D_R", "level0:NA;level1:ring", ...). */
 HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out);
