@@ -51,6 +51,7 @@ struct launch_opts {
   bool topology_from_option;
   double grace_s;
   char **argv; /* the program and its arguments, NULL-terminated */
+  char slurm_master[256]; /* first host of SLURM_JOB_NODELIST, when master_addr came from it */
 };
 
 /* One rank on this server. */

@@ -7,6 +7,8 @@
  */
 #include "launch.h"
 
+#include "hostlist.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -129,7 +131,7 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   o->master_port = LAUNCH_DEFAULT_PORT;
   o->cpu_bind = LAUNCH_BIND_BLOCK;
   o->grace_s = LAUNCH_DEFAULT_GRACE_S;
-  bool node_rank_given = false;
+  bool node_rank_given = false, nnodes_given = false, master_given = false;
 
   opterr = 0; /* we word the messages ourselves */
   optind = 1;
@@ -152,6 +154,7 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
         return usage_error(err, errlen, "--nnodes '%s' must be a whole number from 1 to 65536",
                            optarg);
       o->nnodes = (int)v;
+      nnodes_given = true;
       break;
     case OPT_NODE_RANK:
       if (!launch_parse_long(optarg, 0, 65535, &v))
@@ -164,6 +167,7 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
       if (!*optarg)
         return usage_error(err, errlen, "--master-addr is empty; give server 0's IPv4 address");
       o->master_addr = optarg;
+      master_given = true;
       break;
     case OPT_MASTER_PORT:
       if (!launch_parse_long(optarg, 1, 65535, &v))
@@ -232,6 +236,29 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   }
   o->argv = argv + optind;
 
+  /* Under srun (one npu-launch per server), Slurm says what the flags did not. */
+  const char *nn = getenv("SLURM_NNODES"), *nid = getenv("SLURM_NODEID");
+  const char *nodes = getenv("SLURM_JOB_NODELIST");
+  if (!nnodes_given && nn && *nn) {
+    if (!launch_parse_long(nn, 1, 65536, &v))
+      return usage_error(err, errlen, "SLURM_NNODES='%s' is not a number of servers", nn);
+    o->nnodes = (int)v;
+    nnodes_given = true;
+  }
+  if (!node_rank_given && nid && *nid && o->nnodes > 1) {
+    if (!launch_parse_long(nid, 0, 65535, &v))
+      return usage_error(err, errlen, "SLURM_NODEID='%s' is not a server number", nid);
+    o->node_rank = (int)v;
+    node_rank_given = true;
+  }
+  if (!master_given && nodes && *nodes && o->nnodes > 1) {
+    if (hccl__hostlist_first(nodes, o->slurm_master, sizeof(o->slurm_master)) != 0)
+      return usage_error(err, errlen,
+                         "SLURM_JOB_NODELIST='%s' does not start with a host; give "
+                         "--master-addr",
+                         nodes);
+    o->master_addr = o->slurm_master;
+  }
   if (o->node_rank >= o->nnodes) {
     snprintf(err, errlen, "--node-rank %d is not below --nnodes %d; servers are numbered 0-%d",
              o->node_rank, o->nnodes, o->nnodes - 1);

@@ -68,14 +68,13 @@ static void test_example_tables(void **st) {
 /* A two-server, two-device table with one substitution applied. */
 static void expect_refused(const char *from, const char *to, const char *words) {
   char text[2048];
-  const char *base =
-      "{\"version\": \"1.0\", \"server_count\": \"2\", \"status\": \"completed\", "
-      "\"server_list\": [{\"server_id\": \"10.0.0.1\", \"device\": ["
-      "{\"device_id\": \"0\", \"device_ip\": \"1.1.1.1\", \"rank_id\": \"0\"}, "
-      "{\"device_id\": \"1\", \"device_ip\": \"1.1.1.2\", \"rank_id\": \"1\"}]}, "
-      "{\"server_id\": \"10.0.0.2\", \"device\": ["
-      "{\"device_id\": \"0\", \"device_ip\": \"1.1.2.1\", \"rank_id\": \"2\"}, "
-      "{\"device_id\": \"1\", \"device_ip\": \"1.1.2.2\", \"rank_id\": \"3\"}]}]}";
+  const char *base = "{\"version\": \"1.0\", \"server_count\": \"2\", \"status\": \"completed\", "
+                     "\"server_list\": [{\"server_id\": \"10.0.0.1\", \"device\": ["
+                     "{\"device_id\": \"0\", \"device_ip\": \"1.1.1.1\", \"rank_id\": \"0\"}, "
+                     "{\"device_id\": \"1\", \"device_ip\": \"1.1.1.2\", \"rank_id\": \"1\"}]}, "
+                     "{\"server_id\": \"10.0.0.2\", \"device\": ["
+                     "{\"device_id\": \"0\", \"device_ip\": \"1.1.2.1\", \"rank_id\": \"2\"}, "
+                     "{\"device_id\": \"1\", \"device_ip\": \"1.1.2.2\", \"rank_id\": \"3\"}]}]}";
   const char *at = strstr(base, from);
   if (!at) fail_msg("test bug: '%s' not in the base table", from);
   snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));

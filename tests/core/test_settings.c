@@ -184,6 +184,7 @@ static void test_slurm_nodelist(void **state) {
   }
   assert_int_equal(hccl__slurm_first_host("node[a-b]", out, sizeof(out)), HCCL_E_PARA);
   assert_non_null(strstr(HcclGetLastErrorMessage(), "SLURM_JOB_NODELIST='node[a-b]'"));
+  assert_int_equal(hccl__slurm_first_host("node[01", out, sizeof(out)), HCCL_E_PARA);
   assert_int_equal(hccl__slurm_first_host("", out, sizeof(out)), HCCL_E_PARA);
 }
 

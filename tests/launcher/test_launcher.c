@@ -410,6 +410,37 @@ static void test_nnodes_dry_run(void **state) {
   assert_int_equal(RUN("--device-list", "0,1", "./no-such-train.py"), 127);
 }
 
+/* Under srun (one npu-launch per server) Slurm's variables give the server count, this
+ * server's number and the master (first host of the node list); flags still win. */
+static void test_slurm_defaults(void **state) {
+  (void)state;
+  setenv("SLURM_NNODES", "2", 1);
+  setenv("SLURM_NODEID", "1", 1);
+  setenv("SLURM_JOB_NODELIST", "localhost,node[02-03]", 1);
+  int rc = RUN("--device-list", "0,1", "--master-port", "29701", "--dry-run", "true");
+  static char out1[1 << 16];
+  snprintf(out1, sizeof(out1), "%s", g_run.out);
+  int rc2 = RUN("--device-list", "0,1", "--nnodes", "2", "--node-rank", "0", "--master-addr",
+                "10.0.0.9", "--dry-run", "true");
+  static char out2[1 << 16];
+  snprintf(out2, sizeof(out2), "%s", g_run.out);
+  setenv("SLURM_JOB_NODELIST", "node[", 1);
+  int rc3 = RUN("--device-list", "0,1", "--dry-run", "true");
+  unsetenv("SLURM_NNODES");
+  unsetenv("SLURM_NODEID");
+  unsetenv("SLURM_JOB_NODELIST");
+  assert_int_equal(rc, 0);
+  if (!strstr(out1, "(server 1 of 2), world size 4") ||
+      !strstr(out1, "RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 "
+                    "MASTER_ADDR=127.0.0.1 MASTER_PORT=29701"))
+    fail_msg("Slurm's variables were not used:\n%s", out1);
+  assert_int_equal(rc2, 0);
+  if (!strstr(out2, "RANK=1 LOCAL_RANK=1 WORLD_SIZE=4") || !strstr(out2, "MASTER_ADDR=10.0.0.9"))
+    fail_msg("flags did not win over Slurm's variables:\n%s", out2);
+  assert_int_equal(rc3, 2);
+  ASSERT_HAS(g_run.err, "SLURM_JOB_NODELIST='node[' does not start with a host");
+}
+
 static void test_binding_block(void **state) {
   (void)state;
   static const char *const lists[] = {"0", "0-1", "0-3", "0-7"};
@@ -829,6 +860,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mapping_sorted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_variables, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nnodes_dry_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_block, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_explicit_and_none, setup, teardown),
       cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),

@@ -72,7 +72,8 @@ static HcclResult check(const cJSON *root, const char *file, struct hccl_ranktab
     return BAD("status: \"%s\": the table is not complete yet (\"completed\")", s);
   const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "server_list");
   int nserv = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : -1;
-  if (nserv <= 0) return BAD("server_list: %s", nserv == 0 ? "is empty" : "is missing or not a list");
+  if (nserv <= 0)
+    return BAD("server_list: %s", nserv == 0 ? "is empty" : "is missing or not a list");
   long long count;
   HCCL_TRY(field_number(root, "server_count", "", file, 1, MAX_RANKS, &count));
   if (count != nserv)
@@ -88,7 +89,8 @@ static HcclResult check(const cJSON *root, const char *file, struct hccl_ranktab
   t->nranks = (uint32_t)n;
   t->nservers = (uint32_t)nserv;
   t->per_server = (uint32_t)per;
-  for (uint32_t r = 0; r < t->nranks; r++) t->rank[r].device = -1;
+  for (uint32_t r = 0; r < t->nranks; r++)
+    t->rank[r].device = -1;
   HcclResult res = HCCL_SUCCESS;
   for (int i = 0; i < nserv && res == HCCL_SUCCESS; i++) {
     const cJSON *srv = cJSON_GetArrayItem(list, i);

@@ -22,10 +22,10 @@
 #include "hccl.h"
 
 struct hccl_ranktable_rank {
-  uint32_t server;      /* index in server_list */
-  uint32_t local_rank;  /* index in its server's device list */
-  int32_t device;       /* device_id */
-  char server_id[256];  /* its server's server_id */
+  uint32_t server;     /* index in server_list */
+  uint32_t local_rank; /* index in its server's device list */
+  int32_t device;      /* device_id */
+  char server_id[256]; /* its server's server_id */
 };
 
 struct hccl_ranktable {

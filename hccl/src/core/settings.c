@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hostlist.h"
 #include "log.h"
 
 /* Reads integer variable `name` into *out, or leaves *out (the default) when unset. */
@@ -134,37 +135,11 @@ static bool set(const char *name) {
   return v && *v;
 }
 
-/* Copies the next comma-separated entry of a Slurm host list into out, brackets included:
- * "node[01-04,07],gpu3" gives "node[01-04,07]". Returns the rest, or NULL at the end. */
-static const char *next_entry(const char *p, char *out, size_t len) {
-  if (!*p) return NULL;
-  size_t n = 0;
-  int depth = 0;
-  for (; *p && (depth || *p != ','); p++) {
-    depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
-    if (n + 1 < len) out[n++] = *p;
-  }
-  out[n] = '\0';
-  return *p == ',' ? p + 1 : p;
-}
-
 HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len) {
-  char entry[256];
-  if (!list || !next_entry(list, entry, sizeof(entry)) || !entry[0])
-    return hccl__fail(HCCL_E_PARA, "SLURM_JOB_NODELIST='%s' names no host", list ? list : "");
-  char *br = strchr(entry, '[');
-  if (!br) {
-    snprintf(out, len, "%s", entry);
-    return HCCL_SUCCESS;
-  }
-  /* prefix[a-b,c...]suffix: the first host is prefix + the first number, zero-padded as written. */
-  char *close = strchr(br, ']');
-  size_t digits = strspn(br + 1, "0123456789");
-  if (!close || digits == 0)
+  if (hccl__hostlist_first(list, out, len) != 0)
     return hccl__fail(HCCL_E_PARA,
-                      "SLURM_JOB_NODELIST='%s': '%s' is not a host or host[range] entry", list,
-                      entry);
-  snprintf(out, len, "%.*s%.*s%s", (int)(br - entry), entry, (int)digits, br + 1, close + 1);
+                      "SLURM_JOB_NODELIST='%s' does not start with a host or a host[range] entry",
+                      list ? list : "");
   return HCCL_SUCCESS;
 }
 
