@@ -277,7 +277,9 @@ HCCL_API HcclResult HcclRequestWait(HcclRequest request);
 /* ---- introspection (tests and tools) ---- */
 
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
- * communicator: "ring" or "hd" (recursive halving-doubling). Static string. */
+ * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
+ * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
+ * then ring or halving-doubling between servers). Static string. */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus

@@ -61,7 +61,7 @@ static int placement_body(int rank, int nranks, void *argp) {
   /* The ring visits devices grouped by the topology's groups, sorted inside a group. */
   struct hccl_comm *c = comm;
   for (uint32_t i = 0; i + 1 < c->nranks; i++) {
-    int a = c->peers[c->ring[i]].device, b = c->peers[c->ring[i + 1]].device;
+    int a = c->peers[c->world.ring[i]].device, b = c->peers[c->world.ring[i + 1]].device;
     RANK_CHECK(a < b, "ring position %u: device %d then %d", i, a, b);
   }
   if (sum_works(comm, nranks)) return 1;

@@ -64,7 +64,8 @@ static void test_defaults(void **state) {
   assert_int_equal(s.connect_timeout_ms, 120000);
   assert_int_equal(s.exec_timeout_ms, 1836000);
   assert_int_equal(s.buffsize, (size_t)200 << 20);
-  assert_int_equal(s.algo, HCCL_ALGO_AUTO);
+  assert_int_equal(s.algo.choice, HCCL_ALGO_AUTO);
+  assert_false(s.algo.levels);
   assert_int_equal(s.spin, -1);
   assert_false(s.have_rank);
   assert_int_equal(s.world_size, 1);
@@ -76,29 +77,34 @@ static void test_algo_spellings(void **state) {
   (void)state;
   static const struct {
     const char *text;
-    enum hccl_algo_choice want;
+    enum hccl_algo_choice want, level0, level1;
+    bool levels;
   } cases[] = {
-      {"ring", HCCL_ALGO_RING},
-      {"RING", HCCL_ALGO_RING},
-      {"tree", HCCL_ALGO_HD},
-      {"hd", HCCL_ALGO_HD},
-      {"H-D_R", HCCL_ALGO_HD},
-      {"auto", HCCL_ALGO_AUTO},
-      {"level0:ring", HCCL_ALGO_RING},
-      {"level0:NA;level1:ring", HCCL_ALGO_RING},
-      {"level0:NA;level1:H-D_R", HCCL_ALGO_HD},
-      {"level0:tree;level1:ring", HCCL_ALGO_HD}, /* inside a server level0 wins */
-      {"level0:NA;level1:NA", HCCL_ALGO_AUTO},
+      {"ring", HCCL_ALGO_RING, 0, 0, false},
+      {"RING", HCCL_ALGO_RING, 0, 0, false},
+      {"tree", HCCL_ALGO_HD, 0, 0, false},
+      {"hd", HCCL_ALGO_HD, 0, 0, false},
+      {"H-D_R", HCCL_ALGO_HD, 0, 0, false},
+      {"auto", HCCL_ALGO_AUTO, 0, 0, false},
+      {"level0:ring", HCCL_ALGO_RING, HCCL_ALGO_RING, HCCL_ALGO_AUTO, true},
+      {"level0:NA;level1:ring", HCCL_ALGO_RING, HCCL_ALGO_AUTO, HCCL_ALGO_RING, true},
+      {"level0:NA;level1:H-D_R", HCCL_ALGO_HD, HCCL_ALGO_AUTO, HCCL_ALGO_HD, true},
+      /* inside a server level0 wins; between servers level1 */
+      {"level0:tree;level1:ring", HCCL_ALGO_HD, HCCL_ALGO_HD, HCCL_ALGO_RING, true},
+      {"level0:NA;level1:NA", HCCL_ALGO_AUTO, HCCL_ALGO_AUTO, HCCL_ALGO_AUTO, true},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    enum hccl_algo_choice got = (enum hccl_algo_choice) - 1;
+    struct hccl_algo_setting got = {.choice = (enum hccl_algo_choice) - 1};
     assert_int_equal(hccl__settings_parse_algo(cases[i].text, &got), HCCL_SUCCESS);
-    assert_int_equal(got, cases[i].want);
+    assert_int_equal(got.choice, cases[i].want);
+    assert_int_equal(got.levels, cases[i].levels);
+    assert_int_equal(got.level[0], cases[i].level0);
+    assert_int_equal(got.level[1], cases[i].level1);
   }
   static const char *const bad[] = {"bogus",      "level2:ring", "level0:", "level0:pipelinex",
                                     "level0ring", ":ring"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-    enum hccl_algo_choice got;
+    struct hccl_algo_setting got;
     assert_int_equal(hccl__settings_parse_algo(bad[i], &got), HCCL_E_PARA);
     assert_non_null(strstr(HcclGetLastErrorMessage(), bad[i]));
     assert_non_null(strstr(HcclGetLastErrorMessage(), "HCCL_ALGO"));
@@ -175,8 +181,8 @@ static void test_rank_variables(void **state) {
 static void test_slurm_nodelist(void **state) {
   (void)state;
   static const char *const cases[][2] = {
-      {"node[01-04,07],gpu3", "node01"}, {"gpu3", "gpu3"},     {"a[7]", "a7"},
-      {"rack1-n[0003-0010]x", "rack1-n0003x"}, {"h1,h2", "h1"}, {"x[9,2-3]", "x9"}};
+      {"node[01-04,07],gpu3", "node01"},       {"gpu3", "gpu3"}, {"a[7]", "a7"},
+      {"rack1-n[0003-0010]x", "rack1-n0003x"}, {"h1,h2", "h1"},  {"x[9,2-3]", "x9"}};
   char out[64];
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     assert_int_equal(hccl__slurm_first_host(cases[i][0], out, sizeof(out)), HCCL_SUCCESS);

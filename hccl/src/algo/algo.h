@@ -1,18 +1,22 @@
 /*
- * algo.h - the collective algorithms. Each runs on one communicator with the primitives of
- * prims.h; none touches a transport directly. Counts are in elements of p->esz bytes. The
- * caller (coll.c) has validated arguments and handles count 0 and in-place conventions.
+ * algo.h - the collective algorithms. Each runs over a group of ranks (group.h) with the
+ * primitives of prims.h; none touches a transport directly. Counts are in elements of p->esz
+ * bytes. The caller (coll.c) has validated arguments and handles count 0 and in-place
+ * conventions. Roots are MEMBER indices of the group (for the whole communicator, member k is
+ * rank k).
  *
- * Positions: ring-based algorithms walk comm->ring (topology-aware order); the halving-
- * doubling and binomial ones number ranks by ring position too, so their first, largest
+ * Positions: ring-based algorithms walk the group's ring (topology-aware order); the halving-
+ * doubling and binomial ones number members by ring position too, so their first, largest
  * exchanges stay between neighbours on a server.
  */
 #ifndef HCCL_ALGO_H
 #define HCCL_ALGO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "group.h"
 #include "hccl.h"
 #include "prims.h"
 
@@ -23,24 +27,38 @@ enum hccl_algo_kind {
   HCCL_ALGO_KIND_HD = 1,   /* recursive halving-doubling (allreduce), binomial tree (rooted) */
 };
 
-HcclResult hccl__ring_allreduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                void *recv, size_t count);
-HcclResult hccl__ring_reduce_scatter(struct hccl_comm *c, const struct hccl_prim *p,
+HcclResult hccl__ring_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                const void *send, void *recv, size_t count);
+HcclResult hccl__ring_reduce_scatter(const struct hccl_group *g, const struct hccl_prim *p,
                                      const void *send, void *recv, size_t recv_count);
-HcclResult hccl__ring_allgather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                void *recv, size_t send_count);
-HcclResult hccl__chain_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
+HcclResult hccl__ring_allgather(const struct hccl_group *g, const struct hccl_prim *p,
+                                const void *send, void *recv, size_t send_count);
+/* The two halves of a ring allreduce of `count` elements cut into n blocks (block k, member
+ * k's, has count/n elements, one more for k < count % n): reduce-scatter leaves block `me` of
+ * recv reduced over the group (other blocks of recv are not written); allgather fills every
+ * block of buf from its owner's (the own block already in place). */
+HcclResult hccl__ring_reduce_scatter_split(const struct hccl_group *g, const struct hccl_prim *p,
+                                           const void *send, void *recv, size_t count);
+HcclResult hccl__ring_allgather_split(const struct hccl_group *g, const struct hccl_prim *p,
+                                      void *buf, size_t count);
+HcclResult hccl__chain_broadcast(const struct hccl_group *g, const struct hccl_prim *p, void *buf,
                                  size_t count, uint32_t root);
-HcclResult hccl__chain_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                              void *recv, size_t count, uint32_t root);
+HcclResult hccl__chain_reduce(const struct hccl_group *g, const struct hccl_prim *p,
+                              const void *send, void *recv, size_t count, uint32_t root);
 
-HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                              void *recv, size_t count);
-HcclResult hccl__binomial_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
-                                    size_t count, uint32_t root);
-HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                 void *recv, size_t count, uint32_t root);
-HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_prim *p);
+HcclResult hccl__hd_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                              const void *send, void *recv, size_t count);
+HcclResult hccl__binomial_broadcast(const struct hccl_group *g, const struct hccl_prim *p,
+                                    void *buf, size_t count, uint32_t root);
+HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                 const void *send, void *recv, size_t count, uint32_t root);
+HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p);
+
+/* Two-level allreduce (hier.c): reduce-scatter over `local`, allreduce of the shard over
+ * `cross` with cross_kind, allgather over `local`. */
+HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
+                                enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
+                                const void *send, void *recv, size_t count);
 
 /* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
  * displs[j], or (NULL arrays) count elements at element j * count. */
@@ -59,9 +77,15 @@ HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *
                                    const struct hccl_blocks *sb, void *recv,
                                    const struct hccl_blocks *rb);
 
-/* The cost model: which algorithm an allreduce / broadcast / reduce of `bytes` uses on this
- * communicator, unless HCCL_ALGO forces one. */
-enum hccl_algo_kind hccl__select_allreduce(const struct hccl_comm *c, size_t bytes);
+/* The cost model (select.c): how an allreduce of `bytes` runs on this communicator, unless
+ * HCCL_ALGO forces it: flat over every rank with `kind`, or (hier) two-level with `kind`
+ * between servers. */
+struct hccl_allreduce_plan {
+  bool hier;
+  enum hccl_algo_kind kind;
+};
+struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_t bytes);
+/* Broadcast and reduce: chain or binomial tree over every rank. */
 enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes);
 
 #endif

@@ -18,16 +18,20 @@
 
 #include "algo.h"
 #include "log.h"
-#include "comm.h"
 
-/* The rank holding virtual index v among the p2 active ones. */
-static uint32_t active_rank(const struct hccl_comm *c, uint32_t v, uint32_t r) {
-  return v < r ? c->ring[2 * v + 1] : c->ring[v + r];
+/* The link to the member holding virtual index v among the p2 active ones. */
+static struct hccl_link *active_link(const struct hccl_group *g, uint32_t v, uint32_t r) {
+  return hccl__group_link(g, v < r ? g->ring[2 * v + 1] : g->ring[v + r]);
 }
 
-HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                              void *recv, size_t count) {
-  uint32_t np = c->nranks, pos = c->ring_pos, p2 = 1;
+/* The link to the member at ring position pos. */
+static struct hccl_link *link_at(const struct hccl_group *g, uint32_t pos) {
+  return hccl__group_link(g, g->ring[pos]);
+}
+
+HcclResult hccl__hd_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                              const void *send, void *recv, size_t count) {
+  uint32_t np = g->n, pos = g->pos[g->me], p2 = 1;
   while (p2 * 2 <= np)
     p2 *= 2;
   uint32_t r = np - p2;
@@ -38,11 +42,11 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
   uint32_t v;
   if (pos < 2 * r) {
     if (pos % 2 == 0) {
-      struct hccl_link *partner = c->links[c->ring[pos + 1]];
+      struct hccl_link *partner = link_at(g, pos + 1);
       HCCL_TRY(hccl__prim_send(p, partner, send, bytes));
       return hccl__prim_recv(p, partner, recv, bytes);
     }
-    struct hccl_link *partner = c->links[c->ring[pos - 1]];
+    struct hccl_link *partner = link_at(g, pos - 1);
     size_t per = partner->slot_bytes / es * es;
     for (size_t off = 0; off < bytes; off += per) {
       size_t n = bytes - off < per ? bytes - off : per;
@@ -54,10 +58,10 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
     v = pos - r;
   }
 
-  if (bytes <= c->chunk_bytes) {
+  if (bytes <= g->chunk_bytes) {
     /* Recursive doubling: log2(p2) full exchanges, the fewest hops for small messages. */
     for (uint32_t mask = 1; mask < p2; mask <<= 1) {
-      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      struct hccl_link *l = active_link(g, v ^ mask, r);
       HCCL_TRY(hccl__prim_exchange(p, l, src, bytes, src, out, bytes));
       src = out;
     }
@@ -66,7 +70,7 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
     size_t a = 0, b = count;
     int depth = 0;
     for (uint32_t mask = 1; mask < p2; mask <<= 1, depth++) {
-      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      struct hccl_link *l = active_link(g, v ^ mask, r);
       size_t mid = a + (b - a) / 2;
       size_t ka, kb, sa, sb; /* keep [ka,kb), send [sa,sb) */
       if ((v & mask) == 0) {
@@ -84,7 +88,7 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
     }
     for (uint32_t mask = p2 >> 1; mask >= 1; mask >>= 1) {
       depth--;
-      struct hccl_link *l = c->links[active_rank(c, v ^ mask, r)];
+      struct hccl_link *l = active_link(g, v ^ mask, r);
       size_t pa, pb;         /* the partner's half of [lo, hi) */
       if ((v & mask) == 0) { /* we kept the lower half */
         pa = b, pb = hi[depth];
@@ -97,37 +101,37 @@ HcclResult hccl__hd_allreduce(struct hccl_comm *c, const struct hccl_prim *p, co
       b = hi[depth];
     }
   }
-  if (pos < 2 * r) HCCL_TRY(hccl__prim_send(p, c->links[c->ring[pos - 1]], out, bytes));
+  if (pos < 2 * r) HCCL_TRY(hccl__prim_send(p, link_at(g, pos - 1), out, bytes));
   return HCCL_SUCCESS;
 }
 
 /* Binomial tree over virtual ranks v = (pos - root pos) mod p: v receives from v - lowbit(v)
  * and sends to v + 2^j for every 2^j below lowbit(v). Chunks are pipelined: each chunk goes
  * down the whole tree before the next. */
-static void tree_links(struct hccl_comm *c, uint32_t root, struct hccl_link **parent,
+static void tree_links(const struct hccl_group *g, uint32_t root, struct hccl_link **parent,
                        struct hccl_link **kids, int *nkids) {
-  uint32_t np = c->nranks, rpos = c->pos_of[root];
-  uint32_t v = (c->ring_pos + np - rpos) % np;
+  uint32_t np = g->n, rpos = g->pos[root];
+  uint32_t v = (g->pos[g->me] + np - rpos) % np;
   uint32_t mask = 1;
   *parent = NULL;
   while (mask < np) {
     if (v & mask) {
-      *parent = c->links[c->ring[(v - mask + rpos) % np]];
+      *parent = link_at(g, (v - mask + rpos) % np);
       break;
     }
     mask <<= 1;
   }
   *nkids = 0;
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (v + mask < np) kids[(*nkids)++] = c->links[c->ring[(v + mask + rpos) % np]];
+    if (v + mask < np) kids[(*nkids)++] = link_at(g, (v + mask + rpos) % np);
 }
 
-HcclResult hccl__binomial_broadcast(struct hccl_comm *c, const struct hccl_prim *p, void *buf,
-                                    size_t count, uint32_t root) {
+HcclResult hccl__binomial_broadcast(const struct hccl_group *g, const struct hccl_prim *p,
+                                    void *buf, size_t count, uint32_t root) {
   struct hccl_link *parent, *kids[32];
   int nk;
-  tree_links(c, root, &parent, kids, &nk);
-  size_t per = c->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
+  tree_links(g, root, &parent, kids, &nk);
+  size_t per = g->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
   char *b = buf;
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
@@ -138,18 +142,18 @@ HcclResult hccl__binomial_broadcast(struct hccl_comm *c, const struct hccl_prim 
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                 void *recv, size_t count, uint32_t root) {
+HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                 const void *send, void *recv, size_t count, uint32_t root) {
   struct hccl_link *parent, *kids[32];
   int nk;
-  tree_links(c, root, &parent, kids, &nk);
-  size_t per = c->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
+  tree_links(g, root, &parent, kids, &nk);
+  size_t per = g->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
   const char *s = send;
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
     /* Accumulate in the output on the root, in scratch elsewhere; children in reverse order
      * of the broadcast's sends, the nearest last. */
-    char *acc = parent ? c->scratch : (char *)recv + off;
+    char *acc = parent ? g->scratch : (char *)recv + off;
     const char *cur = s + off;
     for (int k = nk - 1; k >= 0; k--) {
       HCCL_TRY(hccl__prim_step(p, kids[k], NULL, cur, acc, n));
@@ -163,48 +167,13 @@ HcclResult hccl__binomial_reduce(struct hccl_comm *c, const struct hccl_prim *p,
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__dissemination_barrier(struct hccl_comm *c, const struct hccl_prim *p) {
-  uint32_t np = c->nranks;
+HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p) {
+  uint32_t np = g->n, pos = g->pos[g->me];
   for (uint32_t k = 1; k < np; k <<= 1) {
-    struct hccl_link *to = c->links[c->ring[(c->ring_pos + k) % np]];
-    struct hccl_link *from = c->links[c->ring[(c->ring_pos + np - k) % np]];
+    struct hccl_link *to = link_at(g, (pos + k) % np);
+    struct hccl_link *from = link_at(g, (pos + np - k) % np);
     HCCL_TRY(hccl__prim_step(p, NULL, to, NULL, NULL, 0));
     HCCL_TRY(hccl__prim_step(p, from, NULL, NULL, NULL, 0));
   }
   return HCCL_SUCCESS;
-}
-
-/* Cost model, per call, as NCCL decides: alpha per message hop, beta per byte moved. With n
- * bytes on p ranks:
- *   ring                  2(p-1) a + 2(p-1)/p n b
- *   recursive doubling    log2(p) (a + n b)                 (n up to one slot)
- *   halving-doubling      2 log2(p) a + 2(p-1)/p n b * 1.5  (its halves stride the buffer)
- * Constants fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs tree, 4 KiB to
- * 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB. */
-#define COST_ALPHA_NS 3700.0
-#define COST_BETA_NS_PER_BYTE 0.5
-#define COST_HD_PENALTY 1.5
-
-static double log2u(uint32_t x) {
-  double l = 0;
-  while (x > 1)
-    x >>= 1, l += 1;
-  return l;
-}
-
-enum hccl_algo_kind hccl__select_allreduce(const struct hccl_comm *c, size_t bytes) {
-  if (c->cfg.algo == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
-  if (c->cfg.algo == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
-  double p = c->nranks, lg = log2u(c->nranks), n = (double)bytes;
-  double a = COST_ALPHA_NS, b = COST_BETA_NS_PER_BYTE;
-  double ring = 2 * (p - 1) * a + 2 * (p - 1) / p * n * b;
-  double hd = bytes <= c->chunk_bytes ? lg * (a + n * b)
-                                      : 2 * lg * a + 2 * (p - 1) / p * n * b * COST_HD_PENALTY;
-  return hd < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
-}
-
-enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes) {
-  if (c->cfg.algo == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
-  if (c->cfg.algo == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
-  return bytes <= c->chunk_bytes ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
 }

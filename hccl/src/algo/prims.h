@@ -21,8 +21,8 @@
 
 struct hccl_prim {
   const struct hccl_wait *w;
-  hccl__reduce_fn reduce; /* NULL for data-moving collectives */
-  size_t esz;             /* element size */
+  hccl__reduce_fn reduce;  /* NULL for data-moving collectives */
+  size_t esz;              /* element size */
   struct hccl_stamp stamp; /* the call's fingerprint (core/fingerprint.h); zero: unchecked */
 };
 

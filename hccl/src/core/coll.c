@@ -82,25 +82,30 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     if (total && o->recv && o->recv != o->send) memcpy(o->recv, o->send, total);
     return HCCL_SUCCESS;
   }
+  const struct hccl_group *g = &c->world; /* member k is rank k: roots stay as they are */
   switch (o->kind) {
-  case HCCL_K_ALLREDUCE:
-    if (hccl__select_allreduce(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__hd_allreduce(c, &p, o->send, o->recv, o->count);
-    return hccl__ring_allreduce(c, &p, o->send, o->recv, o->count);
+  case HCCL_K_ALLREDUCE: {
+    struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
+    if (plan.hier)
+      return hccl__hier_allreduce(&c->local, &c->cross, plan.kind, &p, o->send, o->recv, o->count);
+    if (plan.kind == HCCL_ALGO_KIND_HD)
+      return hccl__hd_allreduce(g, &p, o->send, o->recv, o->count);
+    return hccl__ring_allreduce(g, &p, o->send, o->recv, o->count);
+  }
   case HCCL_K_REDUCE_SCATTER:
-    return hccl__ring_reduce_scatter(c, &p, o->send, o->recv, o->count);
+    return hccl__ring_reduce_scatter(g, &p, o->send, o->recv, o->count);
   case HCCL_K_ALLGATHER:
-    return hccl__ring_allgather(c, &p, o->send, o->recv, o->count);
+    return hccl__ring_allgather(g, &p, o->send, o->recv, o->count);
   case HCCL_K_BROADCAST:
     if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__binomial_broadcast(c, &p, o->recv, o->count, o->root);
-    return hccl__chain_broadcast(c, &p, o->recv, o->count, o->root);
+      return hccl__binomial_broadcast(g, &p, o->recv, o->count, o->root);
+    return hccl__chain_broadcast(g, &p, o->recv, o->count, o->root);
   case HCCL_K_REDUCE:
     if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__binomial_reduce(c, &p, o->send, o->recv, o->count, o->root);
-    return hccl__chain_reduce(c, &p, o->send, o->recv, o->count, o->root);
+      return hccl__binomial_reduce(g, &p, o->send, o->recv, o->count, o->root);
+    return hccl__chain_reduce(g, &p, o->send, o->recv, o->count, o->root);
   case HCCL_K_BARRIER:
-    return hccl__dissemination_barrier(c, &p);
+    return hccl__dissemination_barrier(g, &p);
   default:
     break;
   }
@@ -137,8 +142,13 @@ static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
   size_t bytes = o->count * (o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt));
   if (c->nranks == 1) return "local";
   switch (o->kind) {
-  case HCCL_K_ALLREDUCE:
-    return hccl__select_allreduce(c, bytes) == HCCL_ALGO_KIND_HD ? "halving-doubling" : "ring";
+  case HCCL_K_ALLREDUCE: {
+    struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
+    if (plan.hier)
+      return plan.kind == HCCL_ALGO_KIND_HD ? "two-level, halving-doubling between servers"
+                                            : "two-level, ring between servers";
+    return plan.kind == HCCL_ALGO_KIND_HD ? "halving-doubling" : "ring";
+  }
   case HCCL_K_BROADCAST:
   case HCCL_K_REDUCE:
     return hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD ? "binomial tree" : "chain";
@@ -590,5 +600,7 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
 
 const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {
   if (!comm) return "none";
-  return hccl__select_allreduce(comm, bytes) == HCCL_ALGO_KIND_HD ? "hd" : "ring";
+  struct hccl_allreduce_plan plan = hccl__plan_allreduce(comm, bytes);
+  if (plan.hier) return plan.kind == HCCL_ALGO_KIND_HD ? "hier-hd" : "hier-ring";
+  return plan.kind == HCCL_ALGO_KIND_HD ? "hd" : "ring";
 }

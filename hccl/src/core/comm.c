@@ -117,8 +117,7 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
                         c->rank, (long long)(c->cfg.connect_timeout_ms / 1000),
                         c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT", r,
                         c->nranks,
-                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT",
-                        r);
+                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT", r);
     if (n != len) {
       free(val);
       return hccl__fail(HCCL_E_INTERNAL,
@@ -132,7 +131,63 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
   return HCCL_SUCCESS;
 }
 
-/* Checks every rank makes on the same data; fills local ranks, devices and the ring. */
+static HcclResult group_alloc(struct hccl_group *g, uint32_t n) {
+  g->n = n;
+  g->rank = calloc(n, sizeof(uint32_t));
+  g->ring = calloc(n, sizeof(uint32_t));
+  g->pos = calloc(n, sizeof(uint32_t));
+  if (!g->rank || !g->ring || !g->pos)
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for a group of %u ranks", n);
+  return HCCL_SUCCESS;
+}
+
+static void group_free(struct hccl_group *g) {
+  free(g->rank);
+  free(g->ring);
+  free(g->pos);
+}
+
+/* The local and cross groups (group.h), once the world ring is known: the local group's ring
+ * is the world ring's stretch on this server; the cross group's members are in server order. */
+static HcclResult make_groups(struct hccl_comm *c, const uint32_t *server_of) {
+  uint32_t mine = server_of[c->rank];
+  HCCL_TRY(group_alloc(&c->local, c->local_nranks));
+  HCCL_TRY(group_alloc(&c->cross, c->nservers));
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    if (server_of[r] == mine) c->local.rank[c->local_index[r]] = r;
+    if (c->local_index[r] == c->local_rank) c->cross.rank[server_of[r]] = r;
+  }
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < c->nranks; i++) {
+    uint32_t r = c->world.ring[i];
+    if (server_of[r] == mine) c->local.ring[pos++] = c->local_index[r];
+  }
+  for (uint32_t k = 0; k < c->local.n; k++)
+    c->local.pos[c->local.ring[k]] = k;
+  for (uint32_t s = 0; s < c->cross.n; s++)
+    c->cross.ring[s] = c->cross.pos[s] = s;
+  c->local.me = c->local_rank;
+  c->cross.me = server_of[c->rank];
+  return HCCL_SUCCESS;
+}
+
+/* A group's chunk (the smallest slot of its links) and cost (its slowest link's), once the
+ * links exist; every group shares the communicator's links and scratch. */
+static void group_links(struct hccl_comm *c, struct hccl_group *g) {
+  g->links = c->links;
+  g->chunk_bytes = DEFAULT_CHUNK;
+  g->alpha_ns = g->beta_ns = 0;
+  for (uint32_t k = 0; k < g->n; k++) {
+    const struct hccl_link *l = hccl__group_link(g, k);
+    if (!l) continue;
+    if (l->slot_bytes < g->chunk_bytes) g->chunk_bytes = l->slot_bytes;
+    if (l->ops->alpha_ns > g->alpha_ns) g->alpha_ns = l->ops->alpha_ns;
+    if (l->ops->beta_ns > g->beta_ns) g->beta_ns = l->ops->beta_ns;
+  }
+}
+
+/* Checks every rank makes on the same data; fills local ranks, devices, the ring and the
+ * groups. */
 static HcclResult check_and_place(struct hccl_comm *c) {
   struct hccl_peer_info *P = c->peers, *me = &P[c->rank];
   for (uint32_t r = 0; r < c->nranks; r++) {
@@ -234,11 +289,11 @@ static HcclResult check_and_place(struct hccl_comm *c) {
     }
     hccl__topo_ring(&topo, devs, (int)n, order);
     for (uint32_t k = 0; k < n; k++)
-      c->ring[pos++] = ranks[order[k]];
+      c->world.ring[pos++] = ranks[order[k]];
   }
   for (uint32_t i = 0; i < c->nranks; i++)
-    c->pos_of[c->ring[i]] = i;
-  c->ring_pos = c->pos_of[c->rank];
+    c->world.pos[c->world.ring[i]] = i;
+  res = make_groups(c, server_of);
 out:
   free(server_of);
   free(count);
@@ -247,7 +302,6 @@ out:
 }
 
 static HcclResult connect_links(struct hccl_comm *c) {
-  size_t chunk = DEFAULT_CHUNK;
   for (uint32_t r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
     const struct hccl_transport_ops *t = NULL;
@@ -263,9 +317,17 @@ static HcclResult connect_links(struct hccl_comm *c) {
                         c->rank, c->peers[c->rank].host, r, c->peers[r].host);
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
-    if (c->links[r]->slot_bytes < chunk) chunk = c->links[r]->slot_bytes;
   }
-  c->chunk_bytes = chunk;
+  group_links(c, &c->world);
+  group_links(c, &c->local);
+  group_links(c, &c->cross);
+  size_t scratch = c->world.chunk_bytes;
+  if (c->local.chunk_bytes > scratch) scratch = c->local.chunk_bytes;
+  if (c->cross.chunk_bytes > scratch) scratch = c->cross.chunk_bytes;
+  c->scratch = malloc(scratch);
+  if (!c->scratch)
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", scratch);
+  c->world.scratch = c->local.scratch = c->cross.scratch = c->scratch;
   return HCCL_SUCCESS;
 }
 
@@ -281,20 +343,22 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->local_index = calloc(nranks, sizeof(uint32_t));
   c->links = calloc(nranks, sizeof(*c->links));
   c->p2p = calloc(nranks, sizeof(*c->p2p));
-  c->ring = calloc(nranks, sizeof(uint32_t));
-  c->pos_of = calloc(nranks, sizeof(uint32_t));
   pthread_mutex_init(&c->qlock, NULL);
   pthread_cond_init(&c->qcond, NULL);
-  if (!c->peers || !c->local_index || !c->links || !c->p2p || !c->ring || !c->pos_of) {
+  c->world.me = rank;
+  c->world.links = c->links;
+  if (!c->peers || !c->local_index || !c->links || !c->p2p ||
+      group_alloc(&c->world, nranks) != HCCL_SUCCESS) {
     free(c->peers);
     free(c->local_index);
     free(c->links);
     free(c->p2p);
-    free(c->ring);
-    free(c->pos_of);
+    group_free(&c->world);
     free(c);
     return NULL;
   }
+  for (uint32_t r = 0; r < nranks; r++)
+    c->world.rank[r] = r;
   return c;
 }
 
@@ -316,8 +380,9 @@ static void comm_free(struct hccl_comm *c) {
   free(c->local_index);
   free(c->links);
   free(c->p2p);
-  free(c->ring);
-  free(c->pos_of);
+  group_free(&c->world);
+  group_free(&c->local);
+  group_free(&c->cross);
   free(c);
 }
 
@@ -390,7 +455,8 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.host_hash = host_identity(self.host, sizeof(self.host));
   self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
   self.buffsize = c->cfg.buffsize;
-  self.algo = c->cfg.algo;
+  self.algo = (int32_t)(c->cfg.algo.choice | c->cfg.algo.levels << 2 | c->cfg.algo.level[0] << 4 |
+                        c->cfg.algo.level[1] << 6);
   self.shm_fd = -1;
 
   HcclResult r = HCCL_SUCCESS;
@@ -402,13 +468,10 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (all_joined) r = bootstrap_rest(c, &self);
   finish_store(c, all_joined);
   HCCL_TRY(r);
-  c->scratch = malloc(c->chunk_bytes);
-  if (!c->scratch)
-    return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
   c->spin = hccl__wait_spin_budget((int)c->local_nranks, c->cfg.spin);
   HCCL_TRY(hccl__trace_open(c));
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
-            c->nranks, c->device, c->local_nranks, c->chunk_bytes);
+            c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);
   return HCCL_SUCCESS;
 }
 
@@ -554,7 +617,7 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
 static bool is_this_host(const char *host) {
   struct in6_addr a6;
   struct in_addr a4;
-  int fam = inet_pton(AF_INET, host, &a4) == 1 ? AF_INET
+  int fam = inet_pton(AF_INET, host, &a4) == 1    ? AF_INET
             : inet_pton(AF_INET6, host, &a6) == 1 ? AF_INET6
                                                   : 0;
   if (!fam) {
@@ -692,12 +755,12 @@ static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *c
                       "(0 = HCCL_BUFFSIZE)",
                       cf->bufferSizeMB);
   if (cf->connectTimeoutMs < 0 || cf->execTimeoutMs < 0)
-    return hccl__fail(HCCL_E_PARA,
-                      "HcclCommConfig.%s=%lld is not valid: a timeout is a positive number of "
-                      "milliseconds (0 = from the environment)",
-                      cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
-                      (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs
-                                                           : cf->execTimeoutMs));
+    return hccl__fail(
+        HCCL_E_PARA,
+        "HcclCommConfig.%s=%lld is not valid: a timeout is a positive number of "
+        "milliseconds (0 = from the environment)",
+        cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
+        (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs : cf->execTimeoutMs));
   if (cf->bufferSizeMB) cfg->buffsize = (size_t)cf->bufferSizeMB << 20;
   if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
   if (cf->execTimeoutMs) {
@@ -711,7 +774,10 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
                              const HcclCommConfig *config, HcclComm *comm) {
   if (!store || !comm || !store->set || !store->get)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitStore: %s is NULL",
-                      !store ? "store" : !comm ? "comm" : !store->set ? "store->set" : "store->get");
+                      !store        ? "store"
+                      : !comm       ? "comm"
+                      : !store->set ? "store->set"
+                                    : "store->get");
   if (nRanks == 0 || rank >= nRanks)
     return hccl__fail(HCCL_E_PARA,
                       "HcclCommInitStore: rank %u is not valid for nRanks %u; a rank must be "

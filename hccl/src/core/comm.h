@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "group.h"
 #include "hccl.h"
 #include "log.h"
 #include "settings.h"
@@ -46,12 +47,12 @@ struct hccl_comm {
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
   struct hccl_link **links;     /* [nranks]; NULL for self: collectives (channel 0) */
   struct hccl_link **p2p;       /* [nranks]; NULL for self: point-to-point (channel 1) */
-  uint32_t *ring;               /* [nranks]: rank at each ring position */
-  uint32_t ring_pos;            /* this rank's position */
-  uint32_t *pos_of;             /* [nranks]: ring position of each rank */
-  struct hccl_spin spin;        /* how this rank's waits poll (wait.c) */
-  size_t chunk_bytes;           /* largest message any link takes */
-  void *scratch;                /* chunk_bytes of scratch for tree reduce */
+  /* The groups algorithms run over (algo/group.h): every rank in the topology-aware ring
+   * order (servers in order, each server's ranks in its topology's ring order); this
+   * server's ranks; the ranks with this rank's local index, one per server. */
+  struct hccl_group world, local, cross;
+  struct hccl_spin spin; /* how this rank's waits poll (wait.c) */
+  void *scratch;         /* the groups' scratch: the largest chunk of any group */
 
   void *shm; /* shared-memory transport state */
 
@@ -75,7 +76,7 @@ struct hccl_comm {
   struct hccl_coll_req *qhead, *qtail;
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
-  uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
+  uint64_t coll_seq;                     /* collectives started so far (fingerprint.h) */
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */

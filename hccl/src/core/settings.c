@@ -54,15 +54,16 @@ static int algo_word(const char *w, size_t n) {
   return -1;
 }
 
-HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out) {
-  /* Either one word, or HCCL's "level0:X;level1:Y". Inside a server level0 applies; a level
-   * set to NA defers to the other level, then to the cost model. */
-  int chosen = HCCL_ALGO_AUTO;
+HcclResult hccl__settings_parse_algo(const char *text, struct hccl_algo_setting *out) {
+  /* Either one word (one flat algorithm over every rank), or HCCL's "level0:X;level1:Y"
+   * (inside a server level0, between servers level1; a level set to NA is left to the cost
+   * model). `choice` is what a flat choice uses: the word, or level0, else level1. */
   const char *p = text;
+  memset(out, 0, sizeof(*out));
   if (strchr(text, ':') == NULL) {
     int a = algo_word(text, strlen(text));
     if (a < 0) goto bad;
-    *out = (enum hccl_algo_choice)a;
+    out->choice = (enum hccl_algo_choice)a;
     return HCCL_SUCCESS;
   }
   int level_algo[2] = {HCCL_ALGO_AUTO, HCCL_ALGO_AUTO};
@@ -85,8 +86,10 @@ HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *ou
     p += len;
     if (*p == ';') p++;
   }
-  chosen = level_algo[0] != HCCL_ALGO_AUTO ? level_algo[0] : level_algo[1];
-  *out = (enum hccl_algo_choice)chosen;
+  out->levels = true;
+  out->level[0] = (enum hccl_algo_choice)level_algo[0];
+  out->level[1] = (enum hccl_algo_choice)level_algo[1];
+  out->choice = out->level[0] != HCCL_ALGO_AUTO ? out->level[0] : out->level[1];
   return HCCL_SUCCESS;
 bad:
   return hccl__fail(HCCL_E_PARA,
@@ -246,7 +249,7 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
   s->spin = (int)v;
 
   const char *algo = getenv("HCCL_ALGO");
-  s->algo = HCCL_ALGO_AUTO;
+  memset(&s->algo, 0, sizeof(s->algo));
   if (algo && *algo) HCCL_TRY(hccl__settings_parse_algo(algo, &s->algo));
 
   env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));

@@ -18,19 +18,28 @@
 
 enum hccl_algo_choice { HCCL_ALGO_AUTO = 0, HCCL_ALGO_RING = 1, HCCL_ALGO_HD = 2 };
 
+/* HCCL_ALGO: one word forces one flat algorithm over every rank; HCCL's level form forces
+ * the algorithm inside a server (level 0) and between servers (level 1) of the two-level
+ * allreduce. `choice` is the flat choice (the word, or level0 else level1 of the level form). */
+struct hccl_algo_setting {
+  enum hccl_algo_choice choice;
+  bool levels; /* the level form was used */
+  enum hccl_algo_choice level[2];
+};
+
 struct hccl_settings {
-  int64_t connect_timeout_ms; /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
-  int64_t exec_timeout_ms;    /* HCCL_EXEC_TIMEOUT, seconds in the variable */
-  const char *exec_timeout_src; /* where exec_timeout_ms came from, for messages */
-  size_t buffsize;            /* HCCL_BUFFSIZE, MB in the variable, bytes here */
-  enum hccl_algo_choice algo; /* HCCL_ALGO */
-  char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
-  char if_ip[64];             /* HCCL_IF_IP, "" = unset */
-  int spin;                   /* HCCL_SPIN: microseconds of polling, -1 = automatic */
-  char trace_file[512];       /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
-  char job_token[129];        /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
-  bool whitelist_on;          /* HCCL_WHITELIST_DISABLE=0 */
-  char whitelist_file[512];   /* HCCL_WHITELIST_FILE */
+  int64_t connect_timeout_ms;    /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
+  int64_t exec_timeout_ms;       /* HCCL_EXEC_TIMEOUT, seconds in the variable */
+  const char *exec_timeout_src;  /* where exec_timeout_ms came from, for messages */
+  size_t buffsize;               /* HCCL_BUFFSIZE, MB in the variable, bytes here */
+  struct hccl_algo_setting algo; /* HCCL_ALGO */
+  char topo_file[512];           /* HCCL_TOPO_FILE, "" = flat */
+  char if_ip[64];                /* HCCL_IF_IP, "" = unset */
+  int spin;                      /* HCCL_SPIN: microseconds of polling, -1 = automatic */
+  char trace_file[512];          /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
+  char job_token[129];           /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
+  bool whitelist_on;             /* HCCL_WHITELIST_DISABLE=0 */
+  char whitelist_file[512];      /* HCCL_WHITELIST_FILE */
 
   /* Rank variables; have_rank is false when none is set (a one-rank job). */
   bool have_rank;
@@ -57,6 +66,6 @@ HcclResult hccl__settings_load_no_master(struct hccl_settings *out);
 HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len);
 
 /* Parses an HCCL_ALGO value ("ring", "tree", "hd", "H-D_R", "level0:NA;level1:ring", ...). */
-HcclResult hccl__settings_parse_algo(const char *text, enum hccl_algo_choice *out);
+HcclResult hccl__settings_parse_algo(const char *text, struct hccl_algo_setting *out);
 
 #endif

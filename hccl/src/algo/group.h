@@ -1,0 +1,57 @@
+/*
+ * group.h - the ranks an algorithm runs over. The ring and halving-doubling algorithms never
+ * walk "the" communicator: they run over a group view, a list of member ranks with their own
+ * ring order and links, so the same code serves the whole communicator, the ranks of one
+ * server (over device links), and one rank per server (over TCP), and a two-level
+ * (hierarchical) allreduce composes them (hier.c), as NCCL builds per-channel rings and Gloo
+ * binds an algorithm to its pairs.
+ *
+ *   member k      0    1    2    3        block k of a reduce-scatter or allgather buffer
+ *   rank[k]       4    5    6    7        belongs to member k
+ *   ring position 0 -> 1 -> 3 -> 2        ring[pos] = member at that position (topology order)
+ *
+ * The communicator builds its groups once (core/comm.c): `world` (every rank, member k =
+ * rank k), `local` (this server's ranks, member k = local index k) and `cross` (the ranks with
+ * this rank's local index, one per server, in server order).
+ */
+#ifndef HCCL_GROUP_H
+#define HCCL_GROUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transport.h"
+
+struct hccl_group {
+  uint32_t n;               /* members */
+  uint32_t me;              /* this rank's member index */
+  uint32_t *rank;           /* [n]: global rank of member k */
+  uint32_t *ring;           /* [n]: member at ring position i */
+  uint32_t *pos;            /* [n]: ring position of member k */
+  struct hccl_link **links; /* indexed by GLOBAL rank (the communicator's channel-0 links) */
+  size_t chunk_bytes;       /* largest message every link of the group takes */
+  void *scratch;            /* chunk_bytes of scratch (binomial reduce) */
+  /* Cost of one message hop and of one byte on this group's slowest link, for the cost
+   * model (transport ops' alpha and beta). */
+  double alpha_ns, beta_ns;
+};
+
+/* The link to member k. */
+static inline struct hccl_link *hccl__group_link(const struct hccl_group *g, uint32_t k) {
+  return g->links[g->rank[k]];
+}
+
+/* The member at ring position `pos` (any integer, taken modulo n). */
+static inline uint32_t hccl__group_at(const struct hccl_group *g, int64_t pos) {
+  int64_t n = g->n;
+  return g->ring[((pos % n) + n) % n];
+}
+
+/* The member index of global rank r, or UINT32_MAX if r is not a member. */
+static inline uint32_t hccl__group_member(const struct hccl_group *g, uint32_t r) {
+  for (uint32_t k = 0; k < g->n; k++)
+    if (g->rank[k] == r) return k;
+  return UINT32_MAX;
+}
+
+#endif
