@@ -1,0 +1,184 @@
+/*
+ * test_hier.c - the two-level allreduce (algo/hier.c) and the group views it runs over
+ * (algo/group.h), on real processes: 8 ranks of one server are cut into S pretend servers of
+ * L ranks each (local groups of consecutive ranks, cross groups of equal local index), and
+ * hccl__hier_allreduce runs over those groups on the shared-memory links. Shapes 2x2, 2x4,
+ * 4x2, 8x1 and 3x2 (three servers: halving-doubling folds a group that is not a power of two);
+ * every dtype x op, counts 1 (shards of zero elements), 7, 33333 and several slots plus an odd
+ * tail, in place and not, ring and halving-doubling between the servers; each result compared
+ * bit for bit with a reference that never calls the library. Ranks outside the S x L shape
+ * sit the case out. The multi-server path through real TCP links is tests/transport/test_tcp.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "algo.h"
+#include "coll_check.h"
+#include "comm.h"
+#include "harness.h"
+#include "reduce.h"
+#include "wait.h"
+
+#define NRANKS 8
+#define TIMEOUT_S 300
+
+static const HcclDataType DT[] = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_FP16,
+                                  HCCL_DATA_TYPE_FP32};
+static const HcclReduceOp OP[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
+                                  HCCL_REDUCE_MIN};
+
+struct shape {
+  uint32_t servers, per_server;
+};
+
+/* Member arrays for one rank's local and cross groups in the S x L shape. */
+struct groups {
+  struct hccl_group local, cross;
+  uint32_t lrank[NRANKS], lring[NRANKS], lpos[NRANKS];
+  uint32_t xrank[NRANKS], xring[NRANKS], xpos[NRANKS];
+};
+
+static void make_groups(struct hccl_comm *c, struct shape sh, struct groups *g) {
+  uint32_t s = c->rank / sh.per_server, k = c->rank % sh.per_server;
+  for (uint32_t i = 0; i < sh.per_server; i++) {
+    g->lrank[i] = s * sh.per_server + i;
+    /* A ring order that is not the member order, as a topology's may be: 0, L-1, ..., 1. */
+    g->lring[i] = i == 0 ? 0 : sh.per_server - i;
+  }
+  for (uint32_t i = 0; i < sh.per_server; i++)
+    g->lpos[g->lring[i]] = i;
+  for (uint32_t i = 0; i < sh.servers; i++) {
+    g->xrank[i] = i * sh.per_server + k;
+    g->xring[i] = g->xpos[i] = i;
+  }
+  struct hccl_group base = c->world;
+  g->local = base;
+  g->local.n = sh.per_server;
+  g->local.me = k;
+  g->local.rank = g->lrank;
+  g->local.ring = g->lring;
+  g->local.pos = g->lpos;
+  g->cross = base;
+  g->cross.n = sh.servers;
+  g->cross.me = s;
+  g->cross.rank = g->xrank;
+  g->cross.ring = g->xring;
+  g->cross.pos = g->xpos;
+}
+
+static int hier_body(int rank, int nranks, void *arg) {
+  (void)arg;
+  (void)nranks;
+  setenv("HCCL_BUFFSIZE", "1", 1); /* 4 KiB slots: large counts take many chunks */
+  setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+  HcclComm comm;
+  RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  struct hccl_comm *c = comm;
+  static const struct shape shapes[] = {{2, 2}, {2, 4}, {4, 2}, {8, 1}, {3, 2}};
+  uint32_t salt = 0;
+  int checks = 0;
+  for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+    struct shape sh = shapes[si];
+    uint32_t members = sh.servers * sh.per_server;
+    struct groups g;
+    if ((uint32_t)rank < members) make_groups(c, sh, &g);
+    for (size_t di = 0; di < 4; di++)
+      for (size_t oi = 0; oi < 4; oi++) {
+        HcclDataType dt = DT[di];
+        size_t es = cc_dtype_size(dt);
+        uint64_t counts[] = {1, 7, 33333, 3 * 4096 / es * sh.per_server + 5};
+        for (size_t ci = 0; ci < 4; ci++)
+          for (int kind = 0; kind < 2; kind++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+              salt++;
+              if ((uint32_t)rank >= members) continue;
+              uint64_t count = counts[ci];
+              size_t bytes = count * es;
+              void *want = malloc(bytes), *in = malloc(bytes);
+              cc_reduce_expect(want, dt, OP[oi], salt, (int)members, 0, count);
+              cc_fill_input(in, dt, OP[oi], salt, rank, 0, count);
+              cc_buf sb, rb = {0};
+              cc_buf_alloc(&sb, bytes);
+              memcpy(sb.p, in, bytes);
+              if (!inplace) cc_buf_alloc(&rb, bytes);
+              void *out = inplace ? sb.p : rb.p;
+              struct hccl_wait w = {.comm = c,
+                                    .what = "two-level allreduce",
+                                    .deadline_ns = hccl__now_ns() + 60000000000LL};
+              struct hccl_prim p = {.w = &w, .esz = es, .reduce = hccl__reduce_kernel(dt, OP[oi])};
+              HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
+                                                  sb.p, out, count);
+              RANK_CHECK(r == HCCL_SUCCESS, "%ux%u %s %s count %llu: %s", sh.servers, sh.per_server,
+                         cc_dtype_name(dt), cc_op_name(OP[oi]), (unsigned long long)count,
+                         HcclGetLastErrorMessage());
+              int64_t bad = cc_first_mismatch(out, want, dt, count);
+              RANK_CHECK(bad < 0,
+                         "%ux%u servers, %s %s, count %llu, %s, %s between servers: element "
+                         "%lld wrong",
+                         sh.servers, sh.per_server, cc_dtype_name(dt), cc_op_name(OP[oi]),
+                         (unsigned long long)count, inplace ? "in place" : "out of place",
+                         kind ? "halving-doubling" : "ring", (long long)bad);
+              if (!inplace)
+                RANK_CHECK(memcmp(sb.p, in, bytes) == 0, "send buffer changed (%ux%u)", sh.servers,
+                           sh.per_server);
+              RANK_CHECK(cc_buf_guard_damage(&sb) == 0, "send guard damaged");
+              if (!inplace) RANK_CHECK(cc_buf_guard_damage(&rb) == 0, "recv guard damaged");
+              cc_buf_free(&sb);
+              if (!inplace) cc_buf_free(&rb);
+              free(want);
+              free(in);
+              checks++;
+            }
+      }
+    /* The next shape starts when every rank is done with this one. */
+    RANK_CHECK(HcclBarrier(comm, NULL) == HCCL_SUCCESS, "barrier: %s", HcclGetLastErrorMessage());
+  }
+  printf("rank %d: %d two-level allreduces checked\n", rank, checks);
+  RANK_CHECK(checks > 0, "no case ran");
+  HcclCommDestroy(comm);
+  return 0;
+}
+
+static void test_hier_shapes(void **st) {
+  (void)st;
+  assert_int_equal(harness_run_ranks(NRANKS, TIMEOUT_S, hier_body, NULL), 0);
+}
+
+/* The groups the communicator builds for itself on one server: local = every rank in the
+ * world ring's order, cross = this rank alone; the plan stays flat. */
+static int groups_body(int rank, int nranks, void *arg) {
+  (void)arg;
+  HcclComm comm;
+  RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  struct hccl_comm *c = comm;
+  RANK_CHECK(c->local.n == (uint32_t)nranks && c->cross.n == 1, "local %u cross %u", c->local.n,
+             c->cross.n);
+  RANK_CHECK(c->local.rank[c->local.me] == (uint32_t)rank, "local me");
+  RANK_CHECK(c->cross.rank[0] == (uint32_t)rank, "cross member");
+  for (uint32_t i = 0; i < c->local.n; i++)
+    RANK_CHECK(c->local.rank[c->local.ring[i]] == c->world.ring[i], "local ring %u", i);
+  RANK_CHECK(c->local.alpha_ns > 0 || nranks == 1, "local cost unset");
+  const char *name = HcclAllReduceAlgoName(comm, 64u << 20);
+  RANK_CHECK(strncmp(name, "hier", 4) != 0, "one server chose %s", name);
+  HcclCommDestroy(comm);
+  return 0;
+}
+
+static void test_groups_one_server(void **st) {
+  (void)st;
+  assert_int_equal(harness_run_ranks(4, 60, groups_body, NULL), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_groups_one_server),
+      cmocka_unit_test(test_hier_shapes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
