@@ -1,0 +1,63 @@
+# netns.sh - pretend servers for the multi-server tests and benchmarks: network namespaces
+# joined by veth pairs to a bridge that lives in a namespace of its own, so nothing is added
+# to the machine's own network. Sourced, not run:
+#
+#   . tests/multi/netns.sh
+#   netns_up 2            # servers hcs<id>_0, hcs<id>_1 at $NETNS_NET.1, $NETNS_NET.2
+#   netns_exec 1 cmd ...  # runs cmd inside server 1
+#   netns_down            # also run by the EXIT trap netns_up sets
+#
+# Needs root and iproute2. netns_up returns 77 (with the reason on stderr) where namespaces
+# cannot be made, so callers can skip. Traffic stays on the addresses made here.
+
+NETNS_ID=${NETNS_ID:-$$}
+NETNS_PREFIX="hcs${NETNS_ID}"
+# A /24 of its own per test process, inside the namespaces only.
+NETNS_NET=${NETNS_NET:-10.231.$((NETNS_ID % 250)).}
+NETNS_COUNT=0
+
+netns_addr() { echo "${NETNS_NET}$(($1 + 1))"; }
+
+netns_exec() {
+  local k=$1
+  shift
+  ip netns exec "${NETNS_PREFIX}_$k" "$@"
+}
+
+netns_down() {
+  local k
+  for ((k = 0; k < NETNS_COUNT; k++)); do
+    ip netns del "${NETNS_PREFIX}_$k" 2>/dev/null
+  done
+  ip netns del "${NETNS_PREFIX}_sw" 2>/dev/null
+  NETNS_COUNT=0
+  return 0
+}
+
+netns_up() {
+  local n=$1 k sw="${NETNS_PREFIX}_sw"
+  if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+    echo "netns: needs root and iproute2 (ip) to make network namespaces" >&2
+    return 77
+  fi
+  if ! ip netns add "$sw" 2>/dev/null; then
+    echo "netns: 'ip netns add' failed here (no permission for network namespaces?)" >&2
+    return 77
+  fi
+  trap netns_down EXIT
+  ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
+  for ((k = 0; k < n; k++)); do
+    local ns="${NETNS_PREFIX}_$k"
+    ip netns add "$ns" || return 1
+    NETNS_COUNT=$((k + 1))
+    ip link add "h${NETNS_ID}s$k" type veth peer name "h${NETNS_ID}p$k" || return 1
+    ip link set "h${NETNS_ID}s$k" netns "$ns" || return 1
+    ip link set "h${NETNS_ID}p$k" netns "$sw" || return 1
+    ip -n "$ns" link set "h${NETNS_ID}s$k" name eth0 || return 1
+    ip -n "$ns" addr add "$(netns_addr "$k")/24" dev eth0 || return 1
+    ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
+    ip -n "$sw" link set "h${NETNS_ID}p$k" master br0 && ip -n "$sw" link set "h${NETNS_ID}p$k" up ||
+      return 1
+  done
+  return 0
+}
