@@ -17,16 +17,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Ports come from 20000-28999, below the kernel's ephemeral range (32768 and up), so no
+ * socket the kernel numbers itself can take one between this check and rank 0's bind (binding
+ * port 0 and closing it, as this did before, raced with exactly that). Each process starts at
+ * its own place in the range, so tests running at once do not try the same ports. */
 uint16_t harness_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(a);
-  uint16_t port = 0;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
+  static unsigned next;
+  if (!next) next = ((unsigned)getpid() * 97u) % 9000u;
+  for (int tries = 0; tries < 9000; tries++) {
+    uint16_t port = (uint16_t)(20000 + next++ % 9000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons(port)};
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  return 0;
 }
 
 int harness_shm_leftovers(void) {

@@ -28,7 +28,8 @@ int harness_run_ranks_kill(int nranks, int timeout_s, harness_rank_fn fn, void *
 int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int victim,
                              int after_ms, int signo);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
+/* A TCP port on 127.0.0.1 that was free a moment ago, from 20000-28999 (below the kernel's
+ * ephemeral ports, so no socket the kernel numbers can take it before the test binds it). */
 uint16_t harness_free_port(void);
 
 /* Number of entries in /dev/shm whose name starts with "hccl". */

@@ -173,7 +173,8 @@ typedef struct {
   size_t size;              /* sizeof(HcclCommConfig): set by HcclCommConfigInit */
   uint32_t bufferSizeMB;    /* HCCL_BUFFSIZE for this communicator */
   int64_t connectTimeoutMs; /* HCCL_CONNECT_TIMEOUT, in milliseconds */
-  int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds */
+  int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds: one deadline per call, from
+                             * the moment it starts running, for all of its waits */
   char commName[64];        /* shown in this communicator's log lines ("" = none) */
 } HcclCommConfig;
 
