@@ -9,8 +9,9 @@
  * so half travels as MPI_UINT16_T with four user-defined (commutative) ops that compute in
  * float32 and round once to float16 (perf_half_from_float), as libhccl does; they are slower
  * than MPI's built-in ops, which the half lines therefore measure too.
- * -z 0 uses MPI_Iallreduce and waits for each call before issuing the next: MPI does not allow
- * several pending calls on the same buffer, which is what queueing -n calls would need.
+ * -z 0 uses MPI_Iallreduce (MPI_Iallgather, ...) and waits for each call before issuing the
+ * next: MPI does not allow several pending calls on the same buffer, which is what queueing -n
+ * calls would need.
  * Errors: MPI_ERRORS_RETURN on MPI_COMM_WORLD, so a failed call is reported with
  * MPI_Error_string and the job ends with MPI_Abort.
  */
@@ -21,7 +22,13 @@
 
 #include "perf_common.h"
 
+#ifndef PERF_COLL /* a plain compile of this file builds mpi_allreduce_perf */
+#define PERF_COLL PERF_ALLREDUCE
+#define PERF_PROG "mpi_allreduce_perf"
+#endif
+
 static char errbuf[1024];
+static int my_rank, nranks;
 static MPI_Op half_ops[PERF_NOPS];
 
 static MPI_Op ops[PERF_NOPS]; /* MPI's built-in ops; MPI_SUM etc. are not constants */
@@ -96,49 +103,93 @@ static int mpi_init(struct perf_world *w) {
   int len = 0;
   MPI_Get_library_version(version, &len);
   version[strcspn(version, ",\n")] = '\0'; /* "Open MPI v4.1.4, package: ..." -> first part */
-  w->rank = rank;
-  w->nranks = size;
+  my_rank = w->rank = rank;
+  nranks = w->nranks = size;
   w->device = local;
   snprintf(w->impl, sizeof(w->impl), "%.63s", version);
   return 0;
 }
 
-static int mpi_allreduce(void *send, void *recv, size_t count, perf_type t, perf_op op,
-                         int blocking) {
+static MPI_Datatype mpi_type(perf_type t) {
+  return t == PERF_INT8    ? MPI_INT8_T
+         : t == PERF_INT32 ? MPI_INT32_T
+         : t == PERF_HALF  ? MPI_UINT16_T
+                           : MPI_FLOAT;
+}
+
+/* Issues one call: blocking when req is NULL, else the non-blocking form with *req to wait
+ * on. In place follows struct perf_call, except that MPI's reduce-scatter in place leaves
+ * the result at the start of the buffer: mpi_run moves it to this rank's slot. */
+static int issue(const struct perf_call *c, int n, MPI_Request *req) {
+  MPI_Datatype dt = mpi_type(c->type);
+  MPI_Op mop = c->type == PERF_HALF ? half_ops[c->op] : ops[c->op];
+  MPI_Comm w = MPI_COMM_WORLD;
+  size_t bytes = c->count * perf_type_size(c->type);
+  const void *s = c->send;
+  void *r = c->recv;
+  int next = (my_rank + 1) % nranks, prev = (my_rank + nranks - 1) % nranks;
+  switch (c->coll) {
+  case PERF_ALLREDUCE:
+    if (s == r) s = MPI_IN_PLACE;
+    return req ? MPI_Iallreduce(s, r, n, dt, mop, w, req) : MPI_Allreduce(s, r, n, dt, mop, w);
+  case PERF_ALLGATHER:
+    if (s == (char *)r + (size_t)my_rank * bytes) s = MPI_IN_PLACE;
+    return req ? MPI_Iallgather(s, n, dt, r, n, dt, w, req) : MPI_Allgather(s, n, dt, r, n, dt, w);
+  case PERF_REDUCE_SCATTER:
+    if (r == (char *)s + (size_t)my_rank * bytes) {
+      r = (void *)s;
+      s = MPI_IN_PLACE;
+    }
+    return req ? MPI_Ireduce_scatter_block(s, r, n, dt, mop, w, req)
+               : MPI_Reduce_scatter_block(s, r, n, dt, mop, w);
+  case PERF_BROADCAST: /* one buffer: the root's data, or where the others receive it */
+    r = my_rank == c->root ? (void *)s : r;
+    return req ? MPI_Ibcast(r, n, dt, c->root, w, req) : MPI_Bcast(r, n, dt, c->root, w);
+  case PERF_REDUCE:
+    if (s == r && my_rank == c->root) s = MPI_IN_PLACE;
+    return req ? MPI_Ireduce(s, r, n, dt, mop, c->root, w, req)
+               : MPI_Reduce(s, r, n, dt, mop, c->root, w);
+  case PERF_ALLTOALL:
+    return req ? MPI_Ialltoall(s, n, dt, r, n, dt, w, req) : MPI_Alltoall(s, n, dt, r, n, dt, w);
+  case PERF_SENDRECV: /* a send and a receive waited for together; -z 0 alike */
+    return MPI_Sendrecv(s, n, dt, next, 0, r, n, dt, prev, 0, w, MPI_STATUS_IGNORE);
+  default:
+    return MPI_ERR_OTHER;
+  }
+}
+
+/* -z 0 issues the non-blocking form and waits for it before the next call: MPI does not allow
+ * several pending calls on the same buffers, which is what queueing -n calls would need. */
+static int mpi_run(const struct perf_call *c, int blocking) {
   static const char *const names[PERF_NTYPES] = {"MPI_INT8_T", "MPI_INT32_T", "MPI_UINT16_T (half)",
                                                  "MPI_FLOAT"};
-  MPI_Datatype dt = t == PERF_INT8    ? MPI_INT8_T
-                    : t == PERF_INT32 ? MPI_INT32_T
-                    : t == PERF_HALF  ? MPI_UINT16_T
-                                      : MPI_FLOAT;
-  MPI_Op mop = t == PERF_HALF ? half_ops[op] : ops[op];
-  if (count > (size_t)0x7fffffff) {
-    snprintf(errbuf, sizeof(errbuf), "count %zu does not fit MPI's int count; lower -e", count);
+  static const char *const fns[PERF_NCOLLS] = {[PERF_ALLREDUCE] = "MPI_Allreduce",
+                                               [PERF_ALLGATHER] = "MPI_Allgather",
+                                               [PERF_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
+                                               [PERF_BROADCAST] = "MPI_Bcast",
+                                               [PERF_REDUCE] = "MPI_Reduce",
+                                               [PERF_ALLTOALL] = "MPI_Alltoall",
+                                               [PERF_SENDRECV] = "MPI_Sendrecv"};
+  if (c->count > (size_t)0x7fffffff) {
+    snprintf(errbuf, sizeof(errbuf), "count %zu does not fit MPI's int count; lower -e", c->count);
     return 1;
   }
-  const void *s = send == recv ? MPI_IN_PLACE : send;
-  int rc;
-  if (blocking) {
-    rc = MPI_Allreduce(s, recv, (int)count, dt, mop, MPI_COMM_WORLD);
-  } else {
-    MPI_Request req;
-    rc = MPI_Iallreduce(s, recv, (int)count, dt, mop, MPI_COMM_WORLD, &req);
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
-  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = issue(c, (int)c->count, blocking ? NULL : &req);
+  if (rc == MPI_SUCCESS && !blocking) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+  size_t bytes = c->count * perf_type_size(c->type);
+  char *slot = (char *)c->send + (size_t)my_rank * bytes;
+  if (rc == MPI_SUCCESS && c->coll == PERF_REDUCE_SCATTER && (char *)c->recv == slot)
+    memmove(slot, c->send, bytes); /* MPI_IN_PLACE: the result came at the start */
   if (rc == MPI_SUCCESS) return 0;
   char call[128];
-  snprintf(call, sizeof(call), "MPI_Allreduce(count %zu, %s, %s)", count, names[t],
-           perf_op_name(op));
+  snprintf(call, sizeof(call), "%s(count %zu, %s, %s)", fns[c->coll], c->count, names[c->type],
+           perf_op_name(c->op));
   return failed(rc, call);
 }
 
 static int mpi_wait_all(void) {
   return 0; /* every call was completed when issued */
-}
-
-static int mpi_allgather(const void *send, void *recv, size_t bytes) {
-  int rc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS ? 0 : failed(rc, "MPI_Allgather");
 }
 
 static int mpi_barrier(void) {
@@ -164,17 +215,19 @@ static void __attribute__((noreturn)) mpi_abort(int code) {
 /* Runs the benchmark; see perf/perf_common.h for the exit codes. */
 int main(int argc, char **argv) {
   static const struct perf_backend be = {
-      .prog = "mpi_allreduce_perf",
+      .prog = PERF_PROG,
       .init = mpi_init,
-      .allreduce = mpi_allreduce,
+      .run = mpi_run,
       .wait_all = mpi_wait_all,
-      .allgather = mpi_allgather,
       .barrier = mpi_barrier,
       .last_error = mpi_last_error,
       .finalize = mpi_finalize,
       .abort_run = mpi_abort,
-      .note = "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, rounded "
-              "once); -z 0 waits for each MPI_Iallreduce before the next",
+      .note = PERF_COLL == PERF_ALLREDUCE
+                  ? "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, "
+                    "rounded once); -z 0 waits for each MPI_Iallreduce before the next"
+                  : "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, "
+                    "rounded once); -z 0 waits for each non-blocking call before the next",
   };
-  return perf_main(argc, argv, &be);
+  return perf_main(argc, argv, PERF_COLL, &be);
 }

@@ -122,8 +122,9 @@ def libraries(build, cores, only):
     if mpicc and mpirun_m:
         exe = os.path.join(tempfile.mkdtemp(prefix="hccl-mpich."), "mpich_allreduce_perf")
         subprocess.run([mpicc, "-O2", "-I", os.path.join(ROOT, "perf"), "-o", exe,
-                        os.path.join(HERE, "mpi_allreduce_perf.c"),
-                        os.path.join(ROOT, "perf", "perf_common.c"), "-lm"], check=True)
+                        os.path.join(HERE, "mpi_allreduce_perf.c")] +
+                       [os.path.join(ROOT, "perf", f) for f in
+                        ("perf_common.c", "perf_coll.c", "perf_data.c")] + ["-lm"], check=True)
         libs.append(Lib("mpich", lambda n, flags: [mpirun_m, "-np", str(n), exe] + flags))
     if subprocess.run(["/usr/bin/python3", "-c", "import torch"],
                       capture_output=True).returncode == 0:

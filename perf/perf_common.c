@@ -1,26 +1,19 @@
 /*
- * perf_common.c - flags, size sweep, data fill and check, timing and the nccl-tests-shaped
- * output that allreduce_perf and mpi_allreduce_perf share. See perf_common.h for the flow.
+ * perf_common.c - flags, size sweep, timing, the data check and the table that every
+ * benchmark program shares. See perf_common.h for the flow, perf_coll.c for what differs
+ * between collectives and perf_data.c for the checking data.
  *
- * Checking data. Rank r's element e holds a small integer v(op, r, e) chosen so that the exact
- * result is the same in every reduction order, for every type, with any number of ranks:
- *   sum       v = ((7r + e) mod 5) - 2, in [-2, 2]; |sum| <= 2p, exact in half up to p = 1024.
- *   prod      v in {1, 2, -1} by (r + e) mod 3, where 2 is only used on ranks 0..7, so
- *             |product| <= 2^8 (exact in half and float; int8 wraps, e.g. 128 -> -128, 256 -> 0,
- *             and wrapping multiplication is associative, so the order does not matter).
- *   max/min   v = ((r + e) mod p) + (e mod 7) - 3: distinct across ranks for each element,
- *             and the answer moves with e.
- * Values are stored in the element type (int8 wraps), and the expected result is computed from
- * the stored values, in the same type. v only depends on e modulo 105 * p (5, 3, 7 and p all
- * divide it), so one period of this rank's values and one of the expected result are built
- * per (type, op); filling and checking are memcpy/memcmp over that period.
+ * Buffers. Each rank has a send and a receive buffer of -e bytes plus 64 guard bytes; every
+ * collective's send and receive fit in -e bytes (perf_coll.c). In place, the receive buffer
+ * is the one buffer, with the input at the collective's in-place offset.
  *
  * Timing. After -w warm-up calls and a barrier, -n calls are timed with CLOCK_MONOTONIC; the
  * per-call time is combined across ranks per -a with an allreduce of a float. The checked run
  * comes after, on freshly filled buffers: the receive buffer is first set to 0xA5 bytes (no
- * expected value has that pattern), 64 guard bytes after the data must stay untouched, and
- * out-of-place the send buffer must be unchanged. Wrong elements (and changed guard bytes)
- * are summed over ranks with an int32 allreduce.
+ * value ever has that pattern), 64 guard bytes after the data must stay untouched, and out of
+ * place the send buffer must be unchanged. Every block of the result is compared with its
+ * reference (perf_coll.c says which). Wrong elements (and changed guard bytes) are summed over
+ * ranks with an int32 allreduce.
  */
 #include "perf_common.h"
 
@@ -34,63 +27,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perf_coll.h"
+#include "perf_data.h"
+
 #define GUARD_BYTES 64
 #define GUARD_BYTE 0x5A
-#define SENTINEL_BYTE 0xA5
 
-static const char *const type_names[PERF_NTYPES] = {"int8", "int32", "half", "float"};
-static const size_t type_sizes[PERF_NTYPES] = {1, 4, 2, 4};
-static const char *const op_names[PERF_NOPS] = {"sum", "prod", "max", "min"};
 static const char *const avg_names[4] = {"rank0", "avg", "min", "max"};
-
-const char *perf_type_name(perf_type t) {
-  return (unsigned)t < PERF_NTYPES ? type_names[t] : "unknown";
-}
-
-const char *perf_op_name(perf_op op) {
-  return (unsigned)op < PERF_NOPS ? op_names[op] : "unknown";
-}
-
-size_t perf_type_size(perf_type t) {
-  return (unsigned)t < PERF_NTYPES ? type_sizes[t] : 0;
-}
-
-/* ---- float16 ---- */
-
-uint16_t perf_half_from_float(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof(x));
-  uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu, e = absx >> 23;
-  if (absx >= 0x7f800000u) /* inf stays inf; NaN stays a (quiet) NaN */
-    return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
-  if (absx >= 0x477ff000u) /* >= 65520 rounds to infinity */
-    return (uint16_t)(sign | 0x7c00u);
-  if (e < 113) { /* below 2^-14: a half subnormal, in units of 2^-24 */
-    if (e < 102) return (uint16_t)sign;
-    uint32_t mant = (absx & 0x7fffffu) | 0x800000u, shift = 126 - e; /* 14..24 */
-    uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-  }
-  uint32_t h = ((e - 112) << 10) | ((absx & 0x7fffffu) >> 13), rem = absx & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++; /* a carry may reach inf: right */
-  return (uint16_t)(sign | h);
-}
-
-float perf_half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
-  if (e == 0) {
-    float f = (float)m * (1.0f / 16777216.0f); /* m * 2^-24, exact */
-    return sign ? -f : f;
-  }
-  if (e == 31)
-    x = sign | 0x7f800000u | (m << 13);
-  else
-    x = sign | ((e + 112) << 23) | (m << 13);
-  float f;
-  memcpy(&f, &x, sizeof(f));
-  return f;
-}
 
 /* ---- flags ---- */
 
@@ -98,6 +41,7 @@ struct perf_opts {
   size_t min_bytes, max_bytes, step_bytes;
   long step_factor; /* > 1: multiply; 0: add step_bytes */
   int iters, warmup, check, avg_mode, blocking;
+  int root; /* -1: every rank in turn */
   int ntypes, nops;
   perf_type types[PERF_NTYPES];
   perf_op ops[PERF_NOPS];
@@ -125,15 +69,16 @@ static void usage(FILE *f, const char *prog) {
           "  -w <n>      warm-up iterations (>= 0)                       default 1\n"
           "  -c <0|1>    check the results                               default 1\n"
           "  -d <type>   int8, int32, half, float or all                 default float\n"
-          "  -o <op>     sum, prod, max, min or all                      default sum\n"
+          "  -o <op>     sum, prod, max, min or all (reductions only)    default sum\n"
+          "  -r <rank>   root of broadcast and reduce; -1: each in turn  default 0\n"
           "  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max   default 1\n"
           "  -z <0|1>    1: each call blocks; 0: the -n calls are queued, then waited for\n"
           "              together                                        default 1\n"
           "  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)\n"
           "  -h          this help\n"
-          "Loop order with all: for each size, for each type, for each op; each line has\n"
-          "out-of-place then in-place. Exit code: 0 ok, 1 wrong results or a failed call,\n"
-          "2 bad flags.\n",
+          "Loop order with all: for each size, for each type, for each op, for each root;\n"
+          "each line has out-of-place then in-place. Exit code: 0 ok, 1 wrong results or a\n"
+          "failed call, 2 bad flags.\n",
           prog);
 }
 
@@ -200,27 +145,28 @@ static long parse_int(const char *prog, char flag, const char *s, long lo, long 
   return v;
 }
 
-static void parse_types(const char *prog, const char *s, struct perf_opts *o) {
+static void parse_types(const char *prog, const char *s, int reduces, struct perf_opts *o) {
   o->ntypes = 0;
   for (int t = 0; t < PERF_NTYPES; t++)
-    if (strcmp(s, "all") == 0 || strcmp(s, type_names[t]) == 0) o->types[o->ntypes++] = t;
+    if (strcmp(s, "all") == 0 || strcmp(s, perf_type_name(t)) == 0) o->types[o->ntypes++] = t;
   if (o->ntypes == 0)
     usage_error(prog,
-                "-d '%s' is not a type this benchmark reduces: expected int8, int32, "
+                "-d '%s' is not a type this benchmark %s: expected int8, int32, "
                 "half, float or all",
-                s);
+                s, reduces ? "reduces" : "moves");
 }
 
 static void parse_ops(const char *prog, const char *s, struct perf_opts *o) {
   o->nops = 0;
   for (int op = 0; op < PERF_NOPS; op++)
-    if (strcmp(s, "all") == 0 || strcmp(s, op_names[op]) == 0) o->ops[o->nops++] = op;
+    if (strcmp(s, "all") == 0 || strcmp(s, perf_op_name(op)) == 0) o->ops[o->nops++] = op;
   if (o->nops == 0)
     usage_error(prog, "-o '%s' is not an op: expected sum, prod, max, min or all", s);
 }
 
 /* Fills *o from argv; exits 2 on a bad flag, 0 after -h. */
-static void parse_args(int argc, char **argv, const char *prog, struct perf_opts *o) {
+static void parse_args(int argc, char **argv, const char *prog, const struct perf_coll_desc *d,
+                       struct perf_opts *o) {
   *o = (struct perf_opts){.min_bytes = 32u << 20,
                           .max_bytes = 32u << 20,
                           .step_factor = 2,
@@ -232,11 +178,12 @@ static void parse_args(int argc, char **argv, const char *prog, struct perf_opts
                           .ntypes = 1,
                           .types = {PERF_FLOAT},
                           .nops = 1,
-                          .ops = {PERF_SUM}};
+                          .ops = {PERF_SUM},
+                          .root = 0};
   int seen_f = 0, seen_i = 0, c;
   opterr = 0;
   optind = 1;
-  while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:a:z:g:t:h")) != -1) {
+  while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:g:t:h")) != -1) {
     switch (c) {
     case 'b':
       o->min_bytes = parse_size(prog, 'b', optarg);
@@ -264,10 +211,13 @@ static void parse_args(int argc, char **argv, const char *prog, struct perf_opts
       o->check = (int)parse_int(prog, 'c', optarg, 0, 1);
       break;
     case 'd':
-      parse_types(prog, optarg, o);
+      parse_types(prog, optarg, d->reduces, o);
       break;
     case 'o':
       parse_ops(prog, optarg, o);
+      break;
+    case 'r':
+      o->root = (int)parse_int(prog, 'r', optarg, -1, INT_MAX);
       break;
     case 'a':
       o->avg_mode = (int)parse_int(prog, 'a', optarg, 0, 3);
@@ -321,117 +271,12 @@ static size_t next_size(const struct perf_opts *o, size_t size) {
   return next <= o->max_bytes ? next : 0;
 }
 
-/* ---- checking data ---- */
-
-static long long pattern_value(perf_op op, int r, size_t e, int p) {
-  switch (op) {
-  case PERF_SUM:
-    return (long long)((7 * (size_t)r + e) % 5) - 2;
-  case PERF_PROD: {
-    size_t k = ((size_t)r + e) % 3;
-    return k == 0 ? 1 : k == 1 ? (r < 8 ? 2 : 1) : -1;
-  }
-  default:
-    return (long long)(((size_t)r + e) % (size_t)p) + (long long)(e % 7) - 3;
-  }
-}
-
-static void store_value(perf_type t, void *dst, double v) {
-  switch (t) {
-  case PERF_INT8:
-    *(int8_t *)dst = (int8_t)(long long)v;
-    break;
-  case PERF_INT32:
-    *(int32_t *)dst = (int32_t)(long long)v;
-    break;
-  case PERF_HALF:
-    *(uint16_t *)dst = perf_half_from_float((float)v);
-    break;
-  default:
-    *(float *)dst = (float)v;
-    break;
-  }
-}
-
-static double load_value(perf_type t, const void *src) {
-  switch (t) {
-  case PERF_INT8:
-    return *(const int8_t *)src;
-  case PERF_INT32:
-    return *(const int32_t *)src;
-  case PERF_HALF:
-    return perf_half_to_float(*(const uint16_t *)src);
-  default:
-    return *(const float *)src;
-  }
-}
-
-/* One period of this rank's values (mine) and of the expected result (want). Integer sums
- * and products are done in 64 bits and wrapped to the type once at the end, which equals
- * wrapping after every step. */
-struct pattern {
-  size_t period;
-  unsigned char *mine, *want;
-};
-
-static void pattern_build(struct pattern *pt, perf_type t, perf_op op, int rank, int p) {
-  size_t es = type_sizes[t];
-  unsigned char tmp[8];
-  for (size_t i = 0; i < pt->period; i++) {
-    double acc = 0;
-    for (int r = 0; r < p; r++) {
-      store_value(t, tmp, (double)pattern_value(op, r, i, p));
-      double v = load_value(t, tmp);
-      if (r == rank) memcpy(pt->mine + i * es, tmp, es);
-      if (r == 0)
-        acc = v;
-      else if (op == PERF_SUM)
-        acc += v;
-      else if (op == PERF_PROD)
-        acc *= v;
-      else if (op == PERF_MAX)
-        acc = v > acc ? v : acc;
-      else
-        acc = v < acc ? v : acc;
-    }
-    store_value(t, pt->want + i * es, acc);
-  }
-}
-
-static void fill_pattern(void *buf, size_t count, size_t es, const unsigned char *tab,
-                         size_t period) {
-  unsigned char *b = buf;
-  for (size_t off = 0; off < count; off += period) {
-    size_t n = count - off < period ? count - off : period;
-    memcpy(b + off * es, tab, n * es);
-  }
-}
-
-static long long count_wrong(const void *buf, size_t count, size_t es, const unsigned char *tab,
-                             size_t period) {
-  const unsigned char *b = buf;
-  long long wrong = 0;
-  for (size_t off = 0; off < count; off += period) {
-    size_t n = count - off < period ? count - off : period;
-    if (memcmp(b + off * es, tab, n * es) == 0) continue;
-    for (size_t i = 0; i < n; i++)
-      wrong += memcmp(b + (off + i) * es, tab + i * es, es) != 0;
-  }
-  return wrong;
-}
-
-static long long guard_changed(const void *buf, size_t bytes) {
-  const unsigned char *g = (const unsigned char *)buf + bytes;
-  long long n = 0;
-  for (int i = 0; i < GUARD_BYTES; i++)
-    n += g[i] != GUARD_BYTE;
-  return n;
-}
-
 /* ---- running ---- */
 
 struct run {
   const struct perf_backend *be;
+  perf_coll coll;
+  const struct perf_coll_desc *d;
   const struct perf_opts *o;
   struct perf_world w;
   unsigned char *send, *recv; /* max_bytes + GUARD_BYTES each */
@@ -449,46 +294,123 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void allreduce_or_die(const struct run *R, void *s, void *r, size_t count, perf_type t,
-                             perf_op op, int blocking) {
-  if (R->be->allreduce(s, r, count, t, op, blocking) != 0) call_failed(R);
+static void run_or_die(const struct run *R, const struct perf_call *c, int blocking) {
+  if (R->be->run(c, blocking) != 0) call_failed(R);
+}
+
+/* The sum of v over ranks (a blocking int32 allreduce). */
+static int32_t sum_over_ranks(const struct run *R, int32_t v) {
+  int32_t total = 0;
+  struct perf_call c = {
+      .coll = PERF_ALLREDUCE, .send = &v, .recv = &total, .count = 1, .type = PERF_INT32};
+  run_or_die(R, &c, 1);
+  return total;
+}
+
+/* One column group of a line: this rank's buffers for one call, in or out of place. */
+struct perf_case {
+  struct perf_shape sh;
+  size_t es;
+  int inplace;
+  unsigned char *in, *out; /* where the input and the result start */
+  size_t extent;           /* bytes of the receive buffer the call may write; guard after */
+  struct perf_call call;
+};
+
+static void case_init(const struct run *R, struct perf_case *k, size_t size, perf_type t,
+                      perf_op op, int root, int inplace) {
+  size_t es = perf_type_size(t), rank = (size_t)R->w.rank;
+  k->es = es;
+  k->inplace = inplace;
+  R->d->shape(size / es, es, R->w.nranks, &k->sh);
+  const struct perf_shape *sh = &k->sh;
+  if (inplace) {
+    size_t in_end = rank * sh->send_at + sh->send, out_end = rank * sh->recv_at + sh->recv;
+    k->in = R->recv + rank * sh->send_at * es;
+    k->out = R->recv + rank * sh->recv_at * es;
+    k->extent = (in_end > out_end ? in_end : out_end) * es;
+  } else {
+    k->in = R->send;
+    k->out = R->recv;
+    k->extent = sh->recv * es;
+  }
+  k->call = (struct perf_call){.coll = R->coll,
+                               .send = k->in,
+                               .recv = k->out,
+                               .count = sh->count,
+                               .type = t,
+                               .op = op,
+                               .root = root};
+}
+
+/* Receive side to the sentinel, this rank's input in place, guards after both buffers. */
+static void case_fill(const struct run *R, const struct perf_case *k,
+                      const struct perf_tables *tb) {
+  struct perf_seq in = perf_seq_input(tb, R->w.rank);
+  memset(R->recv, PERF_SENTINEL_BYTE, k->extent);
+  memset(R->recv + k->extent, GUARD_BYTE, GUARD_BYTES);
+  perf_fill(k->in, k->sh.send, &in, 0);
+  if (!k->inplace) memset(R->send + k->sh.send * k->es, GUARD_BYTE, GUARD_BYTES);
+}
+
+static long long guard_changed(const unsigned char *g) {
+  long long n = 0;
+  for (int i = 0; i < GUARD_BYTES; i++)
+    n += g[i] != GUARD_BYTE;
+  return n;
+}
+
+/* This rank's wrong elements after the case's call: every block of the result against its
+ * reference, the guards, and out of place the send buffer. */
+static long long case_wrong(const struct run *R, const struct perf_case *k,
+                            const struct perf_tables *tb) {
+  int p = R->w.nranks;
+  size_t nblocks = R->d->per_peer ? (size_t)p : 1, len = k->sh.recv / nblocks;
+  long long wrong = guard_changed(R->recv + k->extent);
+  for (size_t b = 0; b < nblocks; b++) {
+    struct perf_block blk = R->d->block(R->w.rank, p, k->call.root, k->inplace, b, len);
+    struct perf_seq ref = blk.src == PERF_SRC_RESULT  ? perf_seq_result(tb)
+                          : blk.src == PERF_SRC_INPUT ? perf_seq_input(tb, blk.rank)
+                                                      : perf_seq_untouched(tb);
+    wrong += perf_count_wrong(k->out + b * len * k->es, len, &ref, blk.at);
+  }
+  if (!k->inplace) {
+    struct perf_seq in = perf_seq_input(tb, R->w.rank);
+    wrong += perf_count_wrong(R->send, k->sh.send, &in, 0);
+    wrong += guard_changed(R->send + k->sh.send * k->es);
+  }
+  return wrong;
 }
 
 /* Time per call in microseconds, combined across ranks per -a. */
-static double time_calls(const struct run *R, void *dst, size_t count, perf_type t, perf_op op) {
+static double time_calls(const struct run *R, const struct perf_call *c) {
   const struct perf_opts *o = R->o;
   for (int i = 0; i < o->warmup; i++)
-    allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
+    run_or_die(R, c, o->blocking);
   if (R->be->wait_all() != 0 || R->be->barrier() != 0) call_failed(R);
   double t0 = now_s();
   for (int i = 0; i < o->iters; i++)
-    allreduce_or_die(R, R->send, dst, count, t, op, o->blocking);
+    run_or_die(R, c, o->blocking);
   if (R->be->wait_all() != 0) call_failed(R);
   float us = (float)((now_s() - t0) * 1e6 / o->iters), all = us;
   static const perf_op combine[4] = {PERF_SUM, PERF_SUM, PERF_MIN, PERF_MAX};
-  if (o->avg_mode != 0) allreduce_or_die(R, &us, &all, 1, PERF_FLOAT, combine[o->avg_mode], 1);
+  struct perf_call comb = {.coll = PERF_ALLREDUCE,
+                           .send = &us,
+                           .recv = &all,
+                           .count = 1,
+                           .type = PERF_FLOAT,
+                           .op = combine[o->avg_mode]};
+  if (o->avg_mode != 0) run_or_die(R, &comb, 1);
   return o->avg_mode == 1 ? all / R->w.nranks : all;
 }
 
 /* One checked call on fresh data; returns the wrong elements summed over ranks. */
-static long long check_call(const struct run *R, int inplace, size_t count, perf_type t, perf_op op,
-                            const struct pattern *pt) {
-  size_t es = type_sizes[t], bytes = count * es;
-  unsigned char *dst = inplace ? R->send : R->recv;
-  fill_pattern(R->send, count, es, pt->mine, pt->period);
-  memset(R->send + bytes, GUARD_BYTE, GUARD_BYTES);
-  if (!inplace) {
-    memset(R->recv, SENTINEL_BYTE, bytes);
-    memset(R->recv + bytes, GUARD_BYTE, GUARD_BYTES);
-  }
-  allreduce_or_die(R, R->send, dst, count, t, op, 1);
-  long long wrong = count_wrong(dst, count, es, pt->want, pt->period) + guard_changed(dst, bytes);
-  if (!inplace)
-    wrong += count_wrong(R->send, count, es, pt->mine, pt->period) + guard_changed(R->send, bytes);
-  long long cap = INT32_MAX / R->w.nranks;
-  int32_t mine = (int32_t)(wrong < cap ? wrong : cap), total = 0;
-  allreduce_or_die(R, &mine, &total, 1, PERF_INT32, PERF_SUM, 1);
-  return total;
+static long long check_call(const struct run *R, const struct perf_case *k,
+                            const struct perf_tables *tb) {
+  case_fill(R, k, tb);
+  run_or_die(R, &k->call, 1);
+  long long wrong = case_wrong(R, k, tb), cap = INT32_MAX / R->w.nranks;
+  return sum_over_ranks(R, (int32_t)(wrong < cap ? wrong : cap));
 }
 
 static void format_time(char *buf, size_t n, double us) {
@@ -506,24 +428,33 @@ struct totals {
   long long wrong;
 };
 
-/* One output line: out-of-place then in-place for (count, t, op). */
-static void run_line(const struct run *R, size_t count, perf_type t, perf_op op,
-                     const struct pattern *pt, struct totals *tot) {
-  size_t es = type_sizes[t], bytes = count * es;
+/* One output line: out-of-place then in-place for (size, t, op, root). */
+static void run_line(const struct run *R, size_t size, perf_type t, perf_op op, int root,
+                     const struct perf_tables *tb, struct totals *tot) {
+  const struct perf_coll_desc *d = R->d;
   int p = R->w.nranks;
+  struct perf_case k;
+  case_init(R, &k, size, t, op, root, 0);
+  size_t bytes = (k.sh.send > k.sh.recv ? k.sh.send : k.sh.recv) * k.es;
   char line[256];
-  int len = snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6i", bytes, count, type_names[t],
-                     op_names[op], -1);
+  int len =
+      snprintf(line, sizeof(line), "%12zu  %12zu  %8s  %6s  %6i", bytes, k.sh.count,
+               perf_type_name(t), d->reduces ? perf_op_name(op) : "none", d->rooted ? root : -1);
   for (int inplace = 0; inplace <= 1; inplace++) {
-    unsigned char *dst = inplace ? R->send : R->recv;
-    fill_pattern(R->send, count, es, pt->mine, pt->period);
-    double us = time_calls(R, dst, count, t, op);
+    if (inplace && !d->inplace) {
+      len += snprintf(line + len, sizeof(line) - (size_t)len, "  %7s  %6s  %6s  %5s", "N/A", "N/A",
+                      "N/A", "N/A");
+      continue;
+    }
+    case_init(R, &k, size, t, op, root, inplace);
+    case_fill(R, &k, tb);
+    double us = time_calls(R, &k.call);
     double algbw = us > 0 ? (double)bytes / us / 1e3 : 0; /* GB/s, 1 GB = 1e9 B */
-    double busbw = algbw * 2.0 * (p - 1) / p;
+    double busbw = d->bus_part ? algbw * d->bus_mul * (p - 1) / p : algbw * d->bus_mul;
     char ts[32], ws[32];
     format_time(ts, sizeof(ts), us);
     if (R->o->check) {
-      long long wrong = check_call(R, inplace, count, t, op, pt);
+      long long wrong = check_call(R, &k, tb);
       tot->wrong += wrong;
       snprintf(ws, sizeof(ws), "%5lld", wrong);
     } else {
@@ -544,6 +475,7 @@ struct rank_info {
 
 static void print_header(const struct run *R) {
   const struct perf_opts *o = R->o;
+  const struct perf_coll_desc *d = R->d;
   int p = R->w.nranks;
   struct rank_info me = {.rank = R->w.rank, .pid = (int32_t)getpid(), .device = R->w.device};
   if (gethostname(me.host, sizeof(me.host) - 1) != 0) snprintf(me.host, sizeof(me.host), "?");
@@ -552,7 +484,9 @@ static void print_header(const struct run *R) {
     fprintf(stderr, "%s: out of memory for %d rank records\n", R->be->prog, p);
     R->be->abort_run(1);
   }
-  if (R->be->allgather(&me, all, sizeof(me)) != 0) call_failed(R);
+  struct perf_call c = {
+      .coll = PERF_ALLGATHER, .send = &me, .recv = all, .count = sizeof(me), .type = PERF_INT8};
+  run_or_die(R, &c, 1);
   if (R->w.rank == 0) {
     printf("# %s (%s) nranks %d\n", R->be->prog, R->w.impl, p);
     printf("# minBytes %zu maxBytes %zu step: ", o->min_bytes, o->max_bytes);
@@ -562,8 +496,10 @@ static void print_header(const struct run *R) {
       printf("%zu(bytes)", o->step_bytes);
     printf(" warmup iters: %d iters: %d validation: %d average: %d(%s) blocking: %d\n", o->warmup,
            o->iters, o->check, o->avg_mode, avg_names[o->avg_mode], o->blocking);
-    printf("# Loop order: for each size, for each type, for each op; out-of-place then "
-           "in-place\n");
+    printf("# Loop order: for each size, for each type%s%s; %s\n",
+           d->reduces ? ", for each op" : "", d->rooted && o->root < 0 ? ", for each root" : "",
+           d->inplace ? "out-of-place then in-place"
+                      : "out-of-place (no in-place form: those columns read N/A)");
     if (R->be->note) printf("%s\n", R->be->note);
     printf("#\n# Using devices\n");
     for (int r = 0; r < p; r++) {
@@ -582,10 +518,10 @@ static void print_header(const struct run *R) {
   free(all);
 }
 
-int perf_main(int argc, char **argv, const struct perf_backend *be) {
+int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be) {
   struct perf_opts o;
-  struct run R = {.be = be, .o = &o};
-  parse_args(argc, argv, be->prog, &o);
+  struct run R = {.be = be, .coll = coll, .d = &perf_colls[coll], .o = &o};
+  parse_args(argc, argv, be->prog, R.d, &o);
 
   size_t alloc = o.max_bytes + GUARD_BYTES;
   if (posix_memalign((void **)&R.send, 4096, alloc) != 0 ||
@@ -604,25 +540,40 @@ int perf_main(int argc, char **argv, const struct perf_backend *be) {
     free(R.recv);
     return 1;
   }
+  int p = R.w.nranks;
+  if (R.d->rooted && o.root >= p) { /* every rank sees it: all leave, none waits */
+    if (R.w.rank == 0)
+      fprintf(stderr,
+              "%s: -r %d is not a rank of this %d-rank job: expected 0 .. %d, or -1 for each "
+              "rank in turn\nRun '%s -h' for the list of flags.\n",
+              be->prog, o.root, p, p - 1, be->prog);
+    free(R.send);
+    free(R.recv);
+    be->finalize();
+    return 2;
+  }
   if (R.w.rank == 0) setvbuf(stdout, NULL, _IOLBF, 0);
   print_header(&R);
 
-  int p = R.w.nranks;
-  struct pattern pt = {.period = 105 * (size_t)p};
-  pt.mine = malloc(pt.period * 4);
-  pt.want = malloc(pt.period * 4);
-  if (!pt.mine || !pt.want) {
+  struct perf_tables tb;
+  if (perf_tables_init(&tb, R.w.rank, p) != 0) {
     fprintf(stderr, "%s: out of memory for the check pattern of %d ranks\n", be->prog, p);
     be->abort_run(1);
   }
+  int root_lo = R.d->rooted && o.root >= 0 ? o.root : 0;
+  int root_hi = R.d->rooted && o.root < 0 ? p - 1 : root_lo;
+  int nops = R.d->reduces ? o.nops : 1;
 
   struct totals tot = {0};
   for (size_t size = o.min_bytes, more = 1; more; more = (size = next_size(&o, size)) != 0) {
     for (int ti = 0; ti < o.ntypes; ti++) {
       perf_type t = o.types[ti];
-      for (int oi = 0; oi < o.nops; oi++) {
-        pattern_build(&pt, t, o.ops[oi], R.w.rank, p);
-        run_line(&R, size / type_sizes[t], t, o.ops[oi], &pt, &tot);
+      if (!R.d->reduces) perf_tables_copy(&tb, t);
+      for (int oi = 0; oi < nops; oi++) {
+        perf_op op = R.d->reduces ? o.ops[oi] : PERF_SUM;
+        if (R.d->reduces) perf_tables_reduction(&tb, t, op);
+        for (int root = root_lo; root <= root_hi; root++)
+          run_line(&R, size, t, op, root, &tb, &tot);
       }
     }
   }
@@ -633,8 +584,7 @@ int perf_main(int argc, char **argv, const struct perf_backend *be) {
     printf("#\n");
     fflush(stdout);
   }
-  free(pt.mine);
-  free(pt.want);
+  perf_tables_free(&tb);
   free(R.send);
   free(R.recv);
   be->finalize();

@@ -1,22 +1,27 @@
 /*
- * perf_common.h - the allreduce benchmark shared by allreduce_perf (libhccl) and its twin
- * mpi_allreduce_perf (MPI), so that both parse the same flags, sweep the same sizes, fill and
- * check the same data and print the same nccl-tests-shaped table. Only the communication
- * differs, and it sits behind one ops table (struct perf_backend) that each program fills
- * with designated initializers and hands to perf_main().
+ * perf_common.h - the collective benchmarks shared by the libhccl programs (allreduce_perf,
+ * all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf,
+ * sendrecv_perf; perf/hccl_perf.c) and their MPI twins (bench/mpi_perf.c), so that all of them
+ * parse the same flags, sweep the same sizes, fill and check the same data and print the same
+ * table. Only the communication differs, and it sits behind one ops table (struct
+ * perf_backend) that each program fills with designated initializers and hands to perf_main()
+ * together with the collective it measures. What differs between collectives (the counts for
+ * a size, the reference result, the bus bandwidth factor) is one row of a table in
+ * perf_coll.c, not code in the loop.
  *
  * What a run does, per rank (one process per rank):
  *   parse flags (a bad value exits 2 before any communication)
  *   backend init; gather every rank's pid/host/device with an allgather; rank 0 prints them
  *   for each size (-b .. -e, times -f or plus -i)
  *     for each type (-d: int8 int32 half float)
- *       for each op (-o: sum prod max min)
- *         out-of-place, then in-place: warm-up, barrier, timed loop, then a checked run
- *         rank 0 prints one line
+ *       for each op (-o: sum prod max min; reductions only, else once, redop "none")
+ *         for each root (-r; broadcast and reduce only, -1 = every rank in turn)
+ *           out-of-place, then in-place: warm-up, barrier, timed loop, then a checked run
+ *           rank 0 prints one line
  *   footer; exit 0, or 1 if any element was wrong or a call failed.
  *
  * The checking data is chosen so that the exact result does not depend on the order in which
- * ranks' contributions are combined, for every type and op (see perf_common.c).
+ * ranks' contributions are combined, for every type and op (see perf_data.c).
  */
 #ifndef PERF_COMMON_H
 #define PERF_COMMON_H
@@ -27,6 +32,38 @@
 /* The four types and four ops the benchmark sweeps, in the order -d all / -o all run them. */
 typedef enum { PERF_INT8, PERF_INT32, PERF_HALF, PERF_FLOAT, PERF_NTYPES } perf_type;
 typedef enum { PERF_SUM, PERF_PROD, PERF_MAX, PERF_MIN, PERF_NOPS } perf_op;
+
+/* The collectives, one program each. */
+typedef enum {
+  PERF_ALLREDUCE,
+  PERF_ALLGATHER,
+  PERF_REDUCE_SCATTER,
+  PERF_BROADCAST,
+  PERF_REDUCE,
+  PERF_ALLTOALL,
+  PERF_SENDRECV, /* rank r sends to (r+1)%p and receives from (r-1+p)%p */
+  PERF_NCOLLS
+} perf_coll;
+
+/*
+ * One call, with the arguments the collective's API takes. count is what the API calls count:
+ * elements of the whole buffer for allreduce, broadcast, reduce and sendrecv; sent per rank
+ * for allgather; received per rank for reduce_scatter; sent to each peer for alltoall.
+ * In place: send == recv (allreduce, reduce, broadcast), send == recv + rank * count
+ * (allgather), recv == send + rank * count (reduce_scatter). alltoall and sendrecv are only
+ * called out of place.
+ * Broadcast: the root's data is in send, the others receive into recv. An API with one buffer
+ * is given send on the root and recv elsewhere; the root's recv is then not written, which is
+ * what the check expects.
+ */
+struct perf_call {
+  perf_coll coll;
+  void *send, *recv;
+  size_t count;
+  perf_type type;
+  perf_op op; /* allreduce, reduce_scatter, reduce */
+  int root;   /* broadcast, reduce */
+};
 
 /* What a backend reports about this process after init. */
 struct perf_world {
@@ -46,17 +83,17 @@ struct perf_backend {
   const char *prog; /* program name used in messages, e.g. "allreduce_perf" */
   /* Joins the job; fills *world. Called once, after the flags were parsed. */
   int (*init)(struct perf_world *world);
-  /* Allreduce of count elements. blocking != 0: returns when done. blocking == 0: may
-   * return before the call finished; wait_all() then completes every such call (they run in
-   * the order issued). send == recv means in-place. */
-  int (*allreduce)(void *send, void *recv, size_t count, perf_type type, perf_op op, int blocking);
+  /* Runs one call of any collective (see struct perf_call); the benchmark itself also uses
+   * allreduce (to combine times and wrong counts) and allgather (int8, for the header).
+   * blocking != 0: returns when done. blocking == 0: may return before the call finished;
+   * wait_all() then completes every such call (they run in the order issued). */
+  int (*run)(const struct perf_call *call, int blocking);
   int (*wait_all)(void);
-  /* recv gets nranks * bytes bytes, rank r's send at offset r * bytes. Blocking. */
-  int (*allgather)(const void *send, void *recv, size_t bytes);
   int (*barrier)(void);
   /* The message of the last failure; never NULL. */
   const char *(*last_error)(void);
-  /* Leaves the job cleanly (after a successful run). */
+  /* Leaves the job cleanly (after a successful run, or after a flag found bad once the rank
+   * count was known: every rank finds it, so every rank leaves). */
   void (*finalize)(void);
   /* Leaves the job after a failure and exits the process with code; does not return. */
   void (*abort_run)(int code) __attribute__((noreturn));
@@ -64,14 +101,15 @@ struct perf_backend {
   const char *note;
 };
 
-/* Parses the flags, runs the whole benchmark through be and returns the process exit code:
+/* Parses the flags, benchmarks coll through be and returns the process exit code:
  * 0 = every checked element right, 1 = wrong elements or a failed call, 2 = bad flags (the
  * message names the flag, the value and the rule). -h prints the usage and returns 0. */
-int perf_main(int argc, char **argv, const struct perf_backend *be);
+int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be);
 
-/* Names as nccl-tests spells them ("int8", "sum"). */
+/* Names as the tables print them ("int8", "sum", "allgather"). */
 const char *perf_type_name(perf_type t);
 const char *perf_op_name(perf_op op);
+const char *perf_coll_name(perf_coll c);
 /* Bytes per element: 1, 4, 2, 4. */
 size_t perf_type_size(perf_type t);
 

@@ -1,9 +1,13 @@
 /*
- * test_perf.c - runs the real allreduce_perf program (HCCL_BIN_DIR/allreduce_perf) and checks
- * what a user sees: the nccl-tests-shaped header and columns, one line per (size, type, op) in
- * the documented loop order, "# Out of bounds values : 0 OK" and exit 0; bad flags exit 2 with
- * a message naming the flag; and 2- and 4-rank runs (fork + exec with the launcher variables
- * set, as npu-launch would) agree.
+ * test_perf.c - runs the real benchmark programs (HCCL_BIN_DIR/allreduce_perf, all_gather_perf,
+ * reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, sendrecv_perf) and checks
+ * what a user sees: the header and columns, one line per (size, type, op, root) in the
+ * documented loop order with the size, count, redop and root each collective prints,
+ * algbw = size / time and busbw = algbw x the collective's factor (within the printed digits),
+ * "# Out of bounds values : 0 OK" and exit 0, on 1, 2 and 4 ranks (fork + exec with the
+ * launcher variables set, as npu-launch would); bad flags exit 2 with a message naming the
+ * flag. The expected sizes, counts and factors are written here from the conventions
+ * (docs/perf_programs.md), not taken from perf/perf_coll.c.
  *
  * Every child is killed if it outlives its deadline, and each test is capped with alarm().
  * Output goes to files under /tmp (not pipes), so a chatty rank can never block.
@@ -27,6 +31,7 @@
 #include "harness.h"
 
 #define PERF_BIN HCCL_BIN_DIR "/allreduce_perf"
+#define BIN(prog) HCCL_BIN_DIR "/" prog
 #ifndef HCCL_PERF_MPI_BUILT
 #define HCCL_PERF_MPI_BUILT 0
 #endif
@@ -61,10 +66,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs nranks copies of allreduce_perf with args (NULL-terminated). nranks == 1 runs it with
+/* Runs nranks copies of the program bin with args (NULL-terminated). nranks == 1 runs it with
  * no launcher variables at all; otherwise each gets RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR and a free MASTER_PORT. Waits at most timeout_s. */
-static void run_perf(int nranks, const char *const *args, int timeout_s, struct run_result *res) {
+static void run_prog(const char *bin, int nranks, const char *const *args, int timeout_s,
+                     struct run_result *res) {
   static const char *const launcher_vars[] = {
       "RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK_ID", "RANK_SIZE",
       "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK", "DEVICE_ID",        NULL};
@@ -73,7 +79,7 @@ static void run_perf(int nranks, const char *const *args, int timeout_s, struct 
   snprintf(err_path, sizeof(err_path), "/tmp/test_perf_err_%d.txt", (int)getpid());
   snprintf(port, sizeof(port), "%u", (unsigned)harness_free_port());
 
-  const char *argv[64] = {PERF_BIN};
+  const char *argv[64] = {bin};
   int argc = 1;
   for (; args[argc - 1] && argc < 63; argc++)
     argv[argc] = args[argc - 1];
@@ -103,8 +109,8 @@ static void run_perf(int nranks, const char *const *args, int timeout_s, struct 
       if (!freopen(r == 0 ? out_path : "/dev/null", "w", stdout) ||
           !freopen(r == 0 ? err_path : "/dev/null", "w", stderr))
         _exit(126);
-      execv(PERF_BIN, (char *const *)argv);
-      fprintf(stderr, "cannot run %s: %s\n", PERF_BIN, strerror(errno));
+      execv(bin, (char *const *)argv);
+      fprintf(stderr, "cannot run %s: %s\n", bin, strerror(errno));
       _exit(127);
     }
     pids[r] = pid;
@@ -139,6 +145,11 @@ static void run_perf(int nranks, const char *const *args, int timeout_s, struct 
   unlink(err_path);
 }
 
+/* allreduce_perf */
+static void run_perf(int nranks, const char *const *args, int timeout_s, struct run_result *res) {
+  run_prog(PERF_BIN, nranks, args, timeout_s, res);
+}
+
 static void free_result(struct run_result *res) {
   free(res->out);
   free(res->err);
@@ -150,17 +161,82 @@ static void dump(const struct run_result *res) {
           res->out, res->err);
 }
 
+/* What a program's table must show, written from the conventions (docs/perf_programs.md). */
+struct coll_spec {
+  const char *prog;
+  int nops;    /* 4: one line per op (sum prod max min); 1: once per type, redop "none" */
+  int rooted;  /* the root column shows the root, else -1 */
+  int split;   /* count = size / type size / nranks, rounded down to 16 bytes, and the size
+                * column = count x nranks x type size; else count = size / type size */
+  int inplace; /* in place is run and checked; else its four columns read N/A */
+  double bus;  /* busbw / algbw = bus, times (p - 1) / p when part */
+  int part;
+};
+
+static const struct coll_spec allreduce = {"allreduce_perf", 4, 0, 0, 1, 2.0, 1};
+static const struct coll_spec all_gather = {"all_gather_perf", 1, 0, 1, 1, 1.0, 1};
+static const struct coll_spec reduce_scatter = {"reduce_scatter_perf", 4, 0, 1, 1, 1.0, 1};
+static const struct coll_spec broadcast = {"broadcast_perf", 1, 1, 0, 1, 1.0, 0};
+static const struct coll_spec reduce = {"reduce_perf", 4, 1, 0, 1, 1.0, 0};
+static const struct coll_spec alltoall = {"alltoall_perf", 1, 0, 1, 0, 1.0, 1};
+static const struct coll_spec sendrecv = {"sendrecv_perf", 1, 0, 0, 0, 1.0, 0};
+
+/* The sweep a table was made with: sizes min_bytes times factor^i (nsizes of them), -d all,
+ * -o all, -c checked, -r root (-1: every rank in turn). */
+struct sweep {
+  size_t min_bytes, factor;
+  int nsizes, checked, root;
+};
+
+static double absd(double x) {
+  return x < 0 ? -x : x;
+}
+
+/* One column group (time, algbw, busbw) of a line of size bytes: algbw = size / time and busbw
+ * = algbw x factor, within the printed digits. A group whose algbw is >= 0.05 counts in *sharp:
+ * there the factor check tells any two of the factors apart (0, 1/2, 3/4, 1, 3/2). Returns 0
+ * when a rule is broken. */
+static int bandwidth_ok(size_t size, const char *ts, const char *as, const char *bs, double factor,
+                        int *sharp) {
+  double t = strtod(ts, NULL), a = strtod(as, NULL), b = strtod(bs, NULL);
+  if (t <= 0) return 1;                                   /* no time to divide by */
+  double dt = t >= 10000 ? 0.5 : t >= 100 ? 0.05 : 0.005; /* half the last printed digit */
+  double lo = (double)size / (t + dt) / 1e3 - 0.005 - 1e-9;
+  double hi = (double)size / (t - dt) / 1e3 + 0.005 + 1e-9;
+  if (a < lo || a > hi) {
+    fprintf(stderr, "algbw %s is not %zu B / %s us (%.4f .. %.4f GB/s)\n", as, size, ts, lo, hi);
+    return 0;
+  }
+  if (absd(b - a * factor) > 0.005 * factor + 0.005 + 1e-9) {
+    fprintf(stderr, "busbw %s is not algbw %s x %.4f\n", bs, as, factor);
+    return 0;
+  }
+  if (a >= 0.05) (*sharp)++;
+  return 1;
+}
+
 /*
- * Checks the table in out: every non-'#' line has 13 columns, root -1 and #wrong "0" (or
- * "N/A" when !checked), and the lines come in the documented order: for each size (min_bytes
- * times factor^i), for each type (int8 int32 half float), for each op (sum prod max min).
- * Returns the number of data lines, or -1 after printing the first mismatch.
+ * Checks the table of collective c in out (nranks read from its header): every non-'#' line
+ * has 13 columns; the lines come in the documented order: for each size, for each type (int8
+ * int32 half float), for each op (sum prod max min) when c reduces, for each root when -r -1;
+ * size, count, type, redop and root are c's; #wrong is "0" (or "N/A" when !checked), and the
+ * in-place columns all read N/A when c has no in-place form; algbw and busbw follow
+ * bandwidth_ok. Returns the number of data lines, or -1 after printing the first mismatch;
+ * *sharp (may be NULL) gets the number of column groups where the busbw factor has bite.
  */
-static int check_table(const char *out, size_t min_bytes, size_t factor, int nsizes, int checked) {
+static int check_coll_table(const char *out, const struct coll_spec *c, const struct sweep *w,
+                            int *sharp) {
   static const char *const types[] = {"int8", "int32", "half", "float"};
   static const size_t tsize[] = {1, 4, 2, 4};
   static const char *const ops[] = {"sum", "prod", "max", "min"};
-  int n = 0;
+  const char *np = strstr(out, " nranks ");
+  int p = np ? atoi(np + 8) : 0, n = 0, sharp_local = 0;
+  if (p < 1) {
+    fprintf(stderr, "no 'nranks' in the header\n");
+    return -1;
+  }
+  int nroots = c->rooted && w->root < 0 ? p : 1, per_type = c->nops * nroots;
+  double factor = c->part ? c->bus * (p - 1) / p : c->bus;
   for (const char *line = out; *line;) {
     const char *eol = strchr(line, '\n');
     size_t len = eol ? (size_t)(eol - line) : strlen(line);
@@ -174,24 +250,48 @@ static int check_table(const char *out, size_t min_bytes, size_t factor, int nsi
     for (char *save, *tok = strtok_r(buf, " ", &save); tok && nf < 16;
          tok = strtok_r(NULL, " ", &save))
       snprintf(f[nf++], sizeof(f[0]), "%s", tok);
-    int size_i = n / 16, type_i = (n / 4) % 4, op_i = n % 4;
-    size_t bytes = min_bytes;
+    int size_i = n / (4 * per_type), type_i = n / per_type % 4, op_i = n / nroots % c->nops;
+    int root = !c->rooted ? -1 : w->root < 0 ? n % nroots : w->root;
+    size_t bytes = w->min_bytes;
     for (int i = 0; i < size_i; i++)
-      bytes *= factor;
-    char want_bytes[32], want_count[32];
-    snprintf(want_bytes, sizeof(want_bytes), "%zu", bytes / tsize[type_i] * tsize[type_i]);
-    snprintf(want_count, sizeof(want_count), "%zu", bytes / tsize[type_i]);
-    const char *wrong = checked ? "0" : "N/A";
-    if (nf != 13 || size_i >= nsizes || strcmp(f[0], want_bytes) || strcmp(f[1], want_count) ||
-        strcmp(f[2], types[type_i]) || strcmp(f[3], ops[op_i]) || strcmp(f[4], "-1") ||
-        strcmp(f[8], wrong) || strcmp(f[12], wrong)) {
-      fprintf(stderr, "data line %d is not the expected (%s B, %s, %s, #wrong %s): '%s'\n", n,
-              want_bytes, types[type_i], ops[op_i], wrong, orig);
+      bytes *= w->factor;
+    size_t es = tsize[type_i], count = bytes / es, size = count * es;
+    if (c->split) {
+      count = count / (size_t)p / (16 / es) * (16 / es);
+      size = count * (size_t)p * es;
+    }
+    char want_bytes[32], want_count[32], want_root[16];
+    snprintf(want_bytes, sizeof(want_bytes), "%zu", size);
+    snprintf(want_count, sizeof(want_count), "%zu", count);
+    snprintf(want_root, sizeof(want_root), "%d", root);
+    const char *op = c->nops == 4 ? ops[op_i] : "none", *wrong = w->checked ? "0" : "N/A";
+    int in_na = !c->inplace && nf == 13 && !strcmp(f[9], "N/A") && !strcmp(f[10], "N/A") &&
+                !strcmp(f[11], "N/A") && !strcmp(f[12], "N/A");
+    if (nf != 13 || size_i >= w->nsizes || strcmp(f[0], want_bytes) || strcmp(f[1], want_count) ||
+        strcmp(f[2], types[type_i]) || strcmp(f[3], op) || strcmp(f[4], want_root) ||
+        strcmp(f[8], wrong) || (c->inplace ? strcmp(f[12], wrong) != 0 : !in_na)) {
+      fprintf(stderr,
+              "data line %d is not the expected (%s B, count %s, %s, %s, root %s, #wrong %s%s): "
+              "'%s'\n",
+              n, want_bytes, want_count, types[type_i], op, want_root, wrong,
+              c->inplace ? "" : ", in-place N/A", orig);
+      return -1;
+    }
+    if (!bandwidth_ok(size, f[5], f[6], f[7], factor, &sharp_local) ||
+        (c->inplace && !bandwidth_ok(size, f[9], f[10], f[11], factor, &sharp_local))) {
+      fprintf(stderr, "in data line %d (%d ranks): '%s'\n", n, p, orig);
       return -1;
     }
     n++;
   }
+  if (sharp) *sharp = sharp_local;
   return n;
+}
+
+/* allreduce_perf's table with -d all -o all. */
+static int check_table(const char *out, size_t min_bytes, size_t factor, int nsizes, int checked) {
+  struct sweep w = {min_bytes, factor, nsizes, checked, 0};
+  return check_coll_table(out, &allreduce, &w, NULL);
 }
 
 static void test_one_rank_sweep(void **state) {
@@ -295,6 +395,130 @@ static void test_four_ranks(void **state) {
   run_ranks_and_check(4);
 }
 
+/* c's program at 1, 2 and 4 ranks over -b 1K -e 64K -f 4 -d all -o all -c 1: every rank exits
+ * 0, the table is c's (check_coll_table), and at least one column group is fast enough for the
+ * busbw factor check to have bite. */
+static void sweep_ranks(const struct coll_spec *c) {
+  static const char *const args[] = {"-b",  "1K", "-e",  "64K", "-f", "4", "-d",
+                                     "all", "-o", "all", "-c",  "1",  NULL};
+  static const int ranks[] = {1, 2, 4};
+  const struct sweep w = {1024, 4, 4, 1, 0};
+  char bin[512];
+  snprintf(bin, sizeof(bin), "%s/%s", HCCL_BIN_DIR, c->prog);
+  for (int i = 0; i < 3; i++) {
+    int nranks = ranks[i], failed = 0;
+    alarm(240);
+    struct run_result res = {.out = NULL};
+    run_prog(bin, nranks, args, 180, &res);
+    for (int r = 0; r < nranks; r++) {
+      if (res.exit_code[r] == 0) continue;
+      fprintf(stderr, "%s: rank %d of %d exited with %d\n", c->prog, r, nranks, res.exit_code[r]);
+      failed++;
+    }
+    if (failed) dump(&res);
+    assert_int_equal(failed, 0);
+    char want[64];
+    snprintf(want, sizeof(want), "# %s (", c->prog);
+    assert_non_null(strstr(res.out, want));
+    snprintf(want, sizeof(want), "nranks %d\n", nranks);
+    assert_non_null(strstr(res.out, want));
+    assert_non_null(strstr(res.out, column_header));
+    int sharp = 0, lines = check_coll_table(res.out, c, &w, &sharp);
+    if (lines != 4 * 4 * c->nops || sharp == 0) {
+      fprintf(stderr,
+              "%s, %d ranks: %d data lines (want %d), %d column groups with algbw >= "
+              "0.05 GB/s (want some)\n",
+              c->prog, nranks, lines, 4 * 4 * c->nops, sharp);
+      dump(&res);
+    }
+    assert_int_equal(lines, 4 * 4 * c->nops);
+    assert_true(sharp > 0);
+    assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
+    free_result(&res);
+    alarm(0);
+  }
+}
+
+static void test_all_gather(void **state) {
+  sweep_ranks(&all_gather);
+}
+static void test_reduce_scatter(void **state) {
+  sweep_ranks(&reduce_scatter);
+}
+static void test_broadcast(void **state) {
+  sweep_ranks(&broadcast);
+}
+static void test_reduce(void **state) {
+  sweep_ranks(&reduce);
+}
+static void test_alltoall(void **state) {
+  sweep_ranks(&alltoall);
+}
+static void test_sendrecv(void **state) {
+  sweep_ranks(&sendrecv);
+}
+
+/* Every program: a type it does not know and a root that is not a number exit 2 naming the
+ * flag; broadcast and reduce on 2 ranks with -r 2 exit 2 on every rank, naming -r. */
+static void test_programs_bad_flags_exit_2(void **state) {
+  static const struct coll_spec *const all[] = {
+      &allreduce, &all_gather, &reduce_scatter, &broadcast, &reduce, &alltoall, &sendrecv};
+  const char *bad_type[] = {"-d", "int64x", NULL};
+  const char *bad_root[] = {"-r", "first", NULL};
+  const char *root_2[] = {"-r", "2", "-b", "1K", "-e", "1K", NULL};
+  char bin[512];
+  alarm(240);
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    snprintf(bin, sizeof(bin), "%s/%s", HCCL_BIN_DIR, all[i]->prog);
+    struct run_result res = {.out = NULL};
+    run_prog(bin, 1, bad_type, 20, &res);
+    if (res.exit_code[0] != 2 || !strstr(res.err, "-d 'int64x'")) dump(&res);
+    assert_int_equal(res.exit_code[0], 2);
+    assert_non_null(strstr(res.err, "-d 'int64x'"));
+    free_result(&res);
+    run_prog(bin, 1, bad_root, 20, &res);
+    if (res.exit_code[0] != 2 || !strstr(res.err, "-r 'first'")) dump(&res);
+    assert_int_equal(res.exit_code[0], 2);
+    assert_non_null(strstr(res.err, "-r 'first'"));
+    free_result(&res);
+    if (!all[i]->rooted) continue;
+    run_prog(bin, 2, root_2, 60, &res);
+    if (res.exit_code[0] != 2 || res.exit_code[1] != 2 || !strstr(res.err, "-r 2 is not a rank"))
+      dump(&res);
+    assert_int_equal(res.exit_code[0], 2);
+    assert_int_equal(res.exit_code[1], 2);
+    assert_non_null(strstr(res.err, "-r 2 is not a rank"));
+    assert_null(strstr(res.out, "# Out of bounds"));
+    free_result(&res);
+  }
+  alarm(0);
+}
+
+/* -r picks the root of broadcast and reduce; -r -1 runs every root in turn. */
+static void test_roots(void **state) {
+  const char *every[] = {"-b", "1K", "-e", "1K", "-d", "all", "-o", "all", "-r", "-1", NULL};
+  const char *root_3[] = {"-b", "1K", "-e", "4K", "-f", "4", "-d", "all", "-r", "3", NULL};
+  struct run_result res = {.out = NULL};
+  alarm(240);
+  run_prog(BIN("reduce_perf"), 2, every, 180, &res);
+  struct sweep w = {1024, 4, 1, 1, -1};
+  int lines = check_coll_table(res.out, &reduce, &w, NULL);
+  if (res.exit_code[0] != 0 || res.exit_code[1] != 0 || lines != 4 * 4 * 2) dump(&res);
+  assert_int_equal(res.exit_code[0], 0);
+  assert_int_equal(lines, 4 * 4 * 2); /* 1 size x 4 types x 4 ops x 2 roots */
+  assert_non_null(strstr(res.out, "for each op, for each root;"));
+  free_result(&res);
+  run_prog(BIN("broadcast_perf"), 4, root_3, 180, &res);
+  w = (struct sweep){1024, 4, 2, 1, 3};
+  lines = check_coll_table(res.out, &broadcast, &w, NULL);
+  if (res.exit_code[0] != 0 || lines != 2 * 4) dump(&res);
+  assert_int_equal(res.exit_code[0], 0);
+  assert_int_equal(lines, 2 * 4);
+  assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
+  free_result(&res);
+  alarm(0);
+}
+
 /* mpirun -np N allreduce_perf: ranks from Open MPI's variables, the root info by MPI_Bcast.
  * Skipped (with the reason) where mpirun or the MPI build is missing. */
 static void mpirun_and_check(int nranks, int all_types) {
@@ -342,11 +566,55 @@ static void test_mpirun(void **state) {
   mpirun_and_check(2, 1);
 }
 
+/* The MPI twins (mpi_<program>, bench/mpi_allreduce_perf.c) print the same tables: each at 3
+ * ranks with root 1, through check_coll_table. Skipped where mpirun or MPI is missing. */
+static void test_mpi_twins(void **state) {
+  static const struct coll_spec *const all[] = {
+      &allreduce, &all_gather, &reduce_scatter, &broadcast, &reduce, &alltoall, &sendrecv};
+  if (!have_mpirun()) {
+    printf("  skipped: mpirun or the MPI twins are missing (Debian: openmpi-bin libopenmpi-dev)\n");
+    skip();
+  }
+  static char out[1 << 18];
+  for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+    alarm(120);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "mpirun --allow-run-as-root --oversubscribe -np 3 %s/mpi_%s -b 1K -e 16K -f 4 "
+             "-d all -o all -r 1 -n 2 -w 1 2>&1",
+             HCCL_BIN_DIR, all[i]->prog);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    struct sweep w = {1024, 4, 3, 1, 1};
+    int lines = check_coll_table(out, all[i], &w, NULL);
+    if (rc != 0 || lines != 3 * 4 * all[i]->nops) fprintf(stderr, "%s\n-> %d\n%s\n", cmd, rc, out);
+    assert_int_equal(rc, 0);
+    assert_int_equal(lines, 3 * 4 * all[i]->nops);
+    assert_non_null(strstr(out, "# Out of bounds values : 0 OK"));
+    alarm(0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bad_flags_exit_2),   cmocka_unit_test(test_one_rank_sweep),
-      cmocka_unit_test(test_no_check_prints_na), cmocka_unit_test(test_two_ranks),
-      cmocka_unit_test(test_four_ranks),         cmocka_unit_test(test_mpirun),
+      cmocka_unit_test(test_bad_flags_exit_2),
+      cmocka_unit_test(test_one_rank_sweep),
+      cmocka_unit_test(test_no_check_prints_na),
+      cmocka_unit_test(test_two_ranks),
+      cmocka_unit_test(test_four_ranks),
+      cmocka_unit_test(test_mpirun),
+      cmocka_unit_test(test_all_gather),
+      cmocka_unit_test(test_reduce_scatter),
+      cmocka_unit_test(test_broadcast),
+      cmocka_unit_test(test_reduce),
+      cmocka_unit_test(test_alltoall),
+      cmocka_unit_test(test_sendrecv),
+      cmocka_unit_test(test_programs_bad_flags_exit_2),
+      cmocka_unit_test(test_roots),
+      cmocka_unit_test(test_mpi_twins),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
