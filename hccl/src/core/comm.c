@@ -6,7 +6,7 @@
  *
  * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
  *   info  - rank, size, pid, server identity, device, settings that must agree;
- *   conn  - what the transports made in setup (the shared-memory area's descriptor);
+ *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
  *   ready - every link is connected; transports may drop what peers needed to connect.
  */
 #define _GNU_SOURCE
@@ -117,8 +117,7 @@ static HcclResult store_allgather(struct hccl_comm *c, const char *round, const 
                         c->rank, (long long)(c->cfg.connect_timeout_ms / 1000),
                         c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT", r,
                         c->nranks,
-                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT",
-                        r);
+                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT", r);
     if (n != len) {
       free(val);
       return hccl__fail(HCCL_E_INTERNAL,
@@ -391,7 +390,6 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
   self.buffsize = c->cfg.buffsize;
   self.algo = c->cfg.algo;
-  self.shm_fd = -1;
 
   HcclResult r = HCCL_SUCCESS;
   if (c->nranks > 1)
@@ -554,7 +552,7 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
 static bool is_this_host(const char *host) {
   struct in6_addr a6;
   struct in_addr a4;
-  int fam = inet_pton(AF_INET, host, &a4) == 1 ? AF_INET
+  int fam = inet_pton(AF_INET, host, &a4) == 1    ? AF_INET
             : inet_pton(AF_INET6, host, &a6) == 1 ? AF_INET6
                                                   : 0;
   if (!fam) {
@@ -692,12 +690,12 @@ static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *c
                       "(0 = HCCL_BUFFSIZE)",
                       cf->bufferSizeMB);
   if (cf->connectTimeoutMs < 0 || cf->execTimeoutMs < 0)
-    return hccl__fail(HCCL_E_PARA,
-                      "HcclCommConfig.%s=%lld is not valid: a timeout is a positive number of "
-                      "milliseconds (0 = from the environment)",
-                      cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
-                      (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs
-                                                           : cf->execTimeoutMs));
+    return hccl__fail(
+        HCCL_E_PARA,
+        "HcclCommConfig.%s=%lld is not valid: a timeout is a positive number of "
+        "milliseconds (0 = from the environment)",
+        cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
+        (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs : cf->execTimeoutMs));
   if (cf->bufferSizeMB) cfg->buffsize = (size_t)cf->bufferSizeMB << 20;
   if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
   if (cf->execTimeoutMs) {
@@ -711,7 +709,10 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
                              const HcclCommConfig *config, HcclComm *comm) {
   if (!store || !comm || !store->set || !store->get)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitStore: %s is NULL",
-                      !store ? "store" : !comm ? "comm" : !store->set ? "store->set" : "store->get");
+                      !store        ? "store"
+                      : !comm       ? "comm"
+                      : !store->set ? "store->set"
+                                    : "store->get");
   if (nRanks == 0 || rank >= nRanks)
     return hccl__fail(HCCL_E_PARA,
                       "HcclCommInitStore: rank %u is not valid for nRanks %u; a rank must be "

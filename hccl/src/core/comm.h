@@ -32,8 +32,8 @@ struct hccl_peer_info {
   char host[64];
   uint64_t buffsize;
   int32_t algo;
-  int32_t shm_fd; /* shared-memory transport: the memfd and its size in the owner */
-  uint64_t shm_bytes;
+  /* What each transport needs to connect to this rank, opaque to the core (transport.h). */
+  uint8_t conn[HCCL_MAX_TRANSPORTS][HCCL_CONN_BYTES];
 };
 
 struct hccl_comm {
@@ -53,7 +53,7 @@ struct hccl_comm {
   size_t chunk_bytes;           /* largest message any link takes */
   void *scratch;                /* chunk_bytes of scratch for tree reduce */
 
-  void *shm; /* shared-memory transport state */
+  void *tstate[HCCL_MAX_TRANSPORTS]; /* each transport's state, by its index (transport.h) */
 
   struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
 
@@ -75,7 +75,7 @@ struct hccl_comm {
   struct hccl_coll_req *qhead, *qtail;
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
-  uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
+  uint64_t coll_seq;                     /* collectives started so far (fingerprint.h) */
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
