@@ -255,11 +255,16 @@ static HcclResult connect_links(struct hccl_comm *c) {
         t = hccl__transports[i];
         break;
       }
-    if (!t)
+    if (!t) {
+      char tried[128] = "";
+      for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
+        n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",
+                      hccl__transports[i]->name);
       return hccl__fail(HCCL_E_NOT_SUPPORT,
-                        "no transport joins rank %u (server %s) and rank %u (server %s): ranks "
-                        "on different servers need the TCP transport, which this build lacks",
-                        c->rank, c->peers[c->rank].host, r, c->peers[r].host);
+                        "no transport joins rank %u (server %s) and rank %u (server %s): none of "
+                        "%s can connect them",
+                        c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
+    }
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
     if (c->links[r]->slot_bytes < chunk) chunk = c->links[r]->slot_bytes;

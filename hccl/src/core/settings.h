@@ -19,18 +19,19 @@
 enum hccl_algo_choice { HCCL_ALGO_AUTO = 0, HCCL_ALGO_RING = 1, HCCL_ALGO_HD = 2 };
 
 struct hccl_settings {
-  int64_t connect_timeout_ms; /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
-  int64_t exec_timeout_ms;    /* HCCL_EXEC_TIMEOUT, seconds in the variable */
+  int64_t connect_timeout_ms;   /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
+  int64_t exec_timeout_ms;      /* HCCL_EXEC_TIMEOUT, seconds in the variable */
   const char *exec_timeout_src; /* where exec_timeout_ms came from, for messages */
-  size_t buffsize;            /* HCCL_BUFFSIZE, MB in the variable, bytes here */
-  enum hccl_algo_choice algo; /* HCCL_ALGO */
-  char topo_file[512];        /* HCCL_TOPO_FILE, "" = flat */
-  char if_ip[64];             /* HCCL_IF_IP, "" = unset */
-  int spin;                   /* HCCL_SPIN: microseconds of polling, -1 = automatic */
-  char trace_file[512];       /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
-  char job_token[129];        /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
-  bool whitelist_on;          /* HCCL_WHITELIST_DISABLE=0 */
-  char whitelist_file[512];   /* HCCL_WHITELIST_FILE */
+  size_t buffsize;              /* HCCL_BUFFSIZE, MB in the variable, bytes here */
+  enum hccl_algo_choice algo;   /* HCCL_ALGO */
+  char topo_file[512];          /* HCCL_TOPO_FILE, "" = flat */
+  char if_ip[64];               /* HCCL_IF_IP, "" = unset; "localhost" reads as 127.0.0.1 */
+  char socket_ifname[256];      /* HCCL_SOCKET_IFNAME, "" = automatic (transport/tcp.h) */
+  int spin;                     /* HCCL_SPIN: microseconds of polling, -1 = automatic */
+  char trace_file[512];         /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
+  char job_token[129];          /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
+  bool whitelist_on;            /* HCCL_WHITELIST_DISABLE=0 */
+  char whitelist_file[512];     /* HCCL_WHITELIST_FILE */
 
   /* Rank variables; have_rank is false when none is set (a one-rank job). */
   bool have_rank;

@@ -454,5 +454,3 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .close = shm_close,
     .teardown = shm_teardown,
 };
-
-const struct hccl_transport_ops *const hccl__transports[] = {&hccl__transport_shm, NULL};

@@ -43,7 +43,7 @@ struct hccl_wait;
  * tstate[]. Each transport owns the index in its ops table. */
 #define HCCL_MAX_TRANSPORTS 4
 #define HCCL_CONN_BYTES 64
-enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0 };
+enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
 
 /* The longest failure reason an abort passes to the peers (the library's messages fit). */
 #define HCCL_REASON_MAX 512
@@ -120,5 +120,6 @@ struct hccl_transport_ops {
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
 extern const struct hccl_transport_ops hccl__transport_shm;
+extern const struct hccl_transport_ops hccl__transport_tcp;
 
 #endif
