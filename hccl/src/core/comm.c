@@ -408,7 +408,9 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   c->scratch = malloc(c->chunk_bytes);
   if (!c->scratch)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", c->chunk_bytes);
-  c->spin = hccl__wait_spin_budget((int)c->local_nranks, c->cfg.spin);
+  /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
+   * needs a core as much as the rank does. */
+  c->spin = hccl__wait_spin_budget((int)c->local_nranks * (c->nservers > 1 ? 2 : 1), c->cfg.spin);
   HCCL_TRY(hccl__trace_open(c));
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->chunk_bytes);

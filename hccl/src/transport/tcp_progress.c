@@ -292,18 +292,21 @@ static bool parse(struct tcp_link *l) {
   }
 }
 
-/* Reads what the socket has (a bounded number of calls). Returns whether anything moved. */
+/* Reads what the socket has (a bounded number of calls; a short read means it is drained, and
+ * epoll is level-triggered). Returns whether anything moved. */
 static bool link_read(struct tcp_link *l) {
   bool moved = false;
   for (int round = 0; round < 16 && !l->down; round++) {
     ssize_t k;
     if (l->pay && l->pay_len - l->pay_got >= TCP_DIRECT) {
       /* A large payload: straight into its slot, exactly to its end. */
-      k = hccl__tcp_sys.recv(l->fd, l->pay + l->pay_got, l->pay_len - l->pay_got, MSG_DONTWAIT);
+      size_t want = l->pay_len - l->pay_got;
+      k = hccl__tcp_sys.recv(l->fd, l->pay + l->pay_got, want, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
         l->pay_got += (size_t)k;
         if (l->pay_got == l->pay_len) frame_end(l);
+        if ((size_t)k < want) break; /* drained: epoll says when more comes */
         continue;
       }
     } else {
@@ -314,11 +317,13 @@ static bool link_read(struct tcp_link *l) {
         l->in_len -= l->in_off;
         l->in_off = 0;
       }
-      k = hccl__tcp_sys.recv(l->fd, l->in + l->in_len, TCP_INBUF - l->in_len, MSG_DONTWAIT);
+      size_t room = TCP_INBUF - l->in_len;
+      k = hccl__tcp_sys.recv(l->fd, l->in + l->in_len, room, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
         l->in_len += (size_t)k;
         if (!parse(l)) return true;
+        if ((size_t)k < room) break;
         continue;
       }
     }
