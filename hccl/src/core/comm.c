@@ -6,7 +6,7 @@
  *
  * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
  *   info  - rank, size, pid, server identity, device, settings that must agree;
- *   conn  - what the transports made in setup (the shared-memory area's descriptor);
+ *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
  *   ready - every link is connected; transports may drop what peers needed to connect.
  */
 #define _GNU_SOURCE
@@ -310,11 +310,16 @@ static HcclResult connect_links(struct hccl_comm *c) {
         t = hccl__transports[i];
         break;
       }
-    if (!t)
+    if (!t) {
+      char tried[128] = "";
+      for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
+        n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",
+                      hccl__transports[i]->name);
       return hccl__fail(HCCL_E_NOT_SUPPORT,
-                        "no transport joins rank %u (server %s) and rank %u (server %s): ranks "
-                        "on different servers need the TCP transport, which this build lacks",
-                        c->rank, c->peers[c->rank].host, r, c->peers[r].host);
+                        "no transport joins rank %u (server %s) and rank %u (server %s): none of "
+                        "%s can connect them",
+                        c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
+    }
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
     HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
   }
@@ -457,7 +462,6 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.buffsize = c->cfg.buffsize;
   self.algo = (int32_t)(c->cfg.algo.choice | c->cfg.algo.levels << 2 | c->cfg.algo.level[0] << 4 |
                         c->cfg.algo.level[1] << 6);
-  self.shm_fd = -1;
 
   HcclResult r = HCCL_SUCCESS;
   if (c->nranks > 1)
@@ -468,7 +472,9 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (all_joined) r = bootstrap_rest(c, &self);
   finish_store(c, all_joined);
   HCCL_TRY(r);
-  c->spin = hccl__wait_spin_budget((int)c->local_nranks, c->cfg.spin);
+  /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
+   * needs a core as much as the rank does. */
+  c->spin = hccl__wait_spin_budget((int)c->local_nranks * (c->nservers > 1 ? 2 : 1), c->cfg.spin);
   HCCL_TRY(hccl__trace_open(c));
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);

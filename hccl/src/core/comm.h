@@ -33,8 +33,8 @@ struct hccl_peer_info {
   char host[64];
   uint64_t buffsize;
   int32_t algo;
-  int32_t shm_fd; /* shared-memory transport: the memfd and its size in the owner */
-  uint64_t shm_bytes;
+  /* What each transport needs to connect to this rank, opaque to the core (transport.h). */
+  uint8_t conn[HCCL_MAX_TRANSPORTS][HCCL_CONN_BYTES];
 };
 
 struct hccl_comm {
@@ -54,7 +54,7 @@ struct hccl_comm {
   struct hccl_spin spin; /* how this rank's waits poll (wait.c) */
   void *scratch;         /* the groups' scratch: the largest chunk of any group */
 
-  void *shm; /* shared-memory transport state */
+  void *tstate[HCCL_MAX_TRANSPORTS]; /* each transport's state, by its index (transport.h) */
 
   struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
 

@@ -254,6 +254,8 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
 
   env_str("HCCL_TOPO_FILE", s->topo_file, sizeof(s->topo_file));
   env_str("HCCL_IF_IP", s->if_ip, sizeof(s->if_ip));
+  if (strcasecmp(s->if_ip, "localhost") == 0) snprintf(s->if_ip, sizeof(s->if_ip), "127.0.0.1");
+  env_str("HCCL_SOCKET_IFNAME", s->socket_ifname, sizeof(s->socket_ifname));
 
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
   env_str("RANK_TABLE_FILE", s->rank_table, sizeof(s->rank_table));

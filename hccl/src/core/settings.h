@@ -34,7 +34,8 @@ struct hccl_settings {
   size_t buffsize;               /* HCCL_BUFFSIZE, MB in the variable, bytes here */
   struct hccl_algo_setting algo; /* HCCL_ALGO */
   char topo_file[512];           /* HCCL_TOPO_FILE, "" = flat */
-  char if_ip[64];                /* HCCL_IF_IP, "" = unset */
+  char if_ip[64];                /* HCCL_IF_IP, "" = unset; "localhost" reads as 127.0.0.1 */
+  char socket_ifname[256];       /* HCCL_SOCKET_IFNAME, "" = automatic (transport/tcp.h) */
   int spin;                      /* HCCL_SPIN: microseconds of polling, -1 = automatic */
   char trace_file[512];          /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
   char job_token[129];           /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */

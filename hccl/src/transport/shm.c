@@ -93,6 +93,15 @@ struct shm_link {
   int pidfd;
 };
 
+/* This transport's blob in the peer info: the owner's memfd (opened by peers through
+ * /proc/<pid>/fd) and the area's size; fd -1 when the owner has no area. */
+struct shm_conn {
+  int32_t fd;
+  int32_t pad;
+  uint64_t bytes;
+};
+_Static_assert(sizeof(struct shm_conn) <= HCCL_CONN_BYTES, "shm blob too large");
+
 struct shm_state {
   int memfd;
   struct shm_area own;
@@ -133,9 +142,9 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
     free(st);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the shared-memory transport");
   }
-  comm->shm = st;
-  self->shm_fd = -1;
-  self->shm_bytes = 0;
+  comm->tstate[HCCL_TRANSPORT_SHM] = st;
+  struct shm_conn conn = {.fd = -1};
+  memcpy(self->conn[HCCL_TRANSPORT_SHM], &conn, sizeof(conn));
   uint32_t L = comm->local_nranks;
   if (L <= 1) return HCCL_SUCCESS;
 
@@ -171,24 +180,27 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   st->own.hdr->nslots = SHM_NSLOTS;
   st->own.hdr->slot_bytes = slot;
   atomic_store(&st->own.hdr->state, SHM_ALIVE);
-  self->shm_fd = fd;
-  self->shm_bytes = bytes;
+  conn.fd = fd;
+  conn.bytes = bytes;
+  memcpy(self->conn[HCCL_TRANSPORT_SHM], &conn, sizeof(conn));
   return HCCL_SUCCESS;
 }
 
 static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel,
                               struct hccl_link **out) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   const struct hccl_peer_info *pi = &comm->peers[peer];
+  struct shm_conn conn;
+  memcpy(&conn, pi->conn[HCCL_TRANSPORT_SHM], sizeof(conn));
   char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pi->pid, pi->shm_fd);
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pi->pid, conn.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return hccl__fail(HCCL_E_SYSCALL,
                       "rank %u cannot open the device-link area of rank %u (%s): %s; both must "
                       "run as the same user in the same PID namespace",
                       comm->rank, peer, path, strerror(errno));
-  void *base = mmap(NULL, pi->shm_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *base = mmap(NULL, conn.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (base == MAP_FAILED)
@@ -196,13 +208,13 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
                       strerror(e));
   struct shm_link *l = calloc(1, sizeof(*l));
   if (!l) {
-    munmap(base, pi->shm_bytes);
+    munmap(base, conn.bytes);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a device link");
   }
   uint32_t L = comm->local_nranks;
-  area_bind(&l->peer, base, pi->shm_bytes, HCCL_NCHANNELS * L, st->slot_bytes);
+  area_bind(&l->peer, base, conn.bytes, HCCL_NCHANNELS * L, st->slot_bytes);
   if (l->peer.hdr->magic != SHM_MAGIC || l->peer.hdr->slot_bytes != st->slot_bytes) {
-    munmap(base, pi->shm_bytes);
+    munmap(base, conn.bytes);
     free(l);
     return hccl__fail(HCCL_E_INTERNAL,
                       "the device-link area of rank %u does not match rank %u's layout "
@@ -229,7 +241,7 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
 }
 
 static void shm_connected(struct hccl_comm *comm) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   if (st && st->memfd >= 0) {
     close(st->memfd);
     st->memfd = -1;
@@ -237,7 +249,7 @@ static void shm_connected(struct hccl_comm *comm) {
 }
 
 static HcclResult shm_check_abort(struct hccl_comm *comm, const char *what) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return HCCL_SUCCESS;
   struct shm_header *h = st->own.hdr;
   uint32_t origin = atomic_load(&h->abort_origin);
@@ -251,7 +263,7 @@ static HcclResult shm_check_abort(struct hccl_comm *comm, const char *what) {
 /* Called every sleep slice: our own abort mark, the peer's departure or death. */
 static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
   struct hccl_comm *comm = w->comm;
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   HCCL_TRY(shm_check_abort(comm, w->what));
   uint32_t origin;
   struct shm_link *l = st->by_rank[peer];
@@ -374,7 +386,7 @@ static void mark_abort(struct shm_header *h, uint32_t origin, HcclResult code, c
 }
 
 static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return;
   const char *reason = HcclGetLastErrorMessage();
   char copy[HCCL_REASON_MAX];
@@ -392,7 +404,7 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
 }
 
 static struct hccl_progress *shm_progress(struct hccl_comm *comm, uint32_t rank) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return NULL;
   if (rank == comm->rank) return &st->own.hdr->progress;
   return st->by_rank[rank] ? &st->by_rank[rank]->peer.hdr->progress : NULL;
@@ -400,7 +412,7 @@ static struct hccl_progress *shm_progress(struct hccl_comm *comm, uint32_t rank)
 
 static void shm_close(struct hccl_link *base) {
   struct shm_link *l = (struct shm_link *)base;
-  struct shm_state *st = base->comm->shm;
+  struct shm_state *st = base->comm->tstate[HCCL_TRANSPORT_SHM];
   if (st && l->channel == HCCL_CHANNEL_COLL) st->by_rank[base->peer] = NULL;
   if (l->pidfd >= 0) close(l->pidfd);
   munmap(l->peer.hdr, l->peer.bytes);
@@ -408,7 +420,7 @@ static void shm_close(struct hccl_link *base) {
 }
 
 static void shm_teardown(struct hccl_comm *comm) {
-  struct shm_state *st = comm->shm;
+  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
   if (!st) return;
   if (st->own.hdr) {
     atomic_store(&st->own.hdr->state, SHM_DESTROYED);
@@ -418,11 +430,12 @@ static void shm_teardown(struct hccl_comm *comm) {
   if (st->memfd >= 0) close(st->memfd);
   free(st->by_rank);
   free(st);
-  comm->shm = NULL;
+  comm->tstate[HCCL_TRANSPORT_SHM] = NULL;
 }
 
 const struct hccl_transport_ops hccl__transport_shm = {
     .name = "shm",
+    .index = HCCL_TRANSPORT_SHM,
     .can_connect = shm_can_connect,
     .setup = shm_setup,
     .connect = shm_connect,
@@ -444,5 +457,3 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .alpha_ns = 3700.0,
     .beta_ns = 0.5,
 };
-
-const struct hccl_transport_ops *const hccl__transports[] = {&hccl__transport_shm, NULL};

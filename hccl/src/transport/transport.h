@@ -20,6 +20,11 @@
  *
  * Transports are tried in priority order (hccl__transports) and the first whose can_connect
  * accepts a peer carries it, as in NCCL.
+ *
+ * What a transport needs to connect stays opaque to the core, as NCCL's ncclConnect: each peer
+ * info holds one blob of HCCL_CONN_BYTES per transport (conn[index]), which only that transport
+ * writes (setup) and reads (connect), and the communicator keeps one state pointer per transport
+ * (tstate[index]).
  */
 #ifndef HCCL_TRANSPORT_H
 #define HCCL_TRANSPORT_H
@@ -33,6 +38,12 @@
 struct hccl_comm;
 struct hccl_peer_info;
 struct hccl_wait;
+
+/* Per-transport slots in the core: struct hccl_peer_info's conn[] and struct hccl_comm's
+ * tstate[]. Each transport owns the index in its ops table. */
+#define HCCL_MAX_TRANSPORTS 4
+#define HCCL_CONN_BYTES 64
+enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
 
 /* The longest failure reason an abort passes to the peers (the library's messages fit). */
 #define HCCL_REASON_MAX 512
@@ -62,9 +73,11 @@ struct hccl_link {
 
 struct hccl_transport_ops {
   const char *name;
+  int index; /* enum hccl_transport_index: its conn blob and its tstate slot */
   /* Whether this transport can join this rank to `peer` (peer infos are known). */
   bool (*can_connect)(const struct hccl_comm *comm, uint32_t peer);
-  /* Before the peer infos are exchanged: make local resources and describe them in *self. */
+  /* Before the peer infos are exchanged: make local resources (state in comm->tstate[index])
+   * and describe them in self->conn[index]. */
   HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
   /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel). */
   HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, struct hccl_link **out);
@@ -111,5 +124,6 @@ struct hccl_transport_ops {
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
 extern const struct hccl_transport_ops hccl__transport_shm;
+extern const struct hccl_transport_ops hccl__transport_tcp;
 
 #endif

@@ -1,0 +1,234 @@
+/*
+ * tcp.h - what the TCP transport's files share, and the seams tests reach. Internal to
+ * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
+ * abort, teardown); tcp_progress.c the progress thread (frames out and in, failures seen on
+ * sockets); tcp_sock.c the socket steps (choosing the address, listening, connecting, the hello
+ * and its checks).
+ *
+ * System calls on the transport's sockets go through hccl__tcp_sys, as SQLite's aSyscall and
+ * Redis's connection types route theirs: a test replaces an entry to inject short writes, EINTR,
+ * EAGAIN or a reset, and puts the real one back. Only recv, sendmsg, connect and accept4 are
+ * routed; everything else (socket, bind, poll, epoll) is called directly.
+ */
+#ifndef HCCL_TCP_H
+#define HCCL_TCP_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <pthread.h>
+
+#include "hccl.h"
+#include "transport.h"
+
+struct hccl_comm;
+struct hccl_settings;
+
+struct hccl_tcp_sys {
+  ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
+  ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
+  int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
+  int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+};
+
+/* The table every socket call of the transport goes through; starts with the libc calls. */
+extern struct hccl_tcp_sys hccl__tcp_sys;
+/* The libc calls, for a test to restore or to call from its wrappers. */
+extern const struct hccl_tcp_sys hccl__tcp_sys_default;
+
+/* One interface address, as getifaddrs gives it. */
+struct hccl_tcp_if {
+  char name[IF_NAMESIZE];
+  bool up, loopback;
+  struct sockaddr_storage addr; /* AF_INET or AF_INET6 */
+};
+
+/* Whether interface `name` passes `spec`, an HCCL_SOCKET_IFNAME value in NCCL's syntax: a
+ * comma-separated list of name prefixes ("eth,ib"); a leading '^' turns the list into
+ * exclusions ("^docker,lo"); a leading '=' (after '^' if any) makes the entries exact names
+ * ("=eth0", "^=docker0"). An empty spec passes every name. */
+bool hccl__tcp_if_match(const char *spec, const char *name);
+
+/* Which of ifs[0..n) a rank listens on: with spec "" the first that is up, not loopback and
+ * not docker*, else the first up loopback; with a spec the first up interface it passes. IPv4
+ * addresses are preferred to IPv6 ones (a second pass), and IPv6 link-local ones are skipped
+ * (they need a scope). Returns the index, or -1 when none fits. */
+int hccl__tcp_if_pick(const struct hccl_tcp_if *ifs, int n, const char *spec);
+
+/* The address the listener binds (port 0): HCCL_IF_IP when set, else the interface
+ * hccl__tcp_if_pick chooses from this host's. *why names where it came from, for messages.
+ * HCCL_E_PARA / HCCL_E_NOT_FOUND (logged) when the setting is not an address or nothing
+ * fits. */
+HcclResult hccl__tcp_local_addr(const struct hccl_settings *cfg, struct sockaddr_storage *out,
+                                char *why, size_t why_len);
+
+/* "10.0.0.2:4321" or "[fe80::1]:4321". */
+void hccl__tcp_addr_str(const struct sockaddr_storage *a, char *buf, size_t len);
+
+/* A non-blocking, close-on-exec listener on addr (its port filled in on return). */
+HcclResult hccl__tcp_listen(struct sockaddr_storage *addr, int backlog, int *fd_out);
+
+/* A non-blocking, close-on-exec, TCP_NODELAY socket connected to `to` by deadline_ns
+ * (CLOCK_MONOTONIC); a refused or timed-out attempt is retried until then. On failure returns
+ * HCCL_E_TCP_CONNECT with the last errno in *err, not logged: the caller names the peer. */
+HcclResult hccl__tcp_connect(const struct sockaddr_storage *to, int64_t deadline_ns, int *fd_out,
+                             int *err);
+
+/* Writes all len bytes to non-blocking fd by deadline_ns. HCCL_E_TCP_TRANSFER on error or
+ * timeout (not logged: the caller names the peer). */
+HcclResult hccl__tcp_write_all(int fd, const void *buf, size_t len, int64_t deadline_ns);
+
+/* ---- the handshake ---- */
+
+#define HCCL_TCP_MAGIC 0x31706374636c6368ULL /* "hccltcp1" in little-endian memory */
+#define HCCL_TCP_VERSION 1
+#define HCCL_TCP_GREET_MAX 64 /* accepted sockets whose hello is still being read */
+
+/* What the connecting (lower) rank sends first on each socket. Host byte order: the magic
+ * reads differently in the other order, so such a peer is refused, never misread. */
+struct hccl_tcp_hello {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t rank; /* the connecting rank */
+  uint32_t channel;
+  uint32_t slot_bytes;
+  uint64_t comm_id;    /* the communicator's identity, the same on every rank */
+  uint64_t token_hash; /* HCCL_JOB_TOKEN's hash */
+};
+
+struct hccl_tcp_greet {
+  int fd;
+  size_t got;
+  struct hccl_tcp_hello h;
+  struct sockaddr_storage from;
+  int64_t since_ns;
+};
+
+/* The accepting side of one communicator's links: the listener, the sockets whose hello is
+ * being read, and those whose hello came before their link was asked for. */
+struct hccl_tcp_acceptor {
+  int listen_fd;
+  struct hccl_tcp_hello expect; /* magic, version, ids and slot size; rank = this rank */
+  uint32_t nranks;
+  bool *may_connect; /* [nranks]: lower ranks on other servers; filled by the caller */
+  int *pending;      /* [nranks][2] accepted, hello checked, not yet asked for; -1 = none */
+  bool *taken;       /* [nranks][2] handed out */
+  int64_t greet_timeout_ns;
+  struct hccl_tcp_greet greet[HCCL_TCP_GREET_MAX];
+  int ngreet;
+};
+
+/* Allocates the tables for nranks (listen_fd -1). HCCL_E_MEMORY, logged. */
+HcclResult hccl__tcp_acceptor_init(struct hccl_tcp_acceptor *a, uint32_t nranks);
+
+/* Accepts until (peer, channel) has said hello, keeping those that come first and refusing
+ * (closing, one WARN naming the address and why) a hello of another protocol, job or
+ * communicator, a rank that does not connect here, a duplicate, and a connection that says
+ * nothing within greet_timeout_ns. HCCL_E_TIMEOUT, not logged, at deadline_ns. */
+HcclResult hccl__tcp_accept(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t channel,
+                            int64_t deadline_ns, int *fd_out);
+
+/* Closes the listener and every socket not handed out (a WARN for a checked one: a link
+ * nobody asked for). The tables stay until hccl__tcp_acceptor_free. */
+void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a);
+void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
+
+/* ---- links and the progress thread: shared by tcp.c and tcp_progress.c ---- */
+
+#define TCP_NSLOTS 8          /* slots per direction per link */
+#define TCP_INBUF (64u << 10) /* staging for frame headers and small payloads */
+#define TCP_DIRECT 8192u      /* payload left from which a read goes straight to the slot */
+#define TCP_CTL_BYTES 4096    /* queued control frames (ACK, ABORT, BYE) */
+
+enum { FRAME_DATA = 1, FRAME_ACK = 2, FRAME_ABORT = 3, FRAME_BYE = 4 };
+
+struct tcp_frame {
+  uint32_t type;
+  uint32_t size;           /* bytes that follow: DATA payload, ABORT reason with its NUL */
+  uint32_t arg;            /* ACK: released count; ABORT: origin rank */
+  int32_t code;            /* ABORT: the failure's HcclResult */
+  struct hccl_stamp stamp; /* DATA: carried unread */
+};
+
+struct tcp_state;
+
+struct tcp_link {
+  struct hccl_link base;
+  struct tcp_state *st;
+  int fd;
+  int channel;
+  /* Send side, the algorithm's thread: slot m % 8 holds message m and its frame header. */
+  char *sbuf;
+  struct tcp_frame shdr[TCP_NSLOTS];
+  uint32_t sent, acked_seen;
+  _Atomic uint32_t committed; /* = sent, published to the progress thread */
+  _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
+  _Atomic uint32_t send_waiting;
+  /* Receive side, the algorithm's thread. */
+  char *rbuf;
+  struct tcp_frame rhdr[TCP_NSLOTS];
+  uint32_t received;
+  _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
+  _Atomic uint32_t recv_waiting;
+  _Atomic uint32_t released; /* = received, published to the progress thread */
+  /* Progress thread only. Output: a partly written DATA frame, then the control queue, then
+   * the next DATA frames; a control frame starts only between DATA frames. */
+  uint32_t written;  /* DATA frames wholly written */
+  size_t data_off;   /* bytes of DATA frame `written` written so far */
+  uint32_t ack_sent; /* released count of the last ACK queued */
+  char ctl[TCP_CTL_BYTES];
+  size_t ctl_head, ctl_tail;
+  bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
+  /* Input: staging, then (payload phase) pay[pay_got..pay_len) for the frame in in_hdr. */
+  char *in;
+  size_t in_off, in_len;
+  struct tcp_frame in_hdr;
+  char *pay;
+  size_t pay_len, pay_got;
+  char abort_text[HCCL_REASON_MAX];
+  bool bye_sent, bye_got, wr_shut, down;
+};
+
+struct tcp_peer {
+  struct tcp_link *_Atomic link[HCCL_NCHANNELS]; /* written at connect, read by the thread */
+  _Atomic int dead;                              /* set after reason is written */
+  char reason[160];                              /* "closed the connection", ... */
+  char addr[80];                                 /* its listener, for messages */
+};
+
+struct tcp_state {
+  struct hccl_comm *comm;
+  size_t slot_bytes;
+  struct tcp_peer *peers; /* [nranks] */
+  struct hccl_tcp_acceptor acc;
+
+  int epfd, evfd;
+  pthread_t thread;
+  bool thread_started;
+  int64_t spin_ns;
+  struct tcp_link **all; /* [2 nranks]; the first nlinks are published */
+  _Atomic int nlinks;
+  _Atomic int sleeping;   /* the thread may be in epoll_wait: write the eventfd */
+  _Atomic int stop;       /* teardown asked */
+  _Atomic int abort_send; /* abort() asked for ABORT frames */
+  bool stopping;          /* progress thread: BYE and linger under way */
+
+  _Atomic uint32_t abort_origin; /* origin + 1; 0 = no abort */
+  _Atomic int32_t abort_code;
+  _Atomic uint32_t abort_ready; /* abort_reason written */
+  char abort_reason[HCCL_REASON_MAX];
+};
+
+/* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
+void *hccl__tcp_progress_main(void *arg);
+/* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored. */
+void hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
+                          const char *reason);
+/* Wakes every waiter on every link (an abort). */
+void hccl__tcp_wake_all(struct tcp_state *st);
+
+#endif

@@ -1,0 +1,427 @@
+/*
+ * tcp_progress.c - the TCP transport's progress thread, one per communicator: every socket call
+ * after the handshake. See tcp.c for the protocol and tcp.h for the shared structures.
+ *
+ * Each pass writes what every link has due (with one sendmsg per link: the rest of a partly
+ * written DATA frame, the queued control frames, then every committed DATA frame) and reads
+ * what epoll reports readable: frame headers and small payloads through a staging buffer,
+ * large payloads straight into their receive slot. Nothing moved: it polls for the spin budget,
+ * then sleeps in epoll_wait after raising `sleeping`, which tells the algorithm's threads to
+ * write the eventfd after a commit or a release (a Dekker pair: one of the two sees the other).
+ *
+ * At teardown it writes what is queued, a BYE on every link, shuts each socket for writing,
+ * then reads until every peer has closed or LINGER_MS has passed (FLUSH_MS bounds the writing).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "log.h"
+#include "tcp.h"
+#include "wait.h"
+
+#define FLUSH_MS 2000 /* teardown: time to write what is queued, then BYE */
+#define LINGER_MS 500 /* teardown: time to wait for the peers to close */
+
+/* ---- failures ---- */
+
+static void wake_link(struct tcp_link *l) {
+  hccl__wake_all(&l->arrived);
+  hccl__wake_all(&l->acked);
+}
+
+void hccl__tcp_wake_all(struct tcp_state *st) {
+  int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    wake_link(st->all[i]);
+}
+
+void hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
+                          const char *reason) {
+  uint32_t expect = 0;
+  if (!atomic_compare_exchange_strong(&st->abort_origin, &expect, origin + 1)) return;
+  atomic_store(&st->abort_code, (int32_t)code);
+  snprintf(st->abort_reason, sizeof(st->abort_reason), "%s", reason);
+  atomic_store(&st->abort_ready, 1);
+}
+
+/* The peer of l is gone (progress thread): record why, wake everyone waiting on it. */
+static void peer_down(struct tcp_state *st, uint32_t peer, const char *why) {
+  struct tcp_peer *p = &st->peers[peer];
+  if (!atomic_load(&p->dead)) {
+    snprintf(p->reason, sizeof(p->reason), "%s", why);
+    atomic_store(&p->dead, 1);
+    HCCL_INFO("TCP link to rank %u (%s): %s", peer, p->addr, why);
+  }
+  for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
+    if (p->link[ch]) wake_link(p->link[ch]);
+}
+
+/* Stops using l's socket (progress thread). err 0: EOF; else the socket's error; why: a
+ * protocol error's text. Shut down both ways, so the peer learns of it too. */
+static void link_fail(struct tcp_link *l, int err, const char *why) {
+  struct tcp_state *st = l->st;
+  if (l->down) return;
+  l->down = true;
+  epoll_ctl(st->epfd, EPOLL_CTL_DEL, l->fd, NULL);
+  shutdown(l->fd, SHUT_RDWR);
+  if (st->stopping) return;
+  char text[160];
+  if (why)
+    snprintf(text, sizeof(text), "%s", why);
+  else if (l->bye_got)
+    snprintf(text, sizeof(text), "destroyed its communicator");
+  else if (err == 0)
+    snprintf(text, sizeof(text), "closed the connection");
+  else
+    snprintf(text, sizeof(text), "reset the connection (%s)", strerror(err));
+  peer_down(st, l->base.peer, text);
+}
+
+/* ---- output ---- */
+
+static bool ctl_push(struct tcp_link *l, const struct tcp_frame *f, const void *payload) {
+  size_t need = sizeof(*f) + f->size;
+  if (l->ctl_head > 0 && l->ctl_tail + need > sizeof(l->ctl)) {
+    memmove(l->ctl, l->ctl + l->ctl_head, l->ctl_tail - l->ctl_head);
+    l->ctl_tail -= l->ctl_head;
+    l->ctl_head = 0;
+  }
+  if (l->ctl_tail + need > sizeof(l->ctl)) return false;
+  memcpy(l->ctl + l->ctl_tail, f, sizeof(*f));
+  if (f->size) memcpy(l->ctl + l->ctl_tail + sizeof(*f), payload, f->size);
+  l->ctl_tail += need;
+  return true;
+}
+
+static size_t data_frame_len(const struct tcp_link *l, uint32_t m) {
+  return sizeof(struct tcp_frame) + l->shdr[m % TCP_NSLOTS].size;
+}
+
+/* Whether link_write has something to do: frames to write, an ACK due, or (teardown) the BYE
+ * and the shutdown. */
+static bool link_has_output(struct tcp_link *l) {
+  if (l->down || l->wr_shut) return false;
+  return l->ctl_head != l->ctl_tail || l->data_off > 0 ||
+         l->written != atomic_load(&l->committed) || l->ack_sent != atomic_load(&l->released) ||
+         l->st->stopping;
+}
+
+/* Queues what is due and writes as much as the socket takes in one sendmsg. Returns whether
+ * anything moved. */
+static bool link_write(struct tcp_link *l) {
+  uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
+  uint32_t committed = atomic_load_explicit(&l->committed, memory_order_acquire);
+  if (rel != l->ack_sent) {
+    struct tcp_frame f = {.type = FRAME_ACK, .arg = rel};
+    if (ctl_push(l, &f, NULL)) l->ack_sent = rel;
+  }
+  if (l->st->stopping && !l->bye_sent && l->data_off == 0 && l->written == committed &&
+      l->ack_sent == rel) {
+    struct tcp_frame f = {.type = FRAME_BYE};
+    if (ctl_push(l, &f, NULL)) l->bye_sent = true;
+  }
+  struct iovec iov[4 + 2 * TCP_NSLOTS];
+  int n = 0;
+  size_t slot = l->base.slot_bytes;
+  uint32_t m = l->written;
+  if (l->data_off > 0) {
+    size_t off = l->data_off, hl = sizeof(struct tcp_frame);
+    if (off < hl) iov[n++] = (struct iovec){(char *)&l->shdr[m % TCP_NSLOTS] + off, hl - off};
+    size_t poff = off > hl ? off - hl : 0, size = l->shdr[m % TCP_NSLOTS].size;
+    if (poff < size)
+      iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot + poff, size - poff};
+    m++;
+  }
+  if (l->ctl_head != l->ctl_tail)
+    iov[n++] = (struct iovec){l->ctl + l->ctl_head, l->ctl_tail - l->ctl_head};
+  for (; m != committed; m++) {
+    iov[n++] = (struct iovec){&l->shdr[m % TCP_NSLOTS], sizeof(struct tcp_frame)};
+    if (l->shdr[m % TCP_NSLOTS].size)
+      iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot, l->shdr[m % TCP_NSLOTS].size};
+  }
+  if (n == 0) {
+    if (l->bye_sent && !l->wr_shut) {
+      shutdown(l->fd, SHUT_WR);
+      l->wr_shut = true;
+    }
+    return false;
+  }
+  struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+  ssize_t k = hccl__tcp_sys.sendmsg(l->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (k < 0) {
+    if (errno == EINTR) return true;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = l};
+      epoll_ctl(l->st->epfd, EPOLL_CTL_MOD, l->fd, &ev);
+      l->out_blocked = true;
+      return false;
+    }
+    link_fail(l, errno, NULL);
+    return true;
+  }
+  /* Account for k bytes in the order of the iovecs. */
+  size_t left = (size_t)k;
+  if (l->data_off > 0) {
+    size_t rest = data_frame_len(l, l->written) - l->data_off;
+    if (left < rest) {
+      l->data_off += left;
+      return true;
+    }
+    left -= rest;
+    l->data_off = 0;
+    l->written++;
+  }
+  size_t c = l->ctl_tail - l->ctl_head;
+  if (c > 0) {
+    size_t take = left < c ? left : c;
+    l->ctl_head += take;
+    left -= take;
+    if (l->ctl_head == l->ctl_tail) l->ctl_head = l->ctl_tail = 0;
+    if (take < c) return true;
+  }
+  while (left > 0) {
+    size_t len = data_frame_len(l, l->written);
+    if (left < len) {
+      l->data_off = left;
+      break;
+    }
+    left -= len;
+    l->written++;
+  }
+  return true;
+}
+
+/* ---- input ---- */
+
+/* A frame header has been read into l->in_hdr: act on it, or set up its payload's read.
+ * Returns false when the peer broke the protocol (the link is failed). */
+static bool frame_begin(struct tcp_link *l) {
+  struct tcp_frame *f = &l->in_hdr;
+  char why[160];
+  switch (f->type) {
+  case FRAME_DATA: {
+    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_relaxed);
+    uint32_t released = atomic_load_explicit(&l->released, memory_order_acquire);
+    if (f->size > l->base.slot_bytes || arrived - released >= TCP_NSLOTS) {
+      snprintf(why, sizeof(why),
+               "broke the protocol (a %u-byte message with %u unreleased; slots hold %zu)", f->size,
+               arrived - released, l->base.slot_bytes);
+      link_fail(l, 0, why);
+      return false;
+    }
+    l->pay = l->rbuf + (size_t)(arrived % TCP_NSLOTS) * l->base.slot_bytes;
+    l->pay_len = f->size;
+    l->pay_got = 0;
+    return true;
+  }
+  case FRAME_ACK: {
+    uint32_t old = atomic_load_explicit(&l->acked, memory_order_relaxed);
+    if (f->arg - old > l->written - old) {
+      snprintf(why, sizeof(why), "broke the protocol (released %u of %u messages sent)", f->arg,
+               l->written);
+      link_fail(l, 0, why);
+      return false;
+    }
+    hccl__post(&l->acked, &l->send_waiting, f->arg);
+    return true;
+  }
+  case FRAME_ABORT:
+    if (f->size == 0 || f->size > sizeof(l->abort_text)) break;
+    l->pay = l->abort_text;
+    l->pay_len = f->size;
+    l->pay_got = 0;
+    return true;
+  case FRAME_BYE: {
+    l->bye_got = true;
+    struct tcp_peer *p = &l->st->peers[l->base.peer];
+    bool all = true;
+    for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
+      if (p->link[ch] && !p->link[ch]->bye_got) all = false;
+    if (all && !l->st->stopping) peer_down(l->st, l->base.peer, "destroyed its communicator");
+    return true;
+  }
+  default:
+    break;
+  }
+  snprintf(why, sizeof(why), "broke the protocol (frame type %u, %u bytes)", f->type, f->size);
+  link_fail(l, 0, why);
+  return false;
+}
+
+/* The payload of l->in_hdr is complete. */
+static void frame_end(struct tcp_link *l) {
+  struct tcp_frame *f = &l->in_hdr;
+  l->pay = NULL;
+  if (f->type == FRAME_DATA) {
+    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_relaxed);
+    l->rhdr[arrived % TCP_NSLOTS] = *f;
+    hccl__post(&l->arrived, &l->recv_waiting, arrived + 1);
+  } else if (f->type == FRAME_ABORT) {
+    l->abort_text[f->size - 1] = '\0';
+    hccl__tcp_mark_abort(l->st, f->arg, (HcclResult)f->code, l->abort_text);
+    hccl__tcp_wake_all(l->st);
+  }
+}
+
+/* Consumes the staged bytes. Returns false when the link failed. */
+static bool parse(struct tcp_link *l) {
+  for (;;) {
+    size_t avail = l->in_len - l->in_off;
+    if (l->pay) {
+      size_t want = l->pay_len - l->pay_got, take = avail < want ? avail : want;
+      memcpy(l->pay + l->pay_got, l->in + l->in_off, take);
+      l->pay_got += take;
+      l->in_off += take;
+      if (l->pay_got < l->pay_len) return true;
+      frame_end(l);
+      continue;
+    }
+    if (avail < sizeof(struct tcp_frame)) return true;
+    memcpy(&l->in_hdr, l->in + l->in_off, sizeof(struct tcp_frame));
+    l->in_off += sizeof(struct tcp_frame);
+    if (!frame_begin(l)) return false;
+    if (l->pay && l->pay_len == 0) frame_end(l);
+  }
+}
+
+/* Reads what the socket has (a bounded number of calls; a short read means it is drained, and
+ * epoll is level-triggered). Returns whether anything moved. */
+static bool link_read(struct tcp_link *l) {
+  bool moved = false;
+  for (int round = 0; round < 16 && !l->down; round++) {
+    ssize_t k;
+    if (l->pay && l->pay_len - l->pay_got >= TCP_DIRECT) {
+      /* A large payload: straight into its slot, exactly to its end. */
+      size_t want = l->pay_len - l->pay_got;
+      k = hccl__tcp_sys.recv(l->fd, l->pay + l->pay_got, want, MSG_DONTWAIT);
+      if (k > 0) {
+        moved = true;
+        l->pay_got += (size_t)k;
+        if (l->pay_got == l->pay_len) frame_end(l);
+        if ((size_t)k < want) break; /* drained: epoll says when more comes */
+        continue;
+      }
+    } else {
+      if (l->in_off == l->in_len) {
+        l->in_off = l->in_len = 0;
+      } else if (l->in_off > 0) {
+        memmove(l->in, l->in + l->in_off, l->in_len - l->in_off);
+        l->in_len -= l->in_off;
+        l->in_off = 0;
+      }
+      size_t room = TCP_INBUF - l->in_len;
+      k = hccl__tcp_sys.recv(l->fd, l->in + l->in_len, room, MSG_DONTWAIT);
+      if (k > 0) {
+        moved = true;
+        l->in_len += (size_t)k;
+        if (!parse(l)) return true;
+        if ((size_t)k < room) break;
+        continue;
+      }
+    }
+    if (k == 0) {
+      link_fail(l, 0, NULL);
+      return true;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    link_fail(l, errno, NULL);
+    return true;
+  }
+  return moved;
+}
+
+/* ---- the thread ---- */
+
+static void queue_aborts(struct tcp_state *st) {
+  struct tcp_frame f = {.type = FRAME_ABORT,
+                        .arg = atomic_load(&st->abort_origin) - 1,
+                        .code = atomic_load(&st->abort_code),
+                        .size = (uint32_t)strlen(st->abort_reason) + 1};
+  int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    struct tcp_link *l = st->all[i];
+    if (l->channel == HCCL_CHANNEL_COLL && !l->down && !l->wr_shut)
+      ctl_push(l, &f, st->abort_reason);
+  }
+}
+
+static bool any_output(struct tcp_state *st, int n) {
+  for (int i = 0; i < n; i++)
+    if (!st->all[i]->out_blocked && link_has_output(st->all[i])) return true;
+  return false;
+}
+
+void *hccl__tcp_progress_main(void *arg) {
+  struct tcp_state *st = arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals stay with the application's threads */
+  hccl__log_bind(&st->comm->log);
+  struct epoll_event ev[32];
+  int64_t idle_since = 0, flush_end = 0, linger_end = 0;
+  for (;;) {
+    bool moved = false;
+    int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
+    int64_t now = hccl__now_ns();
+    if (atomic_exchange(&st->abort_send, 0) && atomic_load(&st->abort_ready)) queue_aborts(st);
+    if (atomic_load(&st->stop) && !st->stopping) {
+      st->stopping = true;
+      flush_end = now + FLUSH_MS * 1000000LL;
+    }
+    for (int i = 0; i < n; i++)
+      if (!st->all[i]->out_blocked && link_has_output(st->all[i])) moved |= link_write(st->all[i]);
+    if (st->stopping) {
+      bool flushed = true, closed = true;
+      for (int i = 0; i < n; i++) {
+        struct tcp_link *l = st->all[i];
+        if (!l->down && !l->wr_shut) flushed = false;
+        if (!l->down) closed = false;
+      }
+      if (flushed && !linger_end) linger_end = now + LINGER_MS * 1000000LL;
+      if (closed || (linger_end && now >= linger_end) || (!flushed && now >= flush_end)) break;
+    }
+    int timeout = 0;
+    if (moved) {
+      idle_since = 0;
+    } else if (!idle_since) {
+      idle_since = now;
+    } else if (now - idle_since >= st->spin_ns) {
+      timeout = st->stopping ? 10 : 1000;
+      atomic_store(&st->sleeping, 1);
+      if (any_output(st, n) || atomic_load(&st->abort_send) ||
+          atomic_load(&st->stop) != st->stopping ||
+          atomic_load_explicit(&st->nlinks, memory_order_acquire) != n) {
+        atomic_store(&st->sleeping, 0);
+        timeout = 0;
+      }
+    }
+    int got = epoll_wait(st->epfd, ev, 32, timeout);
+    atomic_store(&st->sleeping, 0);
+    for (int i = 0; i < got; i++) {
+      struct tcp_link *l = ev[i].data.ptr;
+      if (!l) {
+        uint64_t v;
+        ssize_t k = read(st->evfd, &v, sizeof(v));
+        (void)k;
+        continue;
+      }
+      if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->out_blocked && !l->down) {
+        struct epoll_event in = {.events = EPOLLIN, .data.ptr = l};
+        epoll_ctl(st->epfd, EPOLL_CTL_MOD, l->fd, &in);
+        l->out_blocked = false;
+      }
+      if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= link_read(l);
+    }
+    if (got > 0) idle_since = 0;
+  }
+  return NULL;
+}
