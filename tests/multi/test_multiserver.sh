@@ -48,7 +48,9 @@ run_job() {
     pids+=($!)
   done
   for k in "${!pids[@]}"; do
-    wait "${pids[$k]}" || { bad=$((bad + 1)); echo "  server $k exited $?"; }
+    local st=0
+    wait "${pids[$k]}" || st=$?
+    [ $st = 0 ] || { bad=$((bad + 1)); echo "  server $k exited $st"; }
   done
   return $bad
 }

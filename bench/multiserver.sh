@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# multiserver.sh - allreduce across pretend servers (network namespaces joined by veth pairs
+# and a bridge, tests/multi/netns.sh), one launcher per server, in one run: libhccl's
+# two-level allreduce (the cost model's choice), libhccl forced to one flat ring over every
+# rank (HCCL_ALGO=ring), and torch.distributed's gloo over the same link
+# (bench/torch_allreduce_perf.py, GLOO_SOCKET_IFNAME=eth0). fp32 sum, out of place, 64 MiB
+# over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it.
+#
+#   bash bench/multiserver.sh BUILD_DIR [REPEATS]      (root; prints a Markdown table)
+set -u
+build=${1:?usage: multiserver.sh BUILD_DIR [REPEATS]}
+repeats=${2:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../tests/multi/netns.sh"
+netns_up 2 || { echo "network namespaces cannot be made here" >&2; exit 1; }
+work=$(mktemp -d /tmp/hccl-msbench.XXXXXX)
+trap 'netns_down; rm -rf "$work"' EXIT
+port=$((31000 + NETNS_ID % 1000))
+
+# one NAME DEVS ENV SIZE ITERS -- PROGRAM ARGS: prints "time_us busbw" of the out-of-place
+# column of rank 0's line, or "n/a n/a".
+one() {
+  local name=$1 devs=$2 envs=$3 size=$4 iters=$5 k pids=()
+  shift 6
+  port=$((port + 1))
+  for k in 0 1; do
+    # shellcheck disable=SC2086
+    netns_exec "$k" env $envs PYTHONPATH="$build/python" GLOO_SOCKET_IFNAME=eth0 \
+      timeout 600 "$build/bin/npu-launch" --nnodes 2 --node-rank "$k" \
+      --master-addr "$(netns_addr 0)" --master-port "$port" --device-list "$devs" -- \
+      "$@" -b "$size" -e "$size" -n "$iters" -w 1 -d float -o sum -c 1 >"$work/$name.$k" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  awk '$1 ~ /^[0-9]+$/ && $3 == "float" {print $6, $8; found=1} END {if (!found) print "n/a n/a"}' \
+    "$work/$name.0"
+}
+
+median() { sort -g | awk '{v[NR]=$1} END {print NR ? v[int((NR+1)/2)] : "n/a"}'; }
+
+# run NAME DEVS ENV SIZE ITERS -- PROGRAM: median time and busbw over the repeats.
+run() {
+  local name=$1 devs=$2 envs=$3 size=$4 iters=$5 r
+  shift 6
+  for ((r = 0; r < repeats; r++)); do one "$name" "$devs" "$envs" "$size" "$iters" -- "$@"; done >"$work/$name.all"
+  echo "$(cut -d' ' -f1 "$work/$name.all" | median) $(cut -d' ' -f2 "$work/$name.all" | median)"
+}
+
+perf="$build/bin/allreduce_perf"
+torch=(/usr/bin/python3 "$here/torch_allreduce_perf.py" --backend gloo)
+echo "| ranks | hccl two-level busbw 64 MiB | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for devs in 0 0,1 0,1,2,3; do
+  n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
+  read -r _ h_bw <<<"$(run hier "$devs" "" 64M 5 -- "$perf")"
+  read -r _ f_bw <<<"$(run flat "$devs" "HCCL_ALGO=ring" 64M 5 -- "$perf")"
+  read -r _ g_bw <<<"$(run gloo "$devs" "" 64M 5 -- "${torch[@]}")"
+  read -r h_t _ <<<"$(run hier "$devs" "" 4K 200 -- "$perf")"
+  read -r f_t _ <<<"$(run flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf")"
+  read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
+  echo "| 2 x $n | $h_bw GB/s | $f_bw | $g_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
+done
+echo
+echo "2 pretend servers (network namespaces, veth + bridge) on one machine of $(nproc) cores; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
