@@ -57,6 +57,7 @@
 #include "comm.h"
 #include "log.h"
 #include "tcp.h"
+#include "trust.h"
 #include "transport.h"
 #include "wait.h"
 
@@ -279,6 +280,8 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
       .comm_id = fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
       .token_hash = fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
   acc->greet_timeout_ns = comm->cfg.connect_timeout_ms * 1000000LL;
+  if (comm->cfg.whitelist_on)
+    HCCL_TRY(hccl__whitelist_load(comm->cfg.whitelist_file, &acc->whitelist));
   for (uint32_t r = 0; r < comm->rank; r++)
     acc->may_connect[r] = tcp_can_connect(comm, r);
   st->spin_ns = hccl__wait_spin_budget(2 * (int)comm->local_nranks, comm->cfg.spin).poll_ns;

@@ -118,6 +118,8 @@ struct hccl_tcp_acceptor {
   int *pending;      /* [nranks][2] accepted, hello checked, not yet asked for; -1 = none */
   bool *taken;       /* [nranks][2] handed out */
   int64_t greet_timeout_ns;
+  /* HCCL's whitelist (HCCL_WHITELIST_DISABLE=0), owned; NULL = every address may connect. */
+  struct hccl_whitelist *whitelist;
   struct hccl_tcp_greet greet[HCCL_TCP_GREET_MAX];
   int ngreet;
 };

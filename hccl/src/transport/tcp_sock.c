@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "settings.h"
+#include "trust.h"
 #include "wait.h"
 
 static ssize_t sys_recv(int fd, void *buf, size_t len, int flags) {
@@ -302,6 +303,14 @@ static void accept_some(struct hccl_tcp_acceptor *a) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return; /* EAGAIN, or a transient error: poll again */
     }
+    if (!hccl__whitelist_allows(a->whitelist, (const struct sockaddr *)&from)) {
+      char addr[80];
+      hccl__tcp_addr_str(&from, addr, sizeof(addr));
+      HCCL_WARN("rank %u refused a connection from %s: not in HCCL_WHITELIST_FILE %s",
+                a->expect.rank, addr, hccl__whitelist_file(a->whitelist));
+      close(fd);
+      continue;
+    }
     if (a->ngreet == HCCL_TCP_GREET_MAX) greet_refuse(a, 0, "too many connections without a hello");
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -398,6 +407,8 @@ void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a) {
 
 void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a) {
   hccl__tcp_acceptor_close(a);
+  hccl__whitelist_free(a->whitelist);
+  a->whitelist = NULL;
   free(a->may_connect);
   free(a->pending);
   free(a->taken);
