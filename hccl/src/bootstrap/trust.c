@@ -46,8 +46,13 @@ static HcclResult read_file(const char *path, char **out) {
 HcclResult hccl__whitelist_load(const char *path, struct hccl_whitelist **out) {
   char *text = NULL;
   HCCL_TRY(read_file(path, &text));
-  cJSON *root = cJSON_Parse(text);
+  HcclResult r = hccl__whitelist_parse(text, path, out);
   free(text);
+  return r;
+}
+
+HcclResult hccl__whitelist_parse(const char *text, const char *path, struct hccl_whitelist **out) {
+  cJSON *root = cJSON_Parse(text);
   if (!root)
     return hccl__fail(HCCL_E_PARA,
                       "whitelist %s is not JSON; HCCL's format is "
