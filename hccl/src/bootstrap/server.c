@@ -37,7 +37,7 @@
  *     until they drain, so a client that sends requests without reading the answers holds
  *     at most that many replies (and its kernel socket buffers).
  *
- * What one connection holds is its struct conn (about 2.5 KiB), its held key and its partial
+ * What one connection holds is its struct conn (about 2 KiB), its held key and its partial
  * value; everything a closed connection held is freed at once.
  *
  * The loop thread blocks every signal: signals stay with the application's threads, and a
