@@ -16,8 +16,9 @@ bench | test) ;;
 esac
 
 packages=(build-essential cmake pkg-config libuv1-dev libcjson-dev libcmocka-dev iproute2 procps)
-# The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch.
-[ "$mode" = test ] && packages+=(python3-dev python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev)
+# The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch; clang with
+# libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh).
+[ "$mode" = test ] && packages+=(python3-dev python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do

@@ -6,7 +6,8 @@
  * devices; numbers as strings or as JSON numbers; unknown fields ignored. Every refusal names
  * the field path and the value: not JSON, wrong version, status not completed, server_count
  * disagreeing with server_list, unequal or invalid device counts, device_id or rank_id out of
- * range, not a number, duplicated, a duplicated server_id, a missing field.
+ * range, not a number, duplicated, a duplicated server_id, a server_id too long to keep, a
+ * missing field.
  *
  * Jobs: 4 forked ranks each call HcclCommInitClusterInfo(1x4_local.json, rank) and allreduce;
  * 4 more do the same through RANK_TABLE_FILE + RANK_ID; their devices are the table's. A rank
@@ -67,7 +68,7 @@ static void test_example_tables(void **st) {
 
 /* A two-server, two-device table with one substitution applied. */
 static void expect_refused(const char *from, const char *to, const char *words) {
-  char text[2048];
+  char text[4096];
   const char *base = "{\"version\": \"1.0\", \"server_count\": \"2\", \"status\": \"completed\", "
                      "\"server_list\": [{\"server_id\": \"10.0.0.1\", \"device\": ["
                      "{\"device_id\": \"0\", \"device_ip\": \"1.1.1.1\", \"rank_id\": \"0\"}, "
@@ -115,6 +116,17 @@ static void test_refusals(void **st) {
                  "server_list[1].device: 1 devices, but server_list[0] has 2");
   expect_refused("\"device_ip\": \"1.1.1.2\"", "\"device_ip\": 7",
                  "server_list[0].device[1].device_ip: is not a string");
+  /* Ids too long to keep whole are refused: cut short, two could become one (found by
+   * tests/fuzz/fuzz_ranktable's check that servers keep different ids). */
+  char id[400];
+  memset(id, 'h', sizeof(id));
+  snprintf(id + 300, sizeof(id) - 300, "2\"");
+  char sid[420];
+  snprintf(sid, sizeof(sid), "\"server_id\": \"%s", id);
+  expect_refused("\"server_id\": \"10.0.0.2\"", sid, "server_list[1].server_id: \"hhhh");
+  expect_refused("\"server_id\": \"10.0.0.2\"", sid,
+                 "has 301 characters; a host name or "
+                 "address has at most 255");
 }
 
 static int job_body(int rank, int n, void *arg) {

@@ -4,7 +4,8 @@
  *
  * Whitelist files: a good one; every refusal names the file and the field (missing file, not
  * JSON, not an object, unknown field, host_ip missing, not a list, empty, an entry that is
- * not an address, with its index); allows() for listed, unlisted and IPv4-mapped addresses.
+ * not an address, with its index); allows() for listed, unlisted and IPv4-mapped addresses,
+ * and an entry written IPv4-mapped.
  *
  * Store: a server with a job token serves a client presenting it; a client with another
  * token, or none, is refused with "another job" and the server's data is untouched; a
@@ -104,6 +105,15 @@ static void test_whitelist_file(void **st) {
   inet_pton(AF_INET6, "fe80::2", &a6.sin6_addr);
   assert_false(hccl__whitelist_allows(wl, (struct sockaddr *)&a6));
   assert_true(hccl__whitelist_allows(NULL, (struct sockaddr *)&a6));
+  hccl__whitelist_free(wl);
+  /* An entry written IPv4-mapped is that IPv4 peer, however it arrives (found by
+   * tests/fuzz/fuzz_whitelist). */
+  assert_int_equal(hccl__whitelist_parse("{\"host_ip\": [\"::ffff:10.1.2.3\"]}", "mapped", &wl),
+                   HCCL_SUCCESS);
+  inet_pton(AF_INET, "10.1.2.3", &a4.sin_addr);
+  assert_true(hccl__whitelist_allows(wl, (struct sockaddr *)&a4));
+  inet_pton(AF_INET6, "::ffff:10.1.2.3", &a6.sin6_addr);
+  assert_true(hccl__whitelist_allows(wl, (struct sockaddr *)&a6));
   hccl__whitelist_free(wl);
 
   assert_true(hccl__token_equal("abc", 3, "abc", 3));

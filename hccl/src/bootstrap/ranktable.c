@@ -102,6 +102,13 @@ static HcclResult check(const cJSON *root, const char *file, struct hccl_ranktab
       break;
     }
     if ((res = field_string(srv, "server_id", path, file, &sid)) != HCCL_SUCCESS) break;
+    if (strlen(sid) >= sizeof(t->rank[0].server_id)) {
+      /* Kept whole or not at all: cut short, two ids could become one. */
+      res = BAD("%sserver_id: \"%.40s...\" has %zu characters; a host name or address has at "
+                "most %zu",
+                path, sid, strlen(sid), sizeof(t->rank[0].server_id) - 1);
+      break;
+    }
     for (int k = 0; k < i && res == HCCL_SUCCESS; k++) {
       const char *other = cJSON_GetStringValue(
           cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(list, k), "server_id"));

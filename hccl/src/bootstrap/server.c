@@ -13,9 +13,32 @@
  * answered by the SET or ADD that creates the key. A held connection that closes (its client
  * gave up, or died) is taken off that list at once.
  *
- * Each connection reads straight into where the bytes belong: the 16-byte header, then the
- * key, then (SET) the value blob, sized from the header after checking the limits. A request
- * over a limit or not in the protocol gets a BAD_REQUEST reply and the connection is closed.
+ * Each connection reads straight into where its request decoder (wire.c) says the bytes
+ * belong: the 16-byte header, then the key, then (SET) the value, allocated as it arrives
+ * after the header's lengths passed the limits. A request over a limit or not in the protocol
+ * gets a BAD_REQUEST reply and the connection is closed.
+ *
+ * Clients that are not ranks of the job (a port scanner, another program, a hostile peer)
+ * must not hold the server's memory or descriptors, nor starve the ranks. Fixed limits:
+ *
+ *   - REQUEST_DEADLINE_MS (10 s): a connection's first request must be whole within 10 s of
+ *     its accept, and every later one within 10 s of its first byte; else it gets a
+ *     BAD_REQUEST saying so and is closed (checked once a second). Ranks send each request
+ *     at once; a client that trickles bytes (slowloris) or connects and says nothing is cut.
+ *     A connection between requests, or whose GET is held, has no deadline: ranks keep
+ *     theirs open for the communicator's life.
+ *   - MAX_UNPROVEN (128): connections that have not yet completed a request the server took
+ *     (HELLO with the job token; on a server without one, any request). When a new connection
+ *     makes more, the oldest of them that are at least EVICT_MIN_AGE_MS (1 s) old are closed
+ *     until the count is back at the cap. A rank proves itself within one round trip of its
+ *     connect, so only silent or stalled connections are old; a burst of ranks connecting at
+ *     once is never cut.
+ *   - MAX_QUEUED_REPLIES (8): a connection whose replies pile up unread stops being read
+ *     until they drain, so a client that sends requests without reading the answers holds
+ *     at most that many replies (and its kernel socket buffers).
+ *
+ * What one connection holds is its struct conn (about 2 KiB), its held key and its partial
+ * value; everything a closed connection held is freed at once.
  *
  * The loop thread blocks every signal: signals stay with the application's threads, and a
  * write to a peer that is gone fails with EPIPE instead of raising SIGPIPE.
@@ -39,46 +62,54 @@
 #define LISTEN_BACKLOG 1024
 #define FIRST_BUCKETS 256
 
-struct blob {
-  size_t refs;
-  size_t len;
-  char data[];
-};
+/* Limits against clients that are not ranks (see the opening paragraph). */
+#define REQUEST_DEADLINE_MS 10000
+#define SWEEP_MS 1000
+#define MAX_UNPROVEN 128
+#define EVICT_MIN_AGE_MS 1000
+#define MAX_QUEUED_REPLIES 8
 
 struct conn;
 
 struct entry {
-  struct entry *next;   /* hash chain */
-  struct blob *val;     /* NULL while the key only has waiters */
-  struct conn *waiters; /* held GETs, linked through conn->wnext */
+  struct entry *next;          /* hash chain */
+  struct hccl_store_blob *val; /* NULL while the key only has waiters */
+  struct conn *waiters;        /* held GETs, linked through conn->wnext */
   uint32_t key_len;
   char key[];
 };
 
-enum stage { STAGE_HEADER, STAGE_KEY, STAGE_VALUE, STAGE_HELD, STAGE_CLOSING };
+enum state {
+  CONN_READING, /* reading a request (or waiting for the next) */
+  CONN_HELD,    /* its GET waits for the key */
+  CONN_CLOSING  /* takes no more requests: closed, or closing once its last reply is out */
+};
 
 struct conn {
   uv_tcp_t tcp; /* tcp.data points back here */
   struct hccl_store_server *srv;
   struct conn *prev, *next;   /* every open connection */
+  struct conn *uprev, *unext; /* unproven connections, oldest first */
   struct conn *wprev, *wnext; /* waiters of `waiting` */
   struct entry *waiting;      /* the key a held GET waits for */
-  enum stage stage;
-  size_t have; /* bytes of the current stage read so far */
-  unsigned char hdr[HCCL_STORE_HEADER_LEN];
-  struct hccl_store_header h;
-  char key[HCCL_STORE_MAX_KEY_LEN + 1];
-  struct blob *body; /* SET value being read */
-  char scratch[64];  /* reads while a GET is held (any byte there is an error) */
+  enum state state;
+  struct hccl_store_reader rd; /* the request being read */
+  uint64_t accepted_ms;        /* loop time of the accept */
+  uint64_t request_ms;         /* loop time the current request's first byte came */
+  unsigned replies;            /* replies queued and not yet written */
+  int reading;                 /* uv_read_start in effect */
+  int proven;       /* completed a request the server took (HELLO with the token, or any request on
+                       a server without one) */
+  int authed;       /* presented the server's job token (or the server has none) */
+  char scratch[64]; /* reads while a GET is held (any byte there is an error) */
   char peer[64];
-  int authed; /* presented the server's job token (or the server has none) */
 };
 
 struct wreq {
   uv_write_t req;
   struct conn *c;
-  struct blob *val; /* GET value being sent (a reference), or NULL */
-  int close_after;  /* BAD_REQUEST: close once the reply is out */
+  struct hccl_store_blob *val; /* GET value being sent (a reference), or NULL */
+  int close_after;             /* BAD_REQUEST: close once the reply is out */
   unsigned char hdr[HCCL_STORE_HEADER_LEN];
   char msg[HCCL_STORE_MAX_ERROR_LEN];
 };
@@ -91,24 +122,15 @@ struct hccl_store_server {
   struct entry **buckets;
   size_t nbuckets, nentries;
   struct conn *conns;
+  struct conn *unproven, *unproven_tail; /* oldest first */
+  unsigned nunproven;
+  uv_timer_t sweep; /* request deadlines; runs while a connection has one */
+  unsigned long evicted;
   char where[300];
   struct hccl_store_trust trust;
 };
 
 /* ---- values and keys ---- */
-
-static struct blob *blob_new(size_t len) {
-  struct blob *b = malloc(sizeof(*b) + len);
-  if (b) {
-    b->refs = 1;
-    b->len = len;
-  }
-  return b;
-}
-
-static void blob_unref(struct blob *b) {
-  if (b && --b->refs == 0) free(b);
-}
 
 static uint64_t hash_key(const char *key, uint32_t len) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -181,13 +203,41 @@ static void unhold(struct conn *c) {
   entry_drop_if_empty(c->srv, e);
 }
 
-/* Closes c: drops its held GET and partial request; the memory goes in on_conn_closed. */
+static void unlist_unproven(struct conn *c) {
+  struct hccl_store_server *s = c->srv;
+  if (c->uprev)
+    c->uprev->unext = c->unext;
+  else
+    s->unproven = c->unext;
+  if (c->unext)
+    c->unext->uprev = c->uprev;
+  else
+    s->unproven_tail = c->uprev;
+  c->uprev = c->unext = NULL;
+  s->nunproven--;
+}
+
+/* c completed a request the server took: it is a client of this job, not a stranger. */
+static void prove(struct conn *c) {
+  if (c->proven) return;
+  c->proven = 1;
+  unlist_unproven(c);
+}
+
+/* c takes no more requests: drops its held GET, its partial request and its place among the
+ * unproven. */
+static void stop_serving(struct conn *c) {
+  if (c->state == CONN_CLOSING) return;
+  if (!c->proven) unlist_unproven(c);
+  c->state = CONN_CLOSING;
+  unhold(c);
+  hccl__store_reader_free(&c->rd);
+}
+
+/* Closes c; the memory goes in on_conn_closed. */
 static void conn_close(struct conn *c) {
   if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
-  unhold(c);
-  blob_unref(c->body);
-  c->body = NULL;
-  c->stage = STAGE_CLOSING;
+  stop_serving(c);
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -196,18 +246,40 @@ static void conn_close(struct conn *c) {
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* Reads c while it is served and its replies do not pile up (MAX_QUEUED_REPLIES). */
+static void pace_reading(struct conn *c) {
+  int want = c->state != CONN_CLOSING && c->replies < MAX_QUEUED_REPLIES;
+  if (want == c->reading || uv_is_closing((uv_handle_t *)&c->tcp)) return;
+  int rc = want ? uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)
+                : uv_read_stop((uv_stream_t *)&c->tcp);
+  if (rc < 0) {
+    conn_close(c);
+    return;
+  }
+  c->reading = want;
+}
+
 static void on_written(uv_write_t *req, int status) {
   struct wreq *w = (struct wreq *)req;
-  blob_unref(w->val);
+  struct conn *c = w->c;
+  hccl__store_blob_unref(w->val);
+  c->replies--;
   if (status < 0 && status != UV_ECANCELED)
-    HCCL_DEBUG("store server %s: reply to %s not delivered: %s", w->c->srv->where, w->c->peer,
+    HCCL_DEBUG("store server %s: reply to %s not delivered: %s", c->srv->where, c->peer,
                uv_strerror(status));
-  if (status < 0 || w->close_after) conn_close(w->c);
+  if (status < 0 || w->close_after)
+    conn_close(c);
+  else
+    pace_reading(c);
   free(w);
 }
 
 /* Queues one reply: header with status and arg, then val (a new reference is taken) or msg. */
-static void reply(struct conn *c, uint8_t status, uint64_t arg, struct blob *val, const char *msg) {
+static void reply(struct conn *c, uint8_t status, uint64_t arg, struct hccl_store_blob *val,
+                  const char *msg) {
   struct wreq *w = calloc(1, sizeof(*w));
   if (!w) {
     HCCL_WARN("store server %s: no memory for a reply to %s; closing it", c->srv->where, c->peer);
@@ -235,22 +307,27 @@ static void reply(struct conn *c, uint8_t status, uint64_t arg, struct blob *val
   bufs[0] = uv_buf_init((char *)w->hdr, sizeof(w->hdr));
   int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
   if (rc < 0) {
-    blob_unref(w->val);
+    hccl__store_blob_unref(w->val);
     free(w);
     conn_close(c);
+    return;
   }
+  c->replies++;
+  pace_reading(c);
 }
 
-/* Rejects a request the stream cannot continue after; the connection closes once the reply
- * is out. */
+/* Answers status and msg, then closes c once the reply is out; nothing more is read. */
+static void hang_up(struct conn *c, uint8_t status, const char *msg) {
+  stop_serving(c);
+  pace_reading(c);
+  reply(c, status, 0, NULL, msg);
+}
+
+/* Rejects a request the stream cannot continue after, saying so in the log. */
 static void refuse(struct conn *c, uint8_t status, const char *msg) {
   HCCL_WARN("store server %s: request from %s %s: %s", c->srv->where, c->peer,
             status == HCCL_STORE_STATUS_DENIED ? "refused" : "rejected", msg);
-  blob_unref(c->body);
-  c->body = NULL;
-  c->stage = STAGE_CLOSING; /* ignore anything more it sends */
-  uv_read_stop((uv_stream_t *)&c->tcp);
-  reply(c, status, 0, NULL, msg);
+  hang_up(c, status, msg);
 }
 
 static void reject(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -273,19 +350,20 @@ static void hello(struct conn *c) {
            "(HCCL_JOB_TOKEN): it belongs to another job");
     return;
   }
-  if (!hccl__token_equal(c->key, c->h.key_len, mine, strlen(mine))) {
+  if (!hccl__token_equal(c->rd.key, c->rd.h.key_len, mine, strlen(mine))) {
     refuse(c, HCCL_STORE_STATUS_DENIED,
            "the client's job token differs from this store's (HCCL_JOB_TOKEN): it belongs to "
            "another job");
     return;
   }
   c->authed = 1;
+  prove(c);
   reply(c, HCCL_STORE_STATUS_OK, 0, NULL, NULL);
 }
 
 /* Gives e the value val (taking over the caller's reference) and answers its held GETs. */
-static void entry_set(struct entry *e, struct blob *val) {
-  blob_unref(e->val);
+static void entry_set(struct entry *e, struct hccl_store_blob *val) {
+  hccl__store_blob_unref(e->val);
   e->val = val;
   while (e->waiters) {
     struct conn *w = e->waiters;
@@ -293,8 +371,7 @@ static void entry_set(struct entry *e, struct blob *val) {
     if (e->waiters) e->waiters->wprev = NULL;
     w->wnext = w->wprev = NULL;
     w->waiting = NULL;
-    w->stage = STAGE_HEADER;
-    w->have = 0;
+    w->state = CONN_READING;
     reply(w, HCCL_STORE_STATUS_OK, 0, val, NULL);
   }
 }
@@ -308,15 +385,15 @@ static void do_add(struct conn *c, struct entry *e) {
     reply(c, HCCL_STORE_STATUS_NOT_INTEGER, 0, NULL, msg);
     return;
   }
-  if (hccl__store_add_checked(base, (int64_t)c->h.arg, &sum) != 0) {
+  if (hccl__store_add_checked(base, (int64_t)c->rd.h.arg, &sum) != 0) {
     snprintf(msg, sizeof(msg), "add of %lld to key '%.*s' (now %lld) overflows int64",
-             (long long)(int64_t)c->h.arg, (int)e->key_len, e->key, (long long)base);
+             (long long)(int64_t)c->rd.h.arg, (int)e->key_len, e->key, (long long)base);
     reply(c, HCCL_STORE_STATUS_OVERFLOW, 0, NULL, msg);
     return;
   }
   char text[HCCL_STORE_INT_TEXT_LEN + 2];
   int n = snprintf(text, sizeof(text), "%lld", (long long)sum);
-  struct blob *b = blob_new((size_t)n);
+  struct hccl_store_blob *b = hccl__store_blob_new((size_t)n);
   if (!b) {
     reject(c, "server out of memory");
     return;
@@ -326,26 +403,27 @@ static void do_add(struct conn *c, struct entry *e) {
   reply(c, HCCL_STORE_STATUS_OK, (uint64_t)sum, NULL, NULL);
 }
 
-/* Runs the fully read request in c and readies c for the next one. */
+/* Runs the request c->rd decoded and readies c for the next one. */
 static void dispatch(struct conn *c) {
   struct hccl_store_server *s = c->srv;
-  if (c->h.op == HCCL_STORE_OP_HELLO) {
-    c->stage = STAGE_HEADER;
-    c->have = 0;
+  struct hccl_store_reader *rd = &c->rd;
+  struct hccl_store_blob *body = rd->body;
+  rd->body = NULL;
+  hccl__store_reader_next(rd); /* rd->h and rd->key stay until c reads again */
+  if (rd->h.op == HCCL_STORE_OP_HELLO) {
     hello(c);
     return;
   }
-  struct entry *e = entry_get(s, c->key, c->h.key_len);
-  c->stage = STAGE_HEADER;
-  c->have = 0;
+  prove(c);
+  struct entry *e = entry_get(s, rd->key, rd->h.key_len);
   if (!e) {
-    reject(c, "server out of memory for key '%s'", c->key);
+    hccl__store_blob_unref(body);
+    reject(c, "server out of memory for key '%s'", rd->key);
     return;
   }
-  switch (c->h.op) {
+  switch (rd->h.op) {
   case HCCL_STORE_OP_SET:
-    entry_set(e, c->body);
-    c->body = NULL;
+    entry_set(e, body);
     reply(c, HCCL_STORE_STATUS_OK, 0, NULL, NULL);
     break;
   case HCCL_STORE_OP_GET:
@@ -353,7 +431,7 @@ static void dispatch(struct conn *c) {
       reply(c, HCCL_STORE_STATUS_OK, 0, e->val, NULL);
       break;
     }
-    c->stage = STAGE_HELD;
+    c->state = CONN_HELD;
     c->waiting = e;
     c->wnext = e->waiters;
     if (e->waiters) e->waiters->wprev = c;
@@ -364,86 +442,22 @@ static void dispatch(struct conn *c) {
   }
 }
 
-/* Moves c through the stages its bytes complete. */
-static void advance(struct conn *c) {
-  for (;;) {
-    switch (c->stage) {
-    case STAGE_HEADER:
-      if (c->have < HCCL_STORE_HEADER_LEN) return;
-      if (hccl__store_header_unpack(c->hdr, &c->h) != 0) {
-        reject(c, "not the store protocol (magic/version %02x%02x/%u)", c->hdr[0], c->hdr[1],
-               c->hdr[2]);
-        return;
-      }
-      if (c->h.op < HCCL_STORE_OP_SET || c->h.op > HCCL_STORE_OP_HELLO) {
-        reject(c, "unknown operation %u", c->h.op);
-        return;
-      }
-      /* Before anything is read or allocated for it. */
-      if (c->srv->trust.token[0] && !c->authed && c->h.op != HCCL_STORE_OP_HELLO) {
-        refuse(c, HCCL_STORE_STATUS_DENIED,
-               "this store serves a job with a job token (HCCL_JOB_TOKEN) and the client "
-               "presented none: it belongs to another job");
-        return;
-      }
-      if (c->h.op == HCCL_STORE_OP_HELLO && c->h.key_len > HCCL_TOKEN_MAX) {
-        reject(c, "job token of %u bytes; the limit is %u", c->h.key_len, HCCL_TOKEN_MAX);
-        return;
-      }
-      if (c->h.key_len == 0 || c->h.key_len > HCCL_STORE_MAX_KEY_LEN) {
-        reject(c, "key of %u bytes; keys need 1 to %u bytes", c->h.key_len, HCCL_STORE_MAX_KEY_LEN);
-        return;
-      }
-      if (c->h.op == HCCL_STORE_OP_SET && c->h.arg > HCCL_STORE_MAX_VALUE_LEN) {
-        reject(c, "value of %llu bytes; the limit is %u bytes", (unsigned long long)c->h.arg,
-               HCCL_STORE_MAX_VALUE_LEN);
-        return;
-      }
-      c->stage = STAGE_KEY;
-      c->have = 0;
-      break;
-    case STAGE_KEY:
-      if (c->have < c->h.key_len) return;
-      c->key[c->h.key_len] = '\0';
-      c->have = 0;
-      if (c->h.op != HCCL_STORE_OP_SET) {
-        dispatch(c);
-        break;
-      }
-      c->body = blob_new((size_t)c->h.arg);
-      if (!c->body) {
-        reject(c, "server out of memory for a %llu-byte value", (unsigned long long)c->h.arg);
-        return;
-      }
-      c->stage = STAGE_VALUE;
-      break;
-    case STAGE_VALUE:
-      if (c->have < c->body->len) return;
-      dispatch(c);
-      break;
-    default:
-      return;
-    }
-  }
-}
-
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   struct conn *c = h->data;
-  switch (c->stage) {
-  case STAGE_HEADER:
-    *buf = uv_buf_init((char *)c->hdr + c->have, (unsigned)(HCCL_STORE_HEADER_LEN - c->have));
-    break;
-  case STAGE_KEY:
-    *buf = uv_buf_init(c->key + c->have, (unsigned)(c->h.key_len - c->have));
-    break;
-  case STAGE_VALUE: {
-    size_t left = c->body->len - c->have;
-    *buf = uv_buf_init(c->body->data + c->have, left > (1u << 30) ? 1u << 30 : (unsigned)left);
-    break;
-  }
-  default:
+  char *p = NULL;
+  size_t n = 0;
+  if (c->state == CONN_READING) hccl__store_reader_space(&c->rd, &p, &n);
+  if (n == 0)
     *buf = uv_buf_init(c->scratch, sizeof(c->scratch));
-  }
+  else
+    *buf = uv_buf_init(p, n > (1u << 30) ? 1u << 30 : (unsigned)n);
+}
+
+/* The sweep runs while some connection has a deadline. */
+static void on_sweep(uv_timer_t *t);
+static void arm_sweep(struct hccl_store_server *s) {
+  if (!uv_is_active((uv_handle_t *)&s->sweep))
+    uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -451,22 +465,88 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0) return;
   if (nread < 0) {
     /* EOF or reset: the client is gone, maybe mid-request or while held. */
-    if (nread != UV_EOF || c->stage != STAGE_HEADER || c->have != 0)
+    if (nread != UV_EOF || (c->state == CONN_READING && hccl__store_reader_started(&c->rd)))
       HCCL_DEBUG("store server %s: %s left mid-request: %s", c->srv->where, c->peer,
                  uv_strerror((int)nread));
     conn_close(c);
     return;
   }
-  if (c->stage == STAGE_CLOSING) return;
-  if (c->stage == STAGE_HELD) {
+  if (c->state == CONN_CLOSING) return;
+  if (c->state == CONN_HELD || buf->base == c->scratch) {
     HCCL_WARN("store server %s: %s sent a request while its GET was held; one request at a "
               "time per connection; closing it",
               c->srv->where, c->peer);
     conn_close(c);
     return;
   }
-  c->have += (size_t)nread;
-  advance(c);
+  if (!hccl__store_reader_started(&c->rd)) {
+    c->request_ms = uv_now(&c->srv->loop);
+    arm_sweep(c->srv);
+  }
+  c->rd.need_hello = c->srv->trust.token[0] && !c->authed;
+  switch (hccl__store_reader_got(&c->rd, (size_t)nread)) {
+  case HCCL_STORE_READ_MORE:
+    break;
+  case HCCL_STORE_READ_DONE:
+    dispatch(c);
+    break;
+  default:
+    refuse(c, c->rd.status, c->rd.msg);
+  }
+}
+
+/* Closes connections whose request is overdue (REQUEST_DEADLINE_MS), one log line a sweep. */
+static void on_sweep(uv_timer_t *t) {
+  struct hccl_store_server *s = t->data;
+  uint64_t now = uv_now(&s->loop);
+  unsigned closed = 0, pending = 0;
+  char last[64] = "";
+  for (struct conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state != CONN_READING) continue;
+    int started = hccl__store_reader_started(&c->rd);
+    if (c->proven && !started) continue;
+    uint64_t since = c->proven ? c->request_ms : c->accepted_ms;
+    if (now - since < REQUEST_DEADLINE_MS) {
+      pending++;
+      continue;
+    }
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             c->proven ? "request not whole %d s after it began; a request is sent at once"
+             : started ? "first request not whole %d s after connecting"
+                       : "no request within %d s of connecting",
+             REQUEST_DEADLINE_MS / 1000);
+    snprintf(last, sizeof(last), "%s", c->peer);
+    hang_up(c, HCCL_STORE_STATUS_BAD_REQUEST, msg);
+    closed++;
+  }
+  if (closed)
+    HCCL_WARN("store server %s: closed %u connection(s) whose request was not whole within %d s "
+              "(the last from %s): not ranks of this job, or stalled",
+              s->where, closed, REQUEST_DEADLINE_MS / 1000, last);
+  if (!pending) uv_timer_stop(t);
+}
+
+/* Over MAX_UNPROVEN: closes the oldest unproven connections that are old enough. */
+static void evict(struct hccl_store_server *s) {
+  uint64_t now = uv_now(&s->loop);
+  unsigned closed = 0;
+  while (s->nunproven > MAX_UNPROVEN && s->unproven &&
+         now - s->unproven->accepted_ms >= EVICT_MIN_AGE_MS) {
+    char msg[200];
+    snprintf(msg, sizeof(msg),
+             "closed: %u connections have made no request; this one, the oldest, for %.1f s",
+             s->nunproven, (double)(now - s->unproven->accepted_ms) / 1000);
+    HCCL_DEBUG("store server %s: %s: %s", s->where, s->unproven->peer, msg);
+    hang_up(s->unproven, HCCL_STORE_STATUS_BAD_REQUEST, msg);
+    closed++;
+  }
+  if (closed && s->evicted == 0)
+    HCCL_WARN("store server %s: more than %d connections made no request; closing the oldest "
+              "(said once per server)",
+              s->where, MAX_UNPROVEN);
+  s->evicted += closed;
 }
 
 static void on_connection(uv_stream_t *listener, int status) {
@@ -486,8 +566,20 @@ static void on_connection(uv_stream_t *listener, int status) {
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
+  c->uprev = s->unproven_tail;
+  if (s->unproven_tail)
+    s->unproven_tail->unext = c;
+  else
+    s->unproven = c;
+  s->unproven_tail = c;
+  s->nunproven++;
+  c->accepted_ms = uv_now(&s->loop);
+  hccl__store_reader_init(&c->rd);
   int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
-  if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (rc == 0) {
+    rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->reading = rc == 0;
+  }
   if (rc < 0) {
     HCCL_WARN("store server %s: cannot accept a connection: %s", s->where, uv_strerror(rc));
     conn_close(c);
@@ -518,6 +610,8 @@ static void on_connection(uv_stream_t *listener, int status) {
     conn_close(c); /* no address to check */
     return;
   }
+  arm_sweep(s);
+  evict(s);
 }
 
 /* ---- the loop thread, start and stop ---- */
@@ -526,6 +620,7 @@ static void on_stop(uv_async_t *a) {
   struct hccl_store_server *s = a->data;
   uv_close((uv_handle_t *)&s->listener, NULL);
   uv_close((uv_handle_t *)&s->stop_async, NULL);
+  uv_close((uv_handle_t *)&s->sweep, NULL);
   while (s->conns)
     conn_close(s->conns);
 }
@@ -540,7 +635,7 @@ static void free_all(struct hccl_store_server *s) {
   for (size_t i = 0; i < s->nbuckets; i++)
     for (struct entry *e = s->buckets[i], *next; e; e = next) {
       next = e->next;
-      blob_unref(e->val);
+      hccl__store_blob_unref(e->val);
       free(e);
     }
   free(s->buckets);
@@ -643,6 +738,8 @@ HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port
            got);
   uv_async_init(&s->loop, &s->stop_async, on_stop);
   s->stop_async.data = s;
+  uv_timer_init(&s->loop, &s->sweep);
+  s->sweep.data = s;
 
   sigset_t all, old;
   sigfillset(&all);
@@ -651,6 +748,7 @@ HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     uv_close((uv_handle_t *)&s->stop_async, NULL);
+    uv_close((uv_handle_t *)&s->sweep, NULL);
     abandon(s);
     return hccl__fail(HCCL_E_SYSCALL, "store server: cannot start its thread: %s", strerror(rc));
   }

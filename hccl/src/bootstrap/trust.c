@@ -46,8 +46,13 @@ static HcclResult read_file(const char *path, char **out) {
 HcclResult hccl__whitelist_load(const char *path, struct hccl_whitelist **out) {
   char *text = NULL;
   HCCL_TRY(read_file(path, &text));
-  cJSON *root = cJSON_Parse(text);
+  HcclResult r = hccl__whitelist_parse(text, path, out);
   free(text);
+  return r;
+}
+
+HcclResult hccl__whitelist_parse(const char *text, const char *path, struct hccl_whitelist **out) {
+  cJSON *root = cJSON_Parse(text);
   if (!root)
     return hccl__fail(HCCL_E_PARA,
                       "whitelist %s is not JSON; HCCL's format is "
@@ -93,6 +98,12 @@ HcclResult hccl__whitelist_load(const char *path, struct hccl_whitelist **out) {
       wl->addr[i].family = AF_INET, ok = 1;
     else if (s && inet_pton(AF_INET6, s, wl->addr[i].bytes) == 1)
       wl->addr[i].family = AF_INET6, ok = 1;
+    if (ok && wl->addr[i].family == AF_INET6 &&
+        IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)wl->addr[i].bytes)) {
+      /* "::ffff:10.0.0.1" is the IPv4 peer 10.0.0.1, which allows() compares as IPv4. */
+      memmove(wl->addr[i].bytes, wl->addr[i].bytes + 12, 4);
+      wl->addr[i].family = AF_INET;
+    }
     if (!ok) {
       char *shown = cJSON_PrintUnformatted(item);
       r = hccl__fail(HCCL_E_PARA, "whitelist %s: host_ip[%d]: %s is not an IPv4 or IPv6 address",

@@ -27,6 +27,9 @@ struct hccl_whitelist;
 /* Reads and checks the whitelist file; every error names the file, the field and the value
  * ("whitelist /etc/w.json: host_ip[2]: '10.0.0.x' is not an IPv4 or IPv6 address"). */
 HcclResult hccl__whitelist_load(const char *path, struct hccl_whitelist **out);
+/* The same checks on text already read (NUL-terminated); path is only named in messages and
+ * kept as the whitelist's file. hccl__whitelist_load reads the file and calls this. */
+HcclResult hccl__whitelist_parse(const char *text, const char *path, struct hccl_whitelist **out);
 void hccl__whitelist_free(struct hccl_whitelist *wl);
 /* Whether a connection from sa may be accepted (NULL wl: every address). */
 bool hccl__whitelist_allows(const struct hccl_whitelist *wl, const struct sockaddr *sa);

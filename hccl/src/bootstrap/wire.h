@@ -133,6 +133,71 @@ static inline int hccl__store_add_checked(int64_t base, int64_t delta, int64_t *
   return __builtin_add_overflow(base, delta, out) ? -1 : 0;
 }
 
+/* ---- the server's side of a request stream (wire.c) ----
+ *
+ * The decoding step of the store server, apart from its sockets, so it can be fed bytes by a
+ * test or a fuzzer exactly as the server feeds it: the server asks hccl__store_reader_space
+ * where the next bytes go, reads at most that many there, and hands the count to
+ * hccl__store_reader_got. The space never reaches past the end of the current request, so
+ * the bytes of the next one stay unread until the server is ready for them.
+ *
+ * Every check happens before anything is read or allocated for what it guards: magic and
+ * version, the operation, the job token (need_hello), the key length, the value length. A
+ * SET value is allocated as its bytes arrive (64 KiB first, then doubling up to its length),
+ * so a client that announces a large value and sends little holds little. */
+
+/* A value as the server keeps it: reference-counted, so a reply that is still being written
+ * keeps it alive after a SET replaced it. */
+struct hccl_store_blob {
+  size_t refs;
+  size_t len; /* the value's length */
+  size_t cap; /* bytes of data allocated (below len while a SET value is arriving) */
+  char data[];
+};
+
+/* A blob of len bytes (contents undefined), one reference; NULL when out of memory. */
+struct hccl_store_blob *hccl__store_blob_new(size_t len);
+/* Drops a reference (NULL accepted); the last one frees the blob. */
+void hccl__store_blob_unref(struct hccl_store_blob *b);
+
+enum hccl_store_read {
+  HCCL_STORE_READ_MORE = 0, /* the request is not whole yet */
+  HCCL_STORE_READ_DONE,     /* a whole request: h, key (NUL-terminated) and, for SET, body */
+  HCCL_STORE_READ_ERROR     /* refused: status and msg say why; the stream cannot go on */
+};
+
+struct hccl_store_reader {
+  /* Set by the caller before each hccl__store_reader_got: only HELLO may come (a server with
+   * a job token, on a connection that has not presented it yet). */
+  int need_hello;
+  /* The request, once DONE. The caller may take body (and set it to NULL). */
+  struct hccl_store_header h;
+  char key[HCCL_STORE_MAX_KEY_LEN + 1];
+  struct hccl_store_blob *body;
+  /* Once ERROR: the reply's status (BAD_REQUEST or DENIED) and its text. */
+  uint8_t status;
+  char msg[HCCL_STORE_MAX_ERROR_LEN];
+  /* The reader's own. */
+  int stage;
+  size_t have; /* bytes of the current stage read so far */
+  unsigned char hdr[HCCL_STORE_HEADER_LEN];
+};
+
+/* Readies r for the first request of a stream. */
+void hccl__store_reader_init(struct hccl_store_reader *r);
+/* Where the next bytes go: *buf and *len (> 0) while a request is being read; *len is 0 once
+ * it is DONE or ERROR (until hccl__store_reader_next). */
+void hccl__store_reader_space(struct hccl_store_reader *r, char **buf, size_t *len);
+/* Takes n bytes (1 to the *len last given) just written at the space's place. */
+enum hccl_store_read hccl__store_reader_got(struct hccl_store_reader *r, size_t n);
+/* Whether any byte of the current request has arrived. */
+int hccl__store_reader_started(const struct hccl_store_reader *r);
+/* After DONE: readies r for the next request (h and key stay as they were until bytes of it
+ * arrive; a body not taken is freed). */
+void hccl__store_reader_next(struct hccl_store_reader *r);
+/* Frees what r holds (a partial or untaken value). */
+void hccl__store_reader_free(struct hccl_store_reader *r);
+
 /* Resolves host for a TCP store, IPv4 addresses first so that "localhost" never becomes ::1
  * when 127.0.0.1 exists (a known cause of bootstrap hangs). Numeric addresses are taken as
  * they are. Asks for AF_INET first and falls back to any family only when the name has no
