@@ -34,6 +34,7 @@ port=$((29000 + NETNS_ID % 1000))
 
 # run_job NAME SERVERS DEVICES TIMEOUT ENV -- PROGRAM ARGS: one npu-launch per server, all at
 # once; every launcher's output in $work/NAME.<k>; returns the number of launchers that failed.
+# In ENV, %k stands for the server's index.
 run_job() {
   local name=$1 servers=$2 devs=$3 limit=$4 envs=$5
   shift 6
@@ -41,7 +42,7 @@ run_job() {
   port=$((port + 1))
   for ((k = 0; k < servers; k++)); do
     # shellcheck disable=SC2086
-    netns_exec "$k" env $envs HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 \
+    netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 ${envs//%k/$k} \
       timeout -k 5 "$limit" "$bin/npu-launch" --nnodes "$servers" --node-rank "$k" \
       --master-addr "$(netns_addr 0)" --master-port "$port" --device-list "$devs" -- "$@" \
       >"$work/$name.$k" 2>&1 &
@@ -96,36 +97,66 @@ for prog in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf allto
   check "${prog}_2x4" 2 0,1,2,3 "" -- "$bin/$prog" -b 1 -e 256K -f 16 -c 1 -n 2 -w 1 -d all -o all
 done
 
-# A rank killed on server 1 mid-run: every server's launcher must fail, well before the
-# 60 s HCCL_EXEC_TIMEOUT.
+# HCCL's whitelist on the TCP listeners: with both servers' addresses listed the job runs; when
+# server 1's ranks list only their own server, they refuse server 0's connections, and the job
+# fails at init on both servers (within HCCL_CONNECT_TIMEOUT, 5 s here), saying why.
+for k in 0 1; do
+  printf '{"host_ip": ["%s", "%s"], "device_ip": []}\n' "$(netns_addr 0)" "$(netns_addr 1)" >"$work/wl_ok.$k.json"
+done
+printf '{"host_ip": ["%s", "%s"], "device_ip": []}\n' "$(netns_addr 0)" "$(netns_addr 1)" >"$work/wl_no.0.json"
+printf '{"host_ip": ["%s"], "device_ip": []}\n' "$(netns_addr 1)" >"$work/wl_no.1.json"
+check whitelist_ok 2 0 "HCCL_WHITELIST_DISABLE=0 HCCL_WHITELIST_FILE=$work/wl_ok.%k.json" -- \
+  "$bin/allreduce_perf" -b 1K -e 1K -c 1 -n 1 -w 0
 cases=$((cases + 1))
 t0=$SECONDS
-run_job killed 2 0,1 120 "" -- "$bin/allreduce_perf" -b 64M -e 64M -n 100000 -w 0 -c 0 &
-job=$!
-victim=""
-# A rank of server 1: a process in its namespace running allreduce_perf (pids are shared
-# between the namespaces, so ask the namespace, not pgrep).
-for _ in $(seq 1 100); do
-  for pid in $(ip netns pids "${NETNS_PREFIX}_1" 2>/dev/null); do
-    grep -q allreduce_perf "/proc/$pid/comm" 2>/dev/null && { victim=$pid; break; }
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
-sleep 2
-[ -n "$victim" ] && kill -9 "$victim"
-t_kill=$SECONDS
-wait $job
-nfailed=$?
-elapsed=$((SECONDS - t_kill))
-if [ -n "$victim" ] && [ "$nfailed" = 2 ] && [ "$elapsed" -lt 30 ]; then
-  echo "ok   killed: both servers' launchers failed ${elapsed} s after SIGKILL of pid $victim on server 1"
+if run_job whitelist_no 2 0 60 "HCCL_CONNECT_TIMEOUT=5 HCCL_WHITELIST_DISABLE=0 HCCL_WHITELIST_FILE=$work/wl_no.%k.json" -- \
+  "$bin/allreduce_perf" -b 1K -e 1K -c 1 -n 1 -w 0 >/dev/null; then
+  failures=$((failures + 1))
+  echo "FAIL whitelist_no: a job whose server 1 does not list server 0 ran"
+elif grep -q "not in HCCL_WHITELIST_FILE" "$work/whitelist_no.1"; then
+  echo "ok   whitelist_no: server 1 refused server 0's connection ($((SECONDS - t0)) s)"
 else
   failures=$((failures + 1))
-  echo "FAIL killed: victim '$victim', $nfailed of 2 launchers failed, $elapsed s after the kill"
-  for k in 0 1; do sed "s/^/  [server $k] /" "$work/killed.$k" | tail -8; done
+  echo "FAIL whitelist_no: no refusal naming the whitelist"
+  for k in 0 1; do sed "s/^/  [server $k] /" "$work/whitelist_no.$k" | tail -6; done
 fi
-grep -h "failed\|exited\|closed\|reset" "$work/killed.0" | head -3 | sed 's/^/  server 0 said: /'
+
+# fault NAME SIGNAL EXEC_TIMEOUT LIMIT: a rank of server 1 gets SIGNAL two seconds into a run of
+# 64 MiB allreduces; every server's launcher must fail within LIMIT seconds of it.
+fault() {
+  local name=$1 sig=$2 exec_timeout=$3 limit=$4 victim="" pid job nfailed elapsed t_sig
+  cases=$((cases + 1))
+  run_job "$name" 2 0,1 120 "HCCL_EXEC_TIMEOUT=$exec_timeout" -- \
+    "$bin/allreduce_perf" -b 64M -e 64M -n 100000 -w 0 -c 0 &
+  job=$!
+  # A rank of server 1: a process in its namespace running allreduce_perf (pids are shared
+  # between the namespaces, so ask the namespace, not pgrep).
+  for _ in $(seq 1 100); do
+    for pid in $(ip netns pids "${NETNS_PREFIX}_1" 2>/dev/null); do
+      grep -q allreduce_perf "/proc/$pid/comm" 2>/dev/null && { victim=$pid; break; }
+    done
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  sleep 2
+  [ -n "$victim" ] && kill -"$sig" "$victim"
+  t_sig=$SECONDS
+  wait $job
+  nfailed=$?
+  elapsed=$((SECONDS - t_sig))
+  if [ -n "$victim" ] && [ "$nfailed" = 2 ] && [ "$elapsed" -le "$limit" ]; then
+    echo "ok   $name: both servers' launchers failed ${elapsed} s after SIG$sig to pid $victim on server 1"
+  else
+    failures=$((failures + 1))
+    echo "FAIL $name: victim '$victim', $nfailed of 2 launchers failed, $elapsed s after SIG$sig"
+  fi
+  grep -h "ERROR" "$work/$name.0" | head -2 | cut -c1-300 | sed 's/^/  server 0 said: /'
+}
+
+# Killed: seen at once (the connection closes without a BYE), far below HCCL_EXEC_TIMEOUT.
+fault killed KILL 60 10
+# Frozen: found by HCCL_EXEC_TIMEOUT (5 s here); then server 1's launcher stops its ranks.
+fault frozen STOP 5 25
 
 echo "$((cases - failures)) passed, $failures failed"
 [ "$failures" = 0 ]
