@@ -1,8 +1,7 @@
 /*
  * coll_check.h - what test_coll.c and test_comm.c share: deterministic per-rank inputs, an
  * independent reference for every reduction, element-wise comparison that reports the first
- * mismatch, buffers with guard bytes on both sides, and a /dev/shm leak check that tolerates
- * other test programs running at the same time.
+ * mismatch, and buffers with guard bytes on both sides.
  *
  * The reference never calls the library: every rank can compute every other rank's input from
  * (salt, rank, index), so expected results are computed locally and compared bit for bit (any
@@ -339,92 +338,6 @@ static inline int cc_msg_names_rank(const char *msg, int r) {
     if (strncmp(q, num, nl) == 0 && !isdigit((unsigned char)q[nl])) return 1;
   }
   return 0;
-}
-
-/* ---- /dev/shm leaks ----
- * Other test programs may run libhccl at the same time and own hccl* entries legitimately. An
- * entry counts as left over by us when it did not exist in the snapshot taken before our run
- * and, after our ranks are gone, no process holds it open or mapped (checked twice, 300 ms
- * apart, so an entry another program is still setting up is not blamed on us). */
-
-#define CC_SHM_MAX 512
-typedef struct {
-  int n;
-  char names[CC_SHM_MAX][256];
-} cc_shm_snap;
-
-static inline void cc_shm_snapshot(cc_shm_snap *s) {
-  DIR *d = opendir("/dev/shm");
-  s->n = 0;
-  if (!d) return;
-  for (struct dirent *e; (e = readdir(d)) != NULL && s->n < CC_SHM_MAX;)
-    if (strncmp(e->d_name, "hccl", 4) == 0)
-      snprintf(s->names[s->n++], sizeof(s->names[0]), "%s", e->d_name);
-  closedir(d);
-}
-
-static inline int cc_shm_snap_has(const cc_shm_snap *s, const char *name) {
-  for (int k = 0; k < s->n; k++)
-    if (strcmp(s->names[k], name) == 0) return 1;
-  return 0;
-}
-
-/* True when some live process has /dev/shm/<name> open or mapped. */
-static inline int cc_shm_in_use(const char *name) {
-  char path[300], line[512], target[320];
-  snprintf(path, sizeof(path), "/dev/shm/%s", name);
-  size_t pl = strlen(path);
-  DIR *proc = opendir("/proc");
-  int used = 0;
-  if (!proc) return 0;
-  for (struct dirent *p; !used && (p = readdir(proc)) != NULL;) {
-    if (!isdigit((unsigned char)p->d_name[0])) continue;
-    char f[300];
-    snprintf(f, sizeof(f), "/proc/%s/maps", p->d_name);
-    FILE *m = fopen(f, "r");
-    if (m) {
-      while (!used && fgets(line, sizeof(line), m))
-        if (strstr(line, path)) used = 1;
-      fclose(m);
-    }
-    snprintf(f, sizeof(f), "/proc/%s/fd", p->d_name);
-    DIR *fds = used ? NULL : opendir(f);
-    if (!fds) continue;
-    for (struct dirent *fd; !used && (fd = readdir(fds)) != NULL;) {
-      char l[600];
-      snprintf(l, sizeof(l), "%s/%s", f, fd->d_name);
-      ssize_t n = readlink(l, target, sizeof(target) - 1);
-      if (n > 0) {
-        target[n] = 0;
-        if (strncmp(target, path, pl) == 0 && (target[pl] == 0 || target[pl] == ' ')) used = 1;
-      }
-    }
-    closedir(fds);
-  }
-  closedir(proc);
-  return used;
-}
-
-/* Number of hccl* entries in /dev/shm that are ours to blame (see above); prints each. */
-static inline int cc_shm_new_leftovers(const cc_shm_snap *before) {
-  cc_shm_snap now;
-  int leaked = 0;
-  cc_shm_snapshot(&now);
-  for (int k = 0; k < now.n; k++) {
-    if (cc_shm_snap_has(before, now.names[k])) continue;
-    char path[300];
-    snprintf(path, sizeof(path), "/dev/shm/%s", now.names[k]);
-    int orphan = 1;
-    for (int round = 0; round < 2 && orphan; round++) {
-      if (round) usleep(300 * 1000);
-      if (access(path, F_OK) != 0 || cc_shm_in_use(now.names[k])) orphan = 0;
-    }
-    if (orphan) {
-      fprintf(stderr, "left in /dev/shm: %s\n", now.names[k]);
-      leaked++;
-    }
-  }
-  return leaked;
 }
 
 #endif

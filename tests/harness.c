@@ -39,13 +39,26 @@ uint16_t harness_free_port(void) {
   return 0;
 }
 
-int harness_shm_leftovers(void) {
-  DIR *d = opendir("/dev/shm");
+int harness_links_left(void) {
   int n = 0;
-  if (!d) return 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;)
-    if (strncmp(e->d_name, "hccl", 4) == 0) n++;
-  closedir(d);
+  char line[512], path[300], target[256];
+  FILE *m = fopen("/proc/self/maps", "r");
+  if (m) {
+    while (fgets(line, sizeof(line), m))
+      if (strstr(line, "hccl-device-links")) n++;
+    fclose(m);
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d) {
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+      snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+      ssize_t k = readlink(path, target, sizeof(target) - 1);
+      if (k <= 0) continue;
+      target[k] = '\0';
+      if (strstr(target, "hccl-device-links")) n++;
+    }
+    closedir(d);
+  }
   return n;
 }
 
@@ -77,6 +90,16 @@ static int run(int nranks, int timeout_s, harness_rank_fn fn, void *arg, int vic
       setenv("LOCAL_WORLD_SIZE", buf, 1);
       alarm((unsigned)timeout_s + 5);
       int rc = fn(r, nranks, arg);
+      /* A body that succeeded has destroyed its communicators: nothing of their device links
+       * may still be open or mapped in this process. */
+      int left_links = rc == 0 ? harness_links_left() : 0;
+      if (left_links > 0) {
+        fprintf(stderr,
+                "harness: rank %d: %d device-link areas still open or mapped after its "
+                "communicators were destroyed\n",
+                r, left_links);
+        rc = 1;
+      }
       fflush(stdout);
       fflush(stderr);
       _exit(rc == 0 ? 0 : 1);

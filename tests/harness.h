@@ -1,6 +1,7 @@
 /*
  * harness.h - what the multi-process tests share: forking N ranks under a deadline, with the
- * launcher's variables set in each, and counting what a run left in /dev/shm.
+ * launcher's variables set in each, and checking that a rank's destroyed communicators left no
+ * device-link area behind.
  *
  * A rank body returns 0 on success; anything else (or a signal, or the deadline) counts as a
  * failure of that rank, which the harness prints (rank, exit code or signal) before returning.
@@ -32,8 +33,9 @@ int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void
  * ephemeral ports, so no socket the kernel numbers can take it before the test binds it). */
 uint16_t harness_free_port(void);
 
-/* Number of entries in /dev/shm whose name starts with "hccl". */
-int harness_shm_leftovers(void);
+/* Device-link areas (memfds named hccl-device-links) this process still has open or mapped.
+ * The harness checks it is 0 in every rank whose body returned 0: destroy must release them. */
+int harness_links_left(void);
 
 /* Reports a failed check inside a rank body and returns 1 from it. */
 #define RANK_CHECK(cond, ...)                                                                      \

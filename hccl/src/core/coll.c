@@ -131,12 +131,6 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
   return HCCL_SUCCESS;
 }
 
-static HcclResult check_aborts(struct hccl_comm *c, const char *what) {
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->check_abort) HCCL_TRY(hccl__transports[i]->check_abort(c, what));
-  return HCCL_SUCCESS;
-}
-
 /* The algorithm a call runs, for its trace event. */
 static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
   size_t bytes = o->count * (o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt));
@@ -182,7 +176,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   /* A peer's abort is read before (it may have failed this very call already) and after (a
    * call that never had to wait would not otherwise see it): one rank never succeeds at a
    * call another has failed. */
-  HcclResult r = check_aborts(c, hccl__coll_kind_name(o->kind));
+  HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
   hccl__progress_enter(c, c->coll_seq, o->kind);
@@ -190,7 +184,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
   if (c->trace) trace_call(c, o, r, t0);
-  if (r == HCCL_SUCCESS) r = check_aborts(c, hccl__coll_kind_name(o->kind));
+  if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
 }

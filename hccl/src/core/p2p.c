@@ -201,8 +201,8 @@ static HcclResult timed_out(struct hccl_p2p *e, struct p2p_op *op) {
                     "%s on rank %u timed out after %.3g s (%s) with %zu of %zu bytes moved; "
                     "rank %u did not make the matching %s, or is stuck",
                     op->what, c->rank, (double)c->cfg.exec_timeout_ms / 1000,
-                    c->cfg.exec_timeout_src, moved_bytes(op),
-                    op->bytes, op->peer, op->kind == P2P_SEND ? "receive" : "send");
+                    c->cfg.exec_timeout_src, moved_bytes(op), op->bytes, op->peer,
+                    op->kind == P2P_SEND ? "receive" : "send");
 }
 
 /* One bounded blocking wait on one of the eligible ops' wait items, in rotation: each op is one
@@ -279,13 +279,10 @@ static bool healthy(struct hccl_p2p *e) {
     }
     return false;
   }
-  for (int i = 0; hccl__transports[i]; i++) {
-    if (!hccl__transports[i]->check_abort) continue;
-    HcclResult r = hccl__transports[i]->check_abort(c, e->head->what);
-    if (r != HCCL_SUCCESS) {
-      fail_all(e, r, e->head);
-      return false;
-    }
+  HcclResult r = hccl__check_aborts(c, e->head->what);
+  if (r != HCCL_SUCCESS) {
+    fail_all(e, r, e->head);
+    return false;
   }
   return true;
 }

@@ -54,6 +54,12 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
   return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
 }
 
+HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what) {
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->check_abort) HCCL_TRY(hccl__transports[i]->check_abort(c, what));
+  return HCCL_SUCCESS;
+}
+
 HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
                              uint32_t peer, const struct hccl_wait *w,
                              HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
@@ -93,6 +99,11 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
     futex(word, FUTEX_WAIT, old, &ts);
     if (atomic_load(word) != old) break;
+    /* An abort may reach this rank over any transport (a local peer's mark in shared memory, an
+     * ABORT frame over TCP) while it waits on a link of another: look at all of them, before
+     * the link's own check of its peer, so the origin's reason wins over a peer's later exit. */
+    r = hccl__check_aborts(w->comm, w->what);
+    if (r != HCCL_SUCCESS) break;
     if (check) {
       r = check(w, peer);
       if (r != HCCL_SUCCESS) break;

@@ -44,6 +44,11 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
                              uint32_t peer, const struct hccl_wait *w,
                              HcclResult (*check)(const struct hccl_wait *w, uint32_t peer));
 
+/* Whether any transport has heard of an abort (a peer's failure, HcclCommAbort): returns
+ * HCCL_E_REMOTE, logged with the origin's reason, if so. Called at the start and end of every
+ * collective and every sleep slice of a wait. */
+HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what);
+
 /* Stores `value` into *word and wakes the sleeper if the flag says there is one. */
 void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value);
 
