@@ -8,8 +8,8 @@
  * same. Frames: a stream of DATA (empty, full-slot), ACK, ABORT and BYE decodes alike whole and
  * a byte at a time, with payloads in their slots and through the direct path; each protocol
  * error (oversized DATA, a ninth unreleased message, an ACK beyond what was written or behind
- * the last one, an unknown type, an empty or oversized ABORT) names what was wrong, takes the
- * header and nothing after it, and ends the stream.
+ * the last one, an unknown type, an empty or oversized ABORT, an ACK or BYE with a size) names
+ * what was wrong, takes the header and nothing after it, and ends the stream.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,6 +270,9 @@ static void test_frame_errors(void **st) {
   broken(&none, 0, 0, 0, 0, 0, "broke the protocol (frame type 0, 0 bytes)");
   broken(&none, 0, 77, 12, 0, 0, "broke the protocol (frame type 77, 12 bytes)");
   broken(&none, 0, FRAME_ABORT, 0, 0, 0, "broke the protocol (frame type 3, 0 bytes)");
+  /* ACK and BYE carry nothing: a size would make the bytes after them a frame (fuzz). */
+  broken(&none, 0, FRAME_ACK, 5, 0, 4, "broke the protocol (frame type 2, 5 bytes)");
+  broken(&none, 0, FRAME_BYE, 32, 0, 0, "broke the protocol (frame type 4, 32 bytes)");
   broken(&none, 0, FRAME_ABORT, HCCL_REASON_MAX + 1, 0, 0,
          "broke the protocol (frame type 3, 513 bytes)");
 

@@ -185,7 +185,8 @@ struct tcp_frame {
  * after an error it takes none. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
  * of at most slot_bytes while fewer than TCP_NSLOTS messages are unreleased; an ACK releasing
  * no more than was written and no fewer than the last ACK; an ABORT reason of 1 to
- * HCCL_REASON_MAX bytes. */
+ * HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that follow, so any other
+ * would put the reader off the frames' boundaries). */
 
 enum hccl_tcp_rx_event {
   HCCL_TCP_RX_MORE = 0, /* every byte given was taken; no frame completed */

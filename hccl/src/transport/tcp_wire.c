@@ -78,6 +78,7 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
     rx->pay_got = 0;
     return HCCL_TCP_RX_MORE;
   case FRAME_ACK:
+    if (f->size != 0) break; /* nothing follows an ACK: a size would put the stream off */
     if (f->arg - rx->acked > rx->written - rx->acked) {
       snprintf(rx->why, sizeof(rx->why), "broke the protocol (released %u of %u messages sent)",
                f->arg, rx->written);
@@ -92,6 +93,7 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
     rx->pay_got = 0;
     return HCCL_TCP_RX_MORE;
   case FRAME_BYE:
+    if (f->size != 0) break;
     rx->bye = true;
     return HCCL_TCP_RX_BYE;
   default:
