@@ -267,7 +267,7 @@ static struct outcome frames_run(const uint8_t *data, size_t size, uint32_t base
   l->slots = malloc(TCP_NSLOTS * SLOT);
   if (!l->slots) abort();
   memset(l->slots, 0xa5, TCP_NSLOTS * SLOT);
-  hccl__tcp_rx_init(&l->rx, l->slots, SLOT);
+  hccl__tcp_rx_init(&l->rx, l->slots, SLOT, NRANKS);
   l->rx.arrived = l->rx.acked = l->released = base;
   l->written = base + 4;
   size_t pos = 0, start = 0;

@@ -8,7 +8,8 @@
  * same. Frames: a stream of DATA (empty, full-slot), ACK, ABORT and BYE decodes alike whole and
  * a byte at a time, with payloads in their slots and through the direct path; each protocol
  * error (oversized DATA, a ninth unreleased message, an ACK beyond what was written or behind
- * the last one, an unknown type, an empty or oversized ABORT, an ACK or BYE with a size) names
+ * the last one, an unknown type, an empty or oversized ABORT or one from a rank outside the
+ * communicator, an ACK or BYE with a size) names
  * what was wrong, takes the header and nothing after it, and ends the stream.
  */
 #include <setjmp.h>
@@ -129,7 +130,7 @@ struct rx_fixture {
 
 static void fixture(struct rx_fixture *x, uint32_t written) {
   memset(x->slots, 0, sizeof(x->slots));
-  hccl__tcp_rx_init(&x->rx, x->slots, SLOT);
+  hccl__tcp_rx_init(&x->rx, x->slots, SLOT, 8);
   x->rx.written = written;
 }
 
@@ -275,6 +276,10 @@ static void test_frame_errors(void **st) {
   broken(&none, 0, FRAME_BYE, 32, 0, 0, "broke the protocol (frame type 4, 32 bytes)");
   broken(&none, 0, FRAME_ABORT, HCCL_REASON_MAX + 1, 0, 0,
          "broke the protocol (frame type 3, 513 bytes)");
+  /* An origin outside the communicator; UINT32_MAX was kept as "no abort" (fuzz). */
+  broken(&none, 0, FRAME_ABORT, 4, 8, 0, "broke the protocol (an ABORT from rank 8 of 8)");
+  broken(&none, 0, FRAME_ABORT, 4, 0xffffffffu, 0,
+         "broke the protocol (an ABORT from rank 4294967295 of 8)");
 
   /* Released messages free their slots: 8 land, each released, then 8 more. */
   struct stream s = eight;

@@ -377,7 +377,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u (2 x %zu bytes)",
                       peer, TCP_NSLOTS * st->slot_bytes);
   }
-  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes);
+  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, comm->nranks);
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;

@@ -184,9 +184,9 @@ struct tcp_frame {
  * slot_bytes; a call takes bytes up to the end of the frame it reports and no further, and
  * after an error it takes none. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
  * of at most slot_bytes while fewer than TCP_NSLOTS messages are unreleased; an ACK releasing
- * no more than was written and no fewer than the last ACK; an ABORT reason of 1 to
- * HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that follow, so any other
- * would put the reader off the frames' boundaries). */
+ * no more than was written and no fewer than the last ACK; an ABORT from a rank below nranks
+ * with a reason of 1 to HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that
+ * follow, so any other would put the reader off the frames' boundaries). */
 
 enum hccl_tcp_rx_event {
   HCCL_TCP_RX_MORE = 0, /* every byte given was taken; no frame completed */
@@ -201,6 +201,7 @@ struct hccl_tcp_rx {
   /* Bound by hccl__tcp_rx_init. */
   char *slots; /* TCP_NSLOTS x slot_bytes: message m lands in slot m % TCP_NSLOTS */
   size_t slot_bytes;
+  uint32_t nranks; /* of the communicator: an ABORT's origin is below it */
   /* Set by the caller before each call: messages the algorithm has released (their slots may
    * be reused) and DATA frames this side has wholly written (the most an ACK may release). */
   uint32_t released, written;
@@ -222,8 +223,8 @@ struct hccl_tcp_rx {
 };
 
 /* Readies rx for a link's first frame, its DATA payloads going to slots (TCP_NSLOTS x
- * slot_bytes, owned by the caller). */
-void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes);
+ * slot_bytes, owned by the caller), in a communicator of nranks ranks. */
+void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes, uint32_t nranks);
 /* Decodes from buf[0..len): takes bytes until a frame completes, the bytes run out, or a rule
  * is broken, and says which (MORE: all len taken). *used = the bytes taken: after ERROR, the
  * frame's header and nothing more, and 0 in every later call. */

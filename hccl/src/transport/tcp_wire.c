@@ -49,10 +49,11 @@ bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_t
 
 /* ---- the frame stream ---- */
 
-void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes) {
+void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes, uint32_t nranks) {
   memset(rx, 0, sizeof(*rx));
   rx->slots = slots;
   rx->slot_bytes = slot_bytes;
+  rx->nranks = nranks;
 }
 
 static enum hccl_tcp_rx_event rx_error(struct hccl_tcp_rx *rx) {
@@ -88,6 +89,12 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
     return HCCL_TCP_RX_ACK;
   case FRAME_ABORT:
     if (f->size == 0 || f->size > sizeof(rx->abort_text)) break;
+    if (f->arg >= rx->nranks) {
+      /* hccl__tcp_mark_abort keeps origin + 1, where 0 means "no abort". */
+      snprintf(rx->why, sizeof(rx->why), "broke the protocol (an ABORT from rank %u of %u)", f->arg,
+               rx->nranks);
+      return rx_error(rx);
+    }
     rx->pay = rx->abort_text;
     rx->pay_len = f->size;
     rx->pay_got = 0;
