@@ -39,7 +39,8 @@
  * servers of different byte order are refused at connect, never misread.
  *
  * This file is the ops table; the progress thread is tcp_progress.c, the socket steps and the
- * hello's checks tcp_sock.c, the structures they share tcp.h.
+ * acceptor tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the
+ * structures they share tcp.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -182,8 +183,8 @@ static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, siz
   }
   uint32_t slot = l->received % TCP_NSLOTS;
   *buf = l->rbuf + (size_t)slot * base->slot_bytes;
-  *bytes = l->rhdr[slot].size;
-  *stamp = l->rhdr[slot].stamp;
+  *bytes = l->rx.hdr[slot].size;
+  *stamp = l->rx.hdr[slot].stamp;
   return HCCL_SUCCESS;
 }
 
@@ -376,6 +377,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u (2 x %zu bytes)",
                       peer, TCP_NSLOTS * st->slot_bytes);
   }
+  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, comm->nranks);
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;

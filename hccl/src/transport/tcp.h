@@ -2,8 +2,9 @@
  * tcp.h - what the TCP transport's files share, and the seams tests reach. Internal to
  * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
  * abort, teardown); tcp_progress.c the progress thread (frames out and in, failures seen on
- * sockets); tcp_sock.c the socket steps (choosing the address, listening, connecting, the hello
- * and its checks).
+ * sockets); tcp_sock.c the socket steps (choosing the address, listening, connecting, the
+ * acceptor that reads hellos); tcp_wire.c the pure steps on the bytes a peer controls (reading
+ * and checking a hello, decoding the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
  *
  * System calls on the transport's sockets go through hccl__tcp_sys, as SQLite's aSyscall and
  * Redis's connection types route theirs: a test replaces an entry to inject short writes, EINTR,
@@ -100,13 +101,31 @@ struct hccl_tcp_hello {
   uint64_t token_hash; /* HCCL_JOB_TOKEN's hash */
 };
 
+/* An accepted socket whose hello is being read. */
 struct hccl_tcp_greet {
   int fd;
-  size_t got;
+  size_t got; /* bytes of h read */
   struct hccl_tcp_hello h;
   struct sockaddr_storage from;
   int64_t since_ns;
 };
+
+/* Where the next bytes of g's hello go: returns the address and sets *len to how many may be
+ * written there (never past the hello; 0 once it is whole). The acceptor reads into it, so a
+ * connection's bytes after its hello stay in the socket for the link. (tcp_wire.c) */
+char *hccl__tcp_greet_space(struct hccl_tcp_greet *g, size_t *len);
+/* n bytes (1 to the *len last given) were written there. Returns whether the hello is whole. */
+bool hccl__tcp_greet_got(struct hccl_tcp_greet *g, size_t n);
+
+/* Whether a whole hello may become a link on this rank. expect holds this rank's magic,
+ * version, communicator id, token hash and slot size; may_connect[nranks] the ranks that
+ * connect to this one (lower ranks on other servers). Accepted: the magic, version, token hash,
+ * communicator id and slot size are expect's, rank < nranks with may_connect[rank], channel 0 or
+ * 1. Refused (false): why[len] (len >= 64) holds a non-empty reason for the warning, the first
+ * rule broken in that order. Whether (rank, channel) is already connected is the acceptor's own
+ * check, after this one. Pure: no I/O, no logging. (tcp_wire.c) */
+bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_tcp_hello *expect,
+                           const bool *may_connect, uint32_t nranks, char *why, size_t len);
 
 /* The accepting side of one communicator's links: the listener, the sockets whose hello is
  * being read, and those whose hello came before their link was asked for. */
@@ -139,7 +158,7 @@ HcclResult hccl__tcp_accept(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t
 void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a);
 void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 
-/* ---- links and the progress thread: shared by tcp.c and tcp_progress.c ---- */
+/* ---- frames: shared by tcp.c, tcp_progress.c and tcp_wire.c ---- */
 
 #define TCP_NSLOTS 8          /* slots per direction per link */
 #define TCP_INBUF (64u << 10) /* staging for frame headers and small payloads */
@@ -156,6 +175,71 @@ struct tcp_frame {
   struct hccl_stamp stamp; /* DATA: carried unread */
 };
 
+/* ---- the frame decoder (tcp_wire.c) ----
+ *
+ * The receiving side of one link's byte stream, apart from its socket, as bootstrap/wire.c is
+ * for the store: the progress thread hands it every byte the socket gives, in whatever pieces,
+ * and acts on the one event each call reports (publishing a message, an ACK, an abort, a BYE,
+ * or failing the link). A DATA payload goes straight into its receive slot, never past
+ * slot_bytes; a call takes bytes up to the end of the frame it reports and no further, and
+ * after an error it takes none. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
+ * of at most slot_bytes while fewer than TCP_NSLOTS messages are unreleased; an ACK releasing
+ * no more than was written and no fewer than the last ACK; an ABORT from a rank below nranks
+ * with a reason of 1 to HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that
+ * follow, so any other would put the reader off the frames' boundaries). */
+
+enum hccl_tcp_rx_event {
+  HCCL_TCP_RX_MORE = 0, /* every byte given was taken; no frame completed */
+  HCCL_TCP_RX_DATA,     /* message arrived - 1 landed in its slot, its header in hdr[] */
+  HCCL_TCP_RX_ACK,      /* acked is the peer's new released count */
+  HCCL_TCP_RX_ABORT,    /* abort_origin, abort_code and abort_text (NUL-terminated) are set */
+  HCCL_TCP_RX_BYE,      /* the peer destroyed its communicator; bye is set */
+  HCCL_TCP_RX_ERROR     /* the peer broke the protocol: why says how; the stream ends here */
+};
+
+struct hccl_tcp_rx {
+  /* Bound by hccl__tcp_rx_init. */
+  char *slots; /* TCP_NSLOTS x slot_bytes: message m lands in slot m % TCP_NSLOTS */
+  size_t slot_bytes;
+  uint32_t nranks; /* of the communicator: an ABORT's origin is below it */
+  /* Set by the caller before each call: messages the algorithm has released (their slots may
+   * be reused) and DATA frames this side has wholly written (the most an ACK may release). */
+  uint32_t released, written;
+  /* What has arrived. */
+  struct tcp_frame hdr[TCP_NSLOTS]; /* message m's header in hdr[m % TCP_NSLOTS] */
+  uint32_t arrived;                 /* messages landed */
+  uint32_t acked;                   /* the count of the last ACK */
+  bool bye;
+  uint32_t abort_origin;
+  int32_t abort_code;
+  char abort_text[HCCL_REASON_MAX];
+  char why[160]; /* once ERROR: "broke the protocol (...)", said of the peer */
+  /* The decoder's own: the frame being read, then its payload's destination. */
+  struct tcp_frame cur;
+  size_t cur_got;
+  char *pay; /* NULL between payloads */
+  size_t pay_len, pay_got;
+  bool broken;
+};
+
+/* Readies rx for a link's first frame, its DATA payloads going to slots (TCP_NSLOTS x
+ * slot_bytes, owned by the caller), in a communicator of nranks ranks. */
+void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes, uint32_t nranks);
+/* Decodes from buf[0..len): takes bytes until a frame completes, the bytes run out, or a rule
+ * is broken, and says which (MORE: all len taken). *used = the bytes taken: after ERROR, the
+ * frame's header and nothing more, and 0 in every later call. */
+enum hccl_tcp_rx_event hccl__tcp_rx_feed(struct hccl_tcp_rx *rx, const char *buf, size_t len,
+                                         size_t *used);
+/* Where the rest of the current payload goes, for a reader that writes it there itself (the
+ * progress thread reads large payloads from the socket straight into their slot): the address
+ * and *len bytes, exactly to the payload's end; NULL and 0 outside a payload. */
+char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len);
+/* n bytes (1 to the *len last given) were written there. Returns the frame's event once its
+ * payload is whole, else MORE. */
+enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n);
+
+/* ---- links and the progress thread ---- */
+
 struct tcp_state;
 
 struct tcp_link {
@@ -170,9 +254,9 @@ struct tcp_link {
   _Atomic uint32_t committed; /* = sent, published to the progress thread */
   _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
   _Atomic uint32_t send_waiting;
-  /* Receive side, the algorithm's thread. */
+  /* Receive side, the algorithm's thread: message m in rbuf's slot m % 8, its header in
+   * rx.hdr (written by the progress thread before it publishes arrived). */
   char *rbuf;
-  struct tcp_frame rhdr[TCP_NSLOTS];
   uint32_t received;
   _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
@@ -185,14 +269,12 @@ struct tcp_link {
   char ctl[TCP_CTL_BYTES];
   size_t ctl_head, ctl_tail;
   bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
-  /* Input: staging, then (payload phase) pay[pay_got..pay_len) for the frame in in_hdr. */
+  /* Input: staging for what the socket gives, in[in_off..in_len) not yet decoded, and the
+   * decoder it goes through (rx.bye: the peer said BYE). */
   char *in;
   size_t in_off, in_len;
-  struct tcp_frame in_hdr;
-  char *pay;
-  size_t pay_len, pay_got;
-  char abort_text[HCCL_REASON_MAX];
-  bool bye_sent, bye_got, wr_shut, down;
+  struct hccl_tcp_rx rx;
+  bool bye_sent, wr_shut, down;
 };
 
 struct tcp_peer {

@@ -5,9 +5,11 @@
  * Each pass writes what every link has due (with one sendmsg per link: the rest of a partly
  * written DATA frame, the queued control frames, then every committed DATA frame) and reads
  * what epoll reports readable: frame headers and small payloads through a staging buffer,
- * large payloads straight into their receive slot. Nothing moved: it polls for the spin budget,
- * then sleeps in epoll_wait after raising `sleeping`, which tells the algorithm's threads to
- * write the eventfd after a commit or a release (a Dekker pair: one of the two sees the other).
+ * large payloads straight into their receive slot. The decoding itself (which slot, the
+ * protocol's rules) is tcp_wire.c's; this file does what it reports. Nothing moved: it polls
+ * for the spin budget, then sleeps in epoll_wait after raising `sleeping`, which tells the
+ * algorithm's threads to write the eventfd after a commit or a release (a Dekker pair: one of
+ * the two sees the other).
  *
  * At teardown it writes what is queued, a BYE on every link, shuts each socket for writing,
  * then reads until every peer has closed or LINGER_MS has passed (FLUSH_MS bounds the writing).
@@ -76,7 +78,7 @@ static void link_fail(struct tcp_link *l, int err, const char *why) {
   char text[160];
   if (why)
     snprintf(text, sizeof(text), "%s", why);
-  else if (l->bye_got)
+  else if (l->rx.bye)
     snprintf(text, sizeof(text), "destroyed its communicator");
   else if (err == 0)
     snprintf(text, sizeof(text), "closed the connection");
@@ -201,95 +203,55 @@ static bool link_write(struct tcp_link *l) {
 
 /* ---- input ---- */
 
-/* A frame header has been read into l->in_hdr: act on it, or set up its payload's read.
- * Returns false when the peer broke the protocol (the link is failed). */
-static bool frame_begin(struct tcp_link *l) {
-  struct tcp_frame *f = &l->in_hdr;
-  char why[160];
-  switch (f->type) {
-  case FRAME_DATA: {
-    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_relaxed);
-    uint32_t released = atomic_load_explicit(&l->released, memory_order_acquire);
-    if (f->size > l->base.slot_bytes || arrived - released >= TCP_NSLOTS) {
-      snprintf(why, sizeof(why),
-               "broke the protocol (a %u-byte message with %u unreleased; slots hold %zu)", f->size,
-               arrived - released, l->base.slot_bytes);
-      link_fail(l, 0, why);
-      return false;
-    }
-    l->pay = l->rbuf + (size_t)(arrived % TCP_NSLOTS) * l->base.slot_bytes;
-    l->pay_len = f->size;
-    l->pay_got = 0;
-    return true;
-  }
-  case FRAME_ACK: {
-    uint32_t old = atomic_load_explicit(&l->acked, memory_order_relaxed);
-    if (f->arg - old > l->written - old) {
-      snprintf(why, sizeof(why), "broke the protocol (released %u of %u messages sent)", f->arg,
-               l->written);
-      link_fail(l, 0, why);
-      return false;
-    }
-    hccl__post(&l->acked, &l->send_waiting, f->arg);
-    return true;
-  }
-  case FRAME_ABORT:
-    if (f->size == 0 || f->size > sizeof(l->abort_text)) break;
-    l->pay = l->abort_text;
-    l->pay_len = f->size;
-    l->pay_got = 0;
-    return true;
-  case FRAME_BYE: {
-    l->bye_got = true;
-    struct tcp_peer *p = &l->st->peers[l->base.peer];
+/* Acts on what the decoder (tcp_wire.c) reported for l. Returns false when the link failed. */
+static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
+  struct tcp_state *st = l->st;
+  switch (ev) {
+  case HCCL_TCP_RX_DATA:
+    hccl__post(&l->arrived, &l->recv_waiting, l->rx.arrived);
+    break;
+  case HCCL_TCP_RX_ACK:
+    hccl__post(&l->acked, &l->send_waiting, l->rx.acked);
+    break;
+  case HCCL_TCP_RX_ABORT:
+    hccl__tcp_mark_abort(st, l->rx.abort_origin, (HcclResult)l->rx.abort_code, l->rx.abort_text);
+    hccl__tcp_wake_all(st);
+    break;
+  case HCCL_TCP_RX_BYE: {
+    struct tcp_peer *p = &st->peers[l->base.peer];
     bool all = true;
     for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
-      if (p->link[ch] && !p->link[ch]->bye_got) all = false;
-    if (all && !l->st->stopping) peer_down(l->st, l->base.peer, "destroyed its communicator");
-    return true;
-  }
-  default:
+      if (p->link[ch] && !p->link[ch]->rx.bye) all = false;
+    if (all && !st->stopping) peer_down(st, l->base.peer, "destroyed its communicator");
     break;
   }
-  snprintf(why, sizeof(why), "broke the protocol (frame type %u, %u bytes)", f->type, f->size);
-  link_fail(l, 0, why);
-  return false;
-}
-
-/* The payload of l->in_hdr is complete. */
-static void frame_end(struct tcp_link *l) {
-  struct tcp_frame *f = &l->in_hdr;
-  l->pay = NULL;
-  if (f->type == FRAME_DATA) {
-    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_relaxed);
-    l->rhdr[arrived % TCP_NSLOTS] = *f;
-    hccl__post(&l->arrived, &l->recv_waiting, arrived + 1);
-  } else if (f->type == FRAME_ABORT) {
-    l->abort_text[f->size - 1] = '\0';
-    hccl__tcp_mark_abort(l->st, f->arg, (HcclResult)f->code, l->abort_text);
-    hccl__tcp_wake_all(l->st);
+  case HCCL_TCP_RX_ERROR:
+    link_fail(l, 0, l->rx.why);
+    return false;
+  case HCCL_TCP_RX_MORE:
+    break;
   }
+  return true;
 }
 
-/* Consumes the staged bytes. Returns false when the link failed. */
+/* What the decoder checks a frame against, as the algorithm's thread and the output side
+ * have them now. */
+static void rx_sync(struct tcp_link *l) {
+  l->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
+  l->rx.written = l->written;
+}
+
+/* Decodes the staged bytes. Returns false when the link failed. */
 static bool parse(struct tcp_link *l) {
-  for (;;) {
-    size_t avail = l->in_len - l->in_off;
-    if (l->pay) {
-      size_t want = l->pay_len - l->pay_got, take = avail < want ? avail : want;
-      memcpy(l->pay + l->pay_got, l->in + l->in_off, take);
-      l->pay_got += take;
-      l->in_off += take;
-      if (l->pay_got < l->pay_len) return true;
-      frame_end(l);
-      continue;
-    }
-    if (avail < sizeof(struct tcp_frame)) return true;
-    memcpy(&l->in_hdr, l->in + l->in_off, sizeof(struct tcp_frame));
-    l->in_off += sizeof(struct tcp_frame);
-    if (!frame_begin(l)) return false;
-    if (l->pay && l->pay_len == 0) frame_end(l);
+  while (l->in_off < l->in_len) {
+    size_t used;
+    rx_sync(l);
+    enum hccl_tcp_rx_event ev =
+        hccl__tcp_rx_feed(&l->rx, l->in + l->in_off, l->in_len - l->in_off, &used);
+    l->in_off += used;
+    if (!rx_act(l, ev)) return false;
   }
+  return true;
 }
 
 /* Reads what the socket has (a bounded number of calls; a short read means it is drained, and
@@ -298,14 +260,15 @@ static bool link_read(struct tcp_link *l) {
   bool moved = false;
   for (int round = 0; round < 16 && !l->down; round++) {
     ssize_t k;
-    if (l->pay && l->pay_len - l->pay_got >= TCP_DIRECT) {
-      /* A large payload: straight into its slot, exactly to its end. */
-      size_t want = l->pay_len - l->pay_got;
-      k = hccl__tcp_sys.recv(l->fd, l->pay + l->pay_got, want, MSG_DONTWAIT);
+    size_t want;
+    char *direct = hccl__tcp_rx_direct(&l->rx, &want);
+    if (direct && want >= TCP_DIRECT) {
+      /* A large payload: straight into its slot, exactly to its end (the staging is empty:
+       * parse stops only there or at an error). */
+      k = hccl__tcp_sys.recv(l->fd, direct, want, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
-        l->pay_got += (size_t)k;
-        if (l->pay_got == l->pay_len) frame_end(l);
+        rx_act(l, hccl__tcp_rx_direct_got(&l->rx, (size_t)k));
         if ((size_t)k < want) break; /* drained: epoll says when more comes */
         continue;
       }

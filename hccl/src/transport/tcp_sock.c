@@ -3,8 +3,8 @@
  * (HCCL_IF_IP, else HCCL_SOCKET_IFNAME in NCCL's syntax, else the first plain interface that
  * is up, else loopback), listening, connecting and writing under a deadline, the accepting
  * side of the hello (a poll over the listener and every socket whose hello is still coming, so
- * a connection that says nothing delays nobody), and the system call table tests replace. See
- * tcp.h.
+ * a connection that says nothing delays nobody; reading and judging a hello are tcp_wire.c's),
+ * and the system call table tests replace. See tcp.h.
  */
 #define _GNU_SOURCE
 #include "tcp.h"
@@ -321,40 +321,29 @@ static void accept_some(struct hccl_tcp_acceptor *a) {
 
 /* A whole hello arrived on greet[i]: keep its socket as pending, or refuse it. */
 static void greet_done(struct hccl_tcp_acceptor *a, int i) {
-  const struct hccl_tcp_hello *h = &a->greet[i].h, *e = &a->expect;
-  char why[160] = "";
-  if (h->magic != e->magic)
-    snprintf(why, sizeof(why), "not a libhccl hello (magic 0x%016llx)",
-             (unsigned long long)h->magic);
-  else if (h->version != e->version)
-    snprintf(why, sizeof(why), "libhccl TCP protocol version %u, this rank speaks %u", h->version,
-             e->version);
-  else if (h->token_hash != e->token_hash)
-    snprintf(why, sizeof(why), "a different job token (HCCL_JOB_TOKEN): another job's process");
-  else if (h->comm_id != e->comm_id)
-    snprintf(why, sizeof(why), "it belongs to another communicator");
-  else if (h->rank >= a->nranks || h->channel >= 2 || !a->may_connect[h->rank])
-    snprintf(why, sizeof(why), "it claims rank %u channel %u, which does not connect here", h->rank,
-             h->channel);
-  else if (h->slot_bytes != e->slot_bytes)
-    snprintf(why, sizeof(why), "its slots are %u bytes, this rank's %u (HCCL_BUFFSIZE differs?)",
-             h->slot_bytes, e->slot_bytes);
-  else if (a->pending[h->rank * 2 + h->channel] >= 0 || a->taken[h->rank * 2 + h->channel])
-    snprintf(why, sizeof(why), "rank %u channel %u is already connected", h->rank, h->channel);
-  if (why[0]) {
+  const struct hccl_tcp_hello *h = &a->greet[i].h;
+  char why[160];
+  if (!hccl__tcp_hello_check(h, &a->expect, a->may_connect, a->nranks, why, sizeof(why))) {
     greet_refuse(a, i, why);
     return;
   }
-  a->pending[h->rank * 2 + h->channel] = a->greet[i].fd;
+  int *slot = &a->pending[h->rank * 2 + h->channel];
+  if (*slot >= 0 || a->taken[h->rank * 2 + h->channel]) {
+    snprintf(why, sizeof(why), "rank %u channel %u is already connected", h->rank, h->channel);
+    greet_refuse(a, i, why);
+    return;
+  }
+  *slot = a->greet[i].fd;
   greet_drop(a, i, false);
 }
 
 static void greet_read(struct hccl_tcp_acceptor *a, int i) {
   struct hccl_tcp_greet *g = &a->greet[i];
-  ssize_t k = hccl__tcp_sys.recv(g->fd, (char *)&g->h + g->got, sizeof(g->h) - g->got, 0);
+  size_t want;
+  char *to = hccl__tcp_greet_space(g, &want);
+  ssize_t k = hccl__tcp_sys.recv(g->fd, to, want, 0);
   if (k > 0) {
-    g->got += (size_t)k;
-    if (g->got == sizeof(g->h)) greet_done(a, i);
+    if (hccl__tcp_greet_got(g, (size_t)k)) greet_done(a, i);
   } else if (k == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) {
     char why[80];
     snprintf(why, sizeof(why), "it closed after %zu of %zu hello bytes", g->got, sizeof(g->h));

@@ -1,0 +1,173 @@
+/*
+ * tcp_wire.c - the TCP transport's pure steps on the bytes a remote peer controls: reading a
+ * hello in pieces and judging it against what this rank expects (the acceptor in tcp_sock.c
+ * calls them), and decoding a link's frame stream into its receive slots and state (the
+ * progress thread in tcp_progress.c calls it for every byte it reads). No socket, no lock, no
+ * log: each step only reads and writes the structures it is given, so a test or a fuzzer
+ * (tests/fuzz/fuzz_tcp_handshake.c) feeds them exactly as the sockets do. See tcp.h for the
+ * contracts and tcp.c for the protocol.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "tcp.h"
+
+/* ---- the hello ---- */
+
+char *hccl__tcp_greet_space(struct hccl_tcp_greet *g, size_t *len) {
+  *len = sizeof(g->h) - g->got;
+  return (char *)&g->h + g->got;
+}
+
+bool hccl__tcp_greet_got(struct hccl_tcp_greet *g, size_t n) {
+  g->got += n;
+  return g->got == sizeof(g->h);
+}
+
+bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_tcp_hello *expect,
+                           const bool *may_connect, uint32_t nranks, char *why, size_t len) {
+  const struct hccl_tcp_hello *h = got, *e = expect;
+  if (h->magic != e->magic)
+    snprintf(why, len, "not a libhccl hello (magic 0x%016llx)", (unsigned long long)h->magic);
+  else if (h->version != e->version)
+    snprintf(why, len, "libhccl TCP protocol version %u, this rank speaks %u", h->version,
+             e->version);
+  else if (h->token_hash != e->token_hash)
+    snprintf(why, len, "a different job token (HCCL_JOB_TOKEN): another job's process");
+  else if (h->comm_id != e->comm_id)
+    snprintf(why, len, "it belongs to another communicator");
+  else if (h->rank >= nranks || h->channel >= 2 || !may_connect[h->rank])
+    snprintf(why, len, "it claims rank %u channel %u, which does not connect here", h->rank,
+             h->channel);
+  else if (h->slot_bytes != e->slot_bytes)
+    snprintf(why, len, "its slots are %u bytes, this rank's %u (HCCL_BUFFSIZE differs?)",
+             h->slot_bytes, e->slot_bytes);
+  else
+    return true;
+  return false;
+}
+
+/* ---- the frame stream ---- */
+
+void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes, uint32_t nranks) {
+  memset(rx, 0, sizeof(*rx));
+  rx->slots = slots;
+  rx->slot_bytes = slot_bytes;
+  rx->nranks = nranks;
+}
+
+static enum hccl_tcp_rx_event rx_error(struct hccl_tcp_rx *rx) {
+  rx->broken = true;
+  rx->pay = NULL;
+  return HCCL_TCP_RX_ERROR;
+}
+
+/* rx->cur's header is whole: check it and act on it (ACK, BYE), or aim its payload. Returns the
+ * frame's event, or MORE when its payload follows (rx->pay set). */
+static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
+  const struct tcp_frame *f = &rx->cur;
+  switch (f->type) {
+  case FRAME_DATA:
+    if (f->size > rx->slot_bytes || rx->arrived - rx->released >= TCP_NSLOTS) {
+      snprintf(rx->why, sizeof(rx->why),
+               "broke the protocol (a %u-byte message with %u unreleased; slots hold %zu)", f->size,
+               rx->arrived - rx->released, rx->slot_bytes);
+      return rx_error(rx);
+    }
+    rx->pay = rx->slots + (size_t)(rx->arrived % TCP_NSLOTS) * rx->slot_bytes;
+    rx->pay_len = f->size;
+    rx->pay_got = 0;
+    return HCCL_TCP_RX_MORE;
+  case FRAME_ACK:
+    if (f->size != 0) break; /* nothing follows an ACK: a size would put the stream off */
+    if (f->arg - rx->acked > rx->written - rx->acked) {
+      snprintf(rx->why, sizeof(rx->why), "broke the protocol (released %u of %u messages sent)",
+               f->arg, rx->written);
+      return rx_error(rx);
+    }
+    rx->acked = f->arg;
+    return HCCL_TCP_RX_ACK;
+  case FRAME_ABORT:
+    if (f->size == 0 || f->size > sizeof(rx->abort_text)) break;
+    if (f->arg >= rx->nranks) {
+      /* hccl__tcp_mark_abort keeps origin + 1, where 0 means "no abort". */
+      snprintf(rx->why, sizeof(rx->why), "broke the protocol (an ABORT from rank %u of %u)", f->arg,
+               rx->nranks);
+      return rx_error(rx);
+    }
+    rx->pay = rx->abort_text;
+    rx->pay_len = f->size;
+    rx->pay_got = 0;
+    return HCCL_TCP_RX_MORE;
+  case FRAME_BYE:
+    if (f->size != 0) break;
+    rx->bye = true;
+    return HCCL_TCP_RX_BYE;
+  default:
+    break;
+  }
+  snprintf(rx->why, sizeof(rx->why), "broke the protocol (frame type %u, %u bytes)", f->type,
+           f->size);
+  return rx_error(rx);
+}
+
+/* The payload of rx->cur is whole. */
+static enum hccl_tcp_rx_event frame_end(struct hccl_tcp_rx *rx) {
+  const struct tcp_frame *f = &rx->cur;
+  rx->pay = NULL;
+  if (f->type == FRAME_DATA) {
+    rx->hdr[rx->arrived % TCP_NSLOTS] = *f;
+    rx->arrived++;
+    return HCCL_TCP_RX_DATA;
+  }
+  rx->abort_text[f->size - 1] = '\0';
+  rx->abort_origin = f->arg;
+  rx->abort_code = f->code;
+  return HCCL_TCP_RX_ABORT;
+}
+
+enum hccl_tcp_rx_event hccl__tcp_rx_feed(struct hccl_tcp_rx *rx, const char *buf, size_t len,
+                                         size_t *used) {
+  size_t off = 0;
+  enum hccl_tcp_rx_event ev = HCCL_TCP_RX_MORE;
+  if (rx->broken) {
+    *used = 0;
+    return HCCL_TCP_RX_ERROR;
+  }
+  while (off < len || (rx->pay && rx->pay_got == rx->pay_len)) {
+    if (rx->pay) {
+      size_t want = rx->pay_len - rx->pay_got, take = len - off < want ? len - off : want;
+      memcpy(rx->pay + rx->pay_got, buf + off, take);
+      rx->pay_got += take;
+      off += take;
+      if (rx->pay_got < rx->pay_len) break;
+      ev = frame_end(rx);
+      break;
+    }
+    size_t want = sizeof(rx->cur) - rx->cur_got, take = len - off < want ? len - off : want;
+    memcpy((char *)&rx->cur + rx->cur_got, buf + off, take);
+    rx->cur_got += take;
+    off += take;
+    if (rx->cur_got < sizeof(rx->cur)) break;
+    rx->cur_got = 0;
+    ev = frame_begin(rx);
+    if (ev != HCCL_TCP_RX_MORE) break;
+    /* A payload follows (an empty one completes at once, above). */
+  }
+  *used = off;
+  return ev;
+}
+
+char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len) {
+  if (!rx->pay) {
+    *len = 0;
+    return NULL;
+  }
+  *len = rx->pay_len - rx->pay_got;
+  return rx->pay + rx->pay_got;
+}
+
+enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n) {
+  rx->pay_got += n;
+  return rx->pay_got == rx->pay_len ? frame_end(rx) : HCCL_TCP_RX_MORE;
+}
