@@ -175,8 +175,11 @@ static void pack_a(int M, int K, const float *A, long ai, long ak, float *Ap) {
         Ap[(long)i * K + 4 * k + r] = i + r < M ? A[(i + r) * ai + k * ak] : 0;
 }
 
-static inline float hsum(v8 v) {
-  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+/* v by pointer, not by value: hsum is compiled for the baseline, where a 32-byte vector argument
+ * is passed in memory, while its callers' AVX clones pass it in a ymm register; at -O0 (no
+ * inlining) hsum read stack garbage. */
+static inline float hsum(const v8 *v) {
+  return (((*v)[0] + (*v)[4]) + ((*v)[1] + (*v)[5])) + (((*v)[2] + (*v)[6]) + ((*v)[3] + (*v)[7]));
 }
 
 /* C[i][j] = sum_k A[i][k] B[j][k] for j in [j0, j1). */
@@ -205,10 +208,10 @@ KERNEL static void nt_block(int M, int K, const float *A, long lda, const float 
         s30 += x3 * w0;
         s31 += x3 * w1;
       }
-      float out[4][2] = {{hsum(s00), hsum(s01)},
-                         {hsum(s10), hsum(s11)},
-                         {hsum(s20), hsum(s21)},
-                         {hsum(s30), hsum(s31)}};
+      float out[4][2] = {{hsum(&s00), hsum(&s01)},
+                         {hsum(&s10), hsum(&s11)},
+                         {hsum(&s20), hsum(&s21)},
+                         {hsum(&s30), hsum(&s31)}};
       for (int k = K8; k < K; k++)
         for (int r = 0; r < 4; r++) {
           out[r][0] += a[r][k] * b0[k];
