@@ -119,7 +119,7 @@ static void put(struct stream *s, uint32_t type, uint32_t size, uint32_t arg, in
   f.stamp.w[0] = 0x5354414d50000000ULL + s->n;
   memcpy(s->b + s->n, &f, sizeof(f));
   s->n += sizeof(f);
-  memcpy(s->b + s->n, payload, payload_len);
+  if (payload_len) memcpy(s->b + s->n, payload, payload_len);
   s->n += payload_len;
 }
 
