@@ -47,11 +47,4 @@ static inline uint32_t hccl__group_at(const struct hccl_group *g, int64_t pos) {
   return g->ring[((pos % n) + n) % n];
 }
 
-/* The member index of global rank r, or UINT32_MAX if r is not a member. */
-static inline uint32_t hccl__group_member(const struct hccl_group *g, uint32_t r) {
-  for (uint32_t k = 0; k < g->n; k++)
-    if (g->rank[k] == r) return k;
-  return UINT32_MAX;
-}
-
 #endif

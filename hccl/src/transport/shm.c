@@ -260,11 +260,11 @@ static HcclResult shm_check_abort(struct hccl_comm *comm, const char *what) {
                     origin - 1, h->abort_reason);
 }
 
-/* Called every sleep slice: our own abort mark, the peer's departure or death. */
+/* Called every sleep slice, after the wait has read every transport's abort mark
+ * (hccl__check_aborts): the peer's own abort mark, its departure or death. */
 static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
   struct hccl_comm *comm = w->comm;
   struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
-  HCCL_TRY(shm_check_abort(comm, w->what));
   uint32_t origin;
   struct shm_link *l = st->by_rank[peer];
   if (!l) return HCCL_SUCCESS;

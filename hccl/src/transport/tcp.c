@@ -130,11 +130,11 @@ static HcclResult tcp_check_abort(struct hccl_comm *comm, const char *what) {
                     origin - 1, st->abort_reason);
 }
 
-/* Called every sleep slice of a wait on a TCP link: an abort, or the peer's departure. */
+/* Called every sleep slice of a wait on a TCP link, after the wait has read every transport's
+ * abort mark (hccl__check_aborts): the peer's departure. */
 static HcclResult tcp_check(const struct hccl_wait *w, uint32_t peer) {
   struct hccl_comm *comm = w->comm;
   struct tcp_state *st = state_of(comm);
-  HCCL_TRY(tcp_check_abort(comm, w->what));
   struct tcp_peer *p = &st->peers[peer];
   if (atomic_load(&p->dead))
     return hccl__fail(HCCL_E_REMOTE,
@@ -158,8 +158,10 @@ static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const str
     HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, base->peer, w, tcp_check));
   }
   /* A dead peer would never read it: fail now rather than at the next wait. */
-  if (atomic_load_explicit(&l->st->peers[base->peer].dead, memory_order_relaxed))
+  if (atomic_load_explicit(&l->st->peers[base->peer].dead, memory_order_relaxed)) {
+    HCCL_TRY(hccl__check_aborts(w->comm, w->what)); /* an origin's reason wins, as in waits */
     return tcp_check(w, base->peer);
+  }
   *buf = l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes;
   return HCCL_SUCCESS;
 }
