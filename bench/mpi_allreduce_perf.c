@@ -201,6 +201,14 @@ static const char *mpi_last_error(void) {
   return errbuf;
 }
 
+static int mpi_mem_alloc(void **ptr, size_t bytes) {
+  return MPI_Alloc_mem((MPI_Aint)bytes, MPI_INFO_NULL, ptr) == MPI_SUCCESS ? 0 : -1;
+}
+
+static void mpi_mem_free(void *ptr) {
+  MPI_Free_mem(ptr);
+}
+
 static void mpi_finalize(void) {
   for (int op = 0; op < PERF_NOPS; op++)
     MPI_Op_free(&half_ops[op]);
@@ -223,6 +231,8 @@ int main(int argc, char **argv) {
       .last_error = mpi_last_error,
       .finalize = mpi_finalize,
       .abort_run = mpi_abort,
+      .mem_alloc = mpi_mem_alloc,
+      .mem_free = mpi_mem_free,
       .note = PERF_COLL == PERF_ALLREDUCE
                   ? "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, "
                     "rounded once); -z 0 waits for each MPI_Iallreduce before the next"

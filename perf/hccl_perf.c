@@ -246,6 +246,14 @@ static void __attribute__((noreturn)) hccl_abort(int code) {
   exit(code);
 }
 
+static int hccl_mem_alloc(void **ptr, size_t bytes) {
+  return HcclMemAlloc(ptr, bytes) == HCCL_SUCCESS ? 0 : -1;
+}
+
+static void hccl_mem_free(void *ptr) {
+  HcclMemFree(ptr);
+}
+
 /* Runs the benchmark; see perf_common.h for the exit codes. */
 int main(int argc, char **argv) {
   static const struct perf_backend be = {
@@ -257,6 +265,8 @@ int main(int argc, char **argv) {
       .last_error = hccl_last_error,
       .finalize = hccl_finalize,
       .abort_run = hccl_abort,
+      .mem_alloc = hccl_mem_alloc,
+      .mem_free = hccl_mem_free,
   };
   return perf_main(argc, argv, PERF_COLL, &be);
 }

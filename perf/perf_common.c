@@ -41,6 +41,7 @@ struct perf_opts {
   size_t min_bytes, max_bytes, step_bytes;
   long step_factor; /* > 1: multiply; 0: add step_bytes */
   int iters, warmup, check, avg_mode, blocking;
+  int registered; /* -R 1: buffers from the backend's mem_alloc */
   int root; /* -1: every rank in turn */
   int ntypes, nops;
   perf_type types[PERF_NTYPES];
@@ -74,6 +75,8 @@ static void usage(FILE *f, const char *prog) {
           "  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max   default 1\n"
           "  -z <0|1>    1: each call blocks; 0: the -n calls are queued, then waited for\n"
           "              together                                        default 1\n"
+          "  -R <0|1>    1: buffers from the library's allocator (HcclMemAlloc, MPI_Alloc_mem),\n"
+          "              which can run zero-copy; 0: ordinary memory        default 0\n"
           "  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)\n"
           "  -h          this help\n"
           "Loop order with all: for each size, for each type, for each op, for each root;\n"
@@ -183,7 +186,7 @@ static void parse_args(int argc, char **argv, const char *prog, const struct per
   int seen_f = 0, seen_i = 0, c;
   opterr = 0;
   optind = 1;
-  while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:g:t:h")) != -1) {
+  while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:R:g:t:h")) != -1) {
     switch (c) {
     case 'b':
       o->min_bytes = parse_size(prog, 'b', optarg);
@@ -224,6 +227,9 @@ static void parse_args(int argc, char **argv, const char *prog, const struct per
       break;
     case 'z':
       o->blocking = (int)parse_int(prog, 'z', optarg, 0, 1);
+      break;
+    case 'R':
+      o->registered = (int)parse_int(prog, 'R', optarg, 0, 1);
       break;
     case 'g':
     case 't':
@@ -518,28 +524,39 @@ static void print_header(const struct run *R) {
   free(all);
 }
 
+/* The send and receive buffers: page-aligned ordinary memory, or the library's own (-R 1). */
+static int buffers_alloc(struct run *R, size_t bytes) {
+  R->send = R->recv = NULL;
+  if (R->o->registered)
+    return R->be->mem_alloc((void **)&R->send, bytes) || R->be->mem_alloc((void **)&R->recv, bytes);
+  return posix_memalign((void **)&R->send, 4096, bytes) ||
+         posix_memalign((void **)&R->recv, 4096, bytes);
+}
+
+static void buffers_free(struct run *R) {
+  void (*f)(void *) = R->o->registered ? R->be->mem_free : free;
+  if (R->send) f(R->send);
+  if (R->recv) f(R->recv);
+}
+
 int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be) {
   struct perf_opts o;
   struct run R = {.be = be, .coll = coll, .d = &perf_colls[coll], .o = &o};
   parse_args(argc, argv, be->prog, R.d, &o);
 
-  size_t alloc = o.max_bytes + GUARD_BYTES;
-  if (posix_memalign((void **)&R.send, 4096, alloc) != 0 ||
-      posix_memalign((void **)&R.recv, 4096, alloc) != 0) {
-    fprintf(stderr, "%s: cannot allocate 2 buffers of %zu bytes for -e %zu; lower -e\n", be->prog,
-            alloc, o.max_bytes);
-    free(R.send);
+  if (be->init(&R.w) != 0) {
+    fprintf(stderr, "%s: cannot join the job: %s\n", be->prog, be->last_error());
     return 1;
+  }
+  size_t alloc = o.max_bytes + GUARD_BYTES;
+  if (buffers_alloc(&R, alloc) != 0) {
+    fprintf(stderr, "%s: cannot allocate 2 %sbuffers of %zu bytes for -e %zu; lower -e\n",
+            be->prog, o.registered ? "-R 1 " : "", alloc, o.max_bytes);
+    be->abort_run(1);
   }
   memset(R.send, 0, alloc); /* touch every page now, not in the first timed loop */
   memset(R.recv, 0, alloc);
 
-  if (be->init(&R.w) != 0) {
-    fprintf(stderr, "%s: cannot join the job: %s\n", be->prog, be->last_error());
-    free(R.send);
-    free(R.recv);
-    return 1;
-  }
   int p = R.w.nranks;
   if (R.d->rooted && o.root >= p) { /* every rank sees it: all leave, none waits */
     if (R.w.rank == 0)
@@ -547,8 +564,7 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
               "%s: -r %d is not a rank of this %d-rank job: expected 0 .. %d, or -1 for each "
               "rank in turn\nRun '%s -h' for the list of flags.\n",
               be->prog, o.root, p, p - 1, be->prog);
-    free(R.send);
-    free(R.recv);
+    buffers_free(&R);
     be->finalize();
     return 2;
   }
@@ -585,8 +601,7 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
     fflush(stdout);
   }
   perf_tables_free(&tb);
-  free(R.send);
-  free(R.recv);
+  buffers_free(&R);
   be->finalize();
   return tot.wrong ? 1 : 0;
 }

@@ -97,6 +97,11 @@ struct perf_backend {
   void (*finalize)(void);
   /* Leaves the job after a failure and exits the process with code; does not return. */
   void (*abort_run)(int code) __attribute__((noreturn));
+  /* Memory for the send and receive buffers under -R 1 (HcclMemAlloc, MPI_Alloc_mem): the
+   * library's own shareable memory, as nccl-tests' -R uses ncclMemAlloc. Called after init.
+   * Return 0 on success. */
+  int (*mem_alloc)(void **ptr, size_t bytes);
+  void (*mem_free)(void *ptr);
   /* Optional: extra lines for the header (each starting with "# "), or NULL. */
   const char *note;
 };

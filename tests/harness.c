@@ -39,13 +39,19 @@ uint16_t harness_free_port(void) {
   return 0;
 }
 
+/* The names of what a destroyed communicator must have let go: device-link areas, and peers'
+ * HcclMemAlloc regions it mapped (a rank's own regions are its test's to free first). */
+static int is_link_memory(const char *s) {
+  return strstr(s, "hccl-device-links") || strstr(s, "hccl-mem-");
+}
+
 int harness_links_left(void) {
   int n = 0;
   char line[512], path[300], target[256];
   FILE *m = fopen("/proc/self/maps", "r");
   if (m) {
     while (fgets(line, sizeof(line), m))
-      if (strstr(line, "hccl-device-links")) n++;
+      if (is_link_memory(line)) n++;
     fclose(m);
   }
   DIR *d = opendir("/proc/self/fd");
@@ -55,7 +61,7 @@ int harness_links_left(void) {
       ssize_t k = readlink(path, target, sizeof(target) - 1);
       if (k <= 0) continue;
       target[k] = '\0';
-      if (strstr(target, "hccl-device-links")) n++;
+      if (is_link_memory(target)) n++;
     }
     closedir(d);
   }

@@ -33,8 +33,10 @@ int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void
  * ephemeral ports, so no socket the kernel numbers can take it before the test binds it). */
 uint16_t harness_free_port(void);
 
-/* Device-link areas (memfds named hccl-device-links) this process still has open or mapped.
- * The harness checks it is 0 in every rank whose body returned 0: destroy must release them. */
+/* Device-link areas (memfds named hccl-device-links) and HcclMemAlloc regions (hccl-mem-<n>)
+ * this process still has open or mapped. The harness checks it is 0 in every rank whose body
+ * returned 0: destroy must release the areas and the peers' regions it mapped, and a test
+ * frees its own regions before it returns. */
 int harness_links_left(void);
 
 /* Reports a failed check inside a rank body and returns 1 from it. */

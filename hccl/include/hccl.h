@@ -275,6 +275,21 @@ HCCL_API HcclResult HcclRequestTest(HcclRequest request, int *done);
  * request by one waiter). */
 HCCL_API HcclResult HcclRequestWait(HcclRequest request);
 
+/* ---- memory the ranks of a server share (as NCCL's ncclMemAlloc) ---- */
+
+/* Allocates `size` bytes (page-aligned, zero-filled) that the other ranks of this server can
+ * map. An allreduce of at least 256 KiB on a communicator inside one server whose buffers on
+ * every rank lie in such memory runs zero-copy: each rank reduces its share straight from
+ * every rank's input and writes the result straight into every rank's output, two passes over
+ * memory instead of the ring's five. Where any rank's buffer is ordinary memory the call runs
+ * as before; results are the same either way. Fails with HCCL_E_PARA for size 0 and
+ * HCCL_E_MEMORY when the system refuses. */
+HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
+/* Frees what HcclMemAlloc returned; NULL is accepted, any other pointer is HCCL_E_PARA. Peers
+ * that mapped it keep their mapping until their communicator is destroyed or needs the room
+ * (at most 8 per peer), so the pages are returned to the system then. */
+HCCL_API HcclResult HcclMemFree(void *ptr);
+
 /* ---- introspection (tests and tools) ---- */
 
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this

@@ -77,11 +77,19 @@ HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *
                                    const struct hccl_blocks *sb, void *recv,
                                    const struct hccl_blocks *rb);
 
+/* Zero-copy allreduce (zcopy.c) over a group on one server: runs (*ran = true) when every
+ * member's send and receive buffers lie in HcclMemAlloc memory, as every member learns in its
+ * first exchange; otherwise returns at once with *ran = false on every member, having moved
+ * only the descriptors, and the caller runs another algorithm. */
+HcclResult hccl__zcopy_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                 const void *send, void *recv, size_t count, bool *ran);
+
 /* The cost model (select.c): how an allreduce of `bytes` runs on this communicator, unless
  * HCCL_ALGO forces it: flat over every rank with `kind`, or (hier) two-level with `kind`
  * between servers. */
 struct hccl_allreduce_plan {
   bool hier;
+  bool zcopy; /* try hccl__zcopy_allreduce first (one server, large enough, not forced) */
   enum hccl_algo_kind kind;
 };
 struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_t bytes);

@@ -70,6 +70,13 @@ HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, c
  * sizes. A receiver that found a wrong size aborts instead, and this fails with its reason. */
 HcclResult hccl__prim_drain(const struct hccl_prim *p, struct hccl_link *to);
 
+/* Where the peer's HcclMemAlloc window w is mapped in this process (the link's map_window;
+ * only for links whose transport shares memory). */
+static inline HcclResult hccl__prim_map(struct hccl_link *l, const struct hccl_window *w,
+                                        void **ptr) {
+  return l->ops->map_window(l, w, ptr);
+}
+
 /* Non-blocking: a send on l would not wait / a message from l is waiting / every message sent
  * on l was released. For engines that progress several links at once (p2p.c). */
 static inline bool hccl__prim_can_send(struct hccl_link *l) {

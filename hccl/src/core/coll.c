@@ -36,6 +36,25 @@ struct hccl_op {
   bool v_owned;
 };
 
+/* The zero-copy allreduce (algo/zcopy.c) runs only when every rank's buffers are HcclMemAlloc
+ * memory, which the ranks learn in an exchange that costs two log2(p) message rounds. After an
+ * exchange that finds ordinary memory somewhere, the next 1, 2, 4 ... 1024 eligible calls skip
+ * the offer and run the ring at once; a successful exchange resets that. All ranks count the
+ * same calls and see the same results, so all decide alike. */
+static HcclResult offer_zcopy(struct hccl_comm *c, const struct hccl_prim *p,
+                              const struct hccl_op *o, bool *ran) {
+  *ran = false;
+  if (c->zcopy_calls++ < c->zcopy_next) return HCCL_SUCCESS;
+  HCCL_TRY(hccl__zcopy_allreduce(&c->world, p, o->send, o->recv, o->count, ran));
+  if (*ran) {
+    c->zcopy_skip = 0;
+    c->zcopy_ran = c->coll_seq + 1;
+  } else
+    c->zcopy_skip = c->zcopy_skip ? (c->zcopy_skip < 1024 ? 2 * c->zcopy_skip : 1024) : 1;
+  c->zcopy_next = c->zcopy_calls + c->zcopy_skip;
+  return HCCL_SUCCESS;
+}
+
 /* A queued call: the request the caller holds (first, so HcclRequestWait frees the whole
  * record) and the call, in the communicator's FIFO until the worker has run it. */
 struct hccl_coll_req {
@@ -86,6 +105,11 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   switch (o->kind) {
   case HCCL_K_ALLREDUCE: {
     struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
+    if (plan.zcopy) {
+      bool ran;
+      HCCL_TRY(offer_zcopy(c, &p, o, &ran));
+      if (ran) return HCCL_SUCCESS;
+    }
     if (plan.hier)
       return hccl__hier_allreduce(&c->local, &c->cross, plan.kind, &p, o->send, o->recv, o->count);
     if (plan.kind == HCCL_ALGO_KIND_HD)
@@ -138,6 +162,7 @@ static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
   switch (o->kind) {
   case HCCL_K_ALLREDUCE: {
     struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
+    if (plan.zcopy && c->zcopy_ran == c->coll_seq + 1) return "zero-copy";
     if (plan.hier)
       return plan.kind == HCCL_ALGO_KIND_HD ? "two-level, halving-doubling between servers"
                                             : "two-level, ring between servers";

@@ -77,6 +77,11 @@ struct hccl_comm {
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   uint64_t coll_seq;                     /* collectives started so far (fingerprint.h) */
+  /* The zero-copy allreduce's offers (coll.c, offer_zcopy): allreduces that could have run
+   * it, the count at which the next one offers it, and the current back-off. Every rank makes
+   * the same calls and sees the same exchange results, so all hold the same values. */
+  uint64_t zcopy_calls, zcopy_next, zcopy_skip;
+  uint64_t zcopy_ran; /* coll_seq + 1 of the last call that ran zero-copy (its trace label) */
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */

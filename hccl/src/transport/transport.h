@@ -64,6 +64,15 @@ struct hccl_progress {
   _Atomic int64_t beat_ms;      /* CLOCK_MONOTONIC ms, renewed each sleep slice of a wait */
 };
 
+/* A buffer inside a peer's HcclMemAlloc region as its owner describes it (core/mem.c): the
+ * region's memfd in the owner, its serial number and size, and the buffer's offset in it.
+ * fd < 0: the buffer is not in such memory. */
+struct hccl_window {
+  int32_t fd;
+  uint32_t pad;
+  uint64_t serial, region_bytes, offset;
+};
+
 struct hccl_link {
   const struct hccl_transport_ops *ops;
   struct hccl_comm *comm;
@@ -112,6 +121,10 @@ struct hccl_transport_ops {
   /* The progress record of `rank` as this transport shares it: this rank's own (to write) or
    * a peer's (to read); NULL when the transport has none for that rank. May be NULL. */
   struct hccl_progress *(*progress)(struct hccl_comm *comm, uint32_t rank);
+  /* Maps the peer's window w into this process and returns where its buffer starts; the
+   * mapping is kept (a few per link) for the peer's next calls. NULL where the transport
+   * cannot share memory (tcp). */
+  HcclResult (*map_window)(struct hccl_link *l, const struct hccl_window *w, void **ptr);
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_comm *comm);

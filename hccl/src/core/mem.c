@@ -1,0 +1,111 @@
+/*
+ * mem.c - HcclMemAlloc / HcclMemFree: memory a server's ranks share, as NCCL's ncclMemAlloc.
+ *
+ * Each allocation is a memfd of its own named "hccl-mem-<serial>" (serials never repeat in a
+ * process), mapped shared; the process keeps the descriptor open while the region lives so
+ * that peers can open it through /proc/<pid>/fd/<fd> (transport/shm.c, map_window) and check
+ * its name. A process-wide list, under one mutex, answers "is this buffer inside a region"
+ * (hccl__mem_window) for every collective that could run zero-copy.
+ */
+#define _GNU_SOURCE
+#include "mem.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log.h"
+
+struct region {
+  struct region *next;
+  char *base;
+  size_t bytes; /* mapped (whole pages) */
+  int fd;
+  unsigned long long serial;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct region *regions;
+static unsigned long long next_serial = 1;
+
+HcclResult HcclMemAlloc(void **ptr, size_t size) {
+  if (!ptr) return hccl__fail(HCCL_E_PTR, "HcclMemAlloc: ptr is NULL");
+  if (size == 0) return hccl__fail(HCCL_E_PARA, "HcclMemAlloc: size is 0; it must be at least 1");
+  long page = sysconf(_SC_PAGESIZE);
+  size_t bytes = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+  if (bytes < size) return hccl__fail(HCCL_E_PARA, "HcclMemAlloc: size %zu is too large", size);
+  struct region *r = calloc(1, sizeof(*r));
+  if (!r) return hccl__fail(HCCL_E_MEMORY, "HcclMemAlloc: out of memory");
+  pthread_mutex_lock(&mu);
+  r->serial = next_serial++;
+  pthread_mutex_unlock(&mu);
+  char name[48];
+  snprintf(name, sizeof(name), HCCL_MEM_NAME_FMT, r->serial);
+  r->fd = memfd_create(name, MFD_CLOEXEC);
+  if (r->fd < 0) {
+    int e = errno;
+    free(r);
+    return hccl__fail(HCCL_E_SYSCALL, "HcclMemAlloc of %zu bytes: memfd_create: %s", size,
+                      strerror(e));
+  }
+  if (ftruncate(r->fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(r->fd);
+    free(r);
+    return hccl__fail(HCCL_E_MEMORY, "HcclMemAlloc of %zu bytes: %s", size, strerror(e));
+  }
+  r->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+  if (r->base == MAP_FAILED) {
+    int e = errno;
+    close(r->fd);
+    free(r);
+    return hccl__fail(HCCL_E_MEMORY, "HcclMemAlloc of %zu bytes: mmap: %s", size, strerror(e));
+  }
+  r->bytes = bytes;
+  pthread_mutex_lock(&mu);
+  r->next = regions;
+  regions = r;
+  pthread_mutex_unlock(&mu);
+  *ptr = r->base;
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclMemFree(void *ptr) {
+  if (!ptr) return HCCL_SUCCESS;
+  pthread_mutex_lock(&mu);
+  struct region **pp = &regions;
+  while (*pp && (*pp)->base != ptr)
+    pp = &(*pp)->next;
+  struct region *r = *pp;
+  if (r) *pp = r->next;
+  pthread_mutex_unlock(&mu);
+  if (!r)
+    return hccl__fail(HCCL_E_PARA, "HcclMemFree: %p was not returned by HcclMemAlloc (or was "
+                                   "freed already)", ptr);
+  munmap(r->base, r->bytes);
+  close(r->fd);
+  free(r);
+  return HCCL_SUCCESS;
+}
+
+bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w) {
+  const char *p = ptr;
+  w->fd = -1;
+  if (!p) return false;
+  pthread_mutex_lock(&mu);
+  for (struct region *r = regions; r; r = r->next) {
+    if (p >= r->base && p < r->base + r->bytes && bytes <= (size_t)(r->base + r->bytes - p)) {
+      w->fd = r->fd;
+      w->serial = r->serial;
+      w->region_bytes = r->bytes;
+      w->offset = (uint64_t)(p - r->base);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return w->fd >= 0;
+}

@@ -1,0 +1,21 @@
+/*
+ * mem.h - HcclMemAlloc's regions: memory a rank's peers on the same server can map, and the
+ * lookup that tells whether a buffer lies in one (for the zero-copy allreduce, algo/zcopy.c).
+ */
+#ifndef HCCL_MEM_H
+#define HCCL_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "transport.h"
+
+/* Describes [ptr, ptr + bytes) as a window its peers can map, or returns false (w->fd = -1)
+ * when the range is not inside one HcclMemAlloc region. */
+bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w);
+
+/* The name every region's memfd carries, "hccl-mem-<serial>": a peer that opened the
+ * descriptor through /proc checks it names the region it was told about. */
+#define HCCL_MEM_NAME_FMT "hccl-mem-%llu"
+
+#endif
