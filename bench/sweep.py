@@ -8,6 +8,7 @@ range, in one run: the comparison docs/performance.md reports.
 For each group size it runs, float sum, one process per rank, each program under its own
 launcher's default binding:
   hccl          build/bin/allreduce_perf under build/bin/npu-launch (binds rank r to CPU r)
+  hccl-R1       the same with -R 1: buffers from HcclMemAlloc, so the zero-copy path runs
   ompi          build/bin/mpi_allreduce_perf under Open MPI's mpirun, default binding
   ompi-unbound  the same with --bind-to none
   mpich         bench/mpi_allreduce_perf.c built with mpicc.mpich, under mpirun.mpich (only
@@ -104,6 +105,8 @@ def libraries(build, cores, only):
                 os.path.join(bin_, "allreduce_perf")] + flags
 
     libs.append(Lib("hccl", launch_hccl))
+    # The same program with its buffers from HcclMemAlloc (-R 1): zero-copy inside a server.
+    libs.append(Lib("hccl-R1", lambda n, flags: launch_hccl(n, flags + ["-R", "1"])))
     mpi = os.path.join(bin_, "mpi_allreduce_perf")
     mpirun = shutil.which("mpirun.openmpi") or shutil.which("mpirun")
     if os.access(mpi, os.X_OK) and mpirun:
@@ -235,17 +238,18 @@ def limit(doc, n):
 
 
 def render(doc, names):
-    anchors = [x for x in names if x != "hccl"]
+    anchors = [x for x in names if not x.startswith("hccl")]
     lines = ["allreduce, float sum, busbw in GB/s (time in us at 4 KiB); %d cores copying %.2f "
              "GB/s; median of %d runs; %s; load average at the end %s." % (
                  doc["cores"], doc["copy_GBps"], doc["repeats"], doc["date"],
                  " ".join(doc["load"])), ""]
-    summary = ["| ranks | hccl busbw 64 MiB | best anchor | ratio | % of memory limit | "
+    summary = ["| ranks | hccl | busbw 64 MiB | best anchor | ratio | % of memory limit | "
                "hccl 4 KiB | best anchor | ratio | sizes where an anchor is faster |",
-               "| ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | --- |"]
-    for n, r in doc["results"].items():
+               "| ---: | --- | ---: | --- | ---: | ---: | ---: | --- | ---: | --- |"]
+    for (n, r), hname in [(item, x) for item in doc["results"].items()
+                          for x in names if x.startswith("hccl")]:
         n = int(n)
-        h = r.get("hccl", {})
+        h = r.get(hname, {})
 
         def best(size, col):
             vals = [(r[x][str(size)][col], x) for x in anchors if r[x].get(str(size))]
@@ -267,8 +271,8 @@ def render(doc, names):
             bv, _ = best(s, 1)
             if hv and bv and bv > hv[1]:
                 slower.append(human(s))
-        summary.append("| %d | %s | %s %s | %s | %s | %s | %s %s | %s | %s |" % (
-            n, cell(hb, 1), "n/a" if bb is None else "%.2f" % bb, bn,
+        summary.append("| %d | %s | %s | %s %s | %s | %s | %s | %s %s | %s | %s |" % (
+            n, hname, cell(hb, 1), "n/a" if bb is None else "%.2f" % bb, bn,
             "n/a" if not hb or not bb else "%.2f" % (hb[1] / bb),
             "n/a" if not hb else "%.0f%% of %.2f" % (100 * hb[1] / limit(doc, n), limit(doc, n)),
             cell(ht, 0), "n/a" if bt is None else "%.2f" % bt, tn,
@@ -306,7 +310,7 @@ def plot(doc, names, path):
             pts = [(s, r[x][str(s)][1]) for s in doc["sizes"] if r[x].get(str(s))]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=x,
-                        linewidth=2.2 if x == "hccl" else 1.2)
+                        linewidth=2.2 if x.startswith("hccl") else 1.2)
         ax.axhline(limit(doc, int(n)), linestyle="--", color="grey",
                    label="memory limit (past the caches)")
         ax.set_xscale("log", base=2)

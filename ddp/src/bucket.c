@@ -11,7 +11,9 @@
  *
  * A bucket's buffer is one flat allocation holding its gradients back to back, each starting
  * on a 64-byte boundary (the few padding elements are zero and reduced with the rest). In
- * view mode the caller's gradients are these slices. Relayout moves the values over.
+ * view mode the caller's gradients are these slices. Relayout moves the values over. Buffers
+ * (and fp16 wire buffers) come from HcclMemAlloc, so a job inside one server reduces them
+ * zero-copy (hccl/src/algo/zcopy.c); every rank lays out the same buckets, so all agree.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,17 +78,16 @@ void ddp__free_buckets(struct ddp_bucket *b, size_t n) {
   if (!b) return;
   for (size_t k = 0; k < n; k++) {
     free(b[k].params);
-    free(b[k].buf);
-    free(b[k].wire);
+    HcclMemFree(b[k].buf);
+    HcclMemFree(b[k].wire);
   }
   free(b);
 }
 
-static void *zalloc_aligned(size_t bytes) {
-  size_t rounded = (bytes + DDP_ALIGN - 1) / DDP_ALIGN * DDP_ALIGN;
-  void *p = aligned_alloc(DDP_ALIGN, rounded ? rounded : DDP_ALIGN);
-  if (p) memset(p, 0, rounded ? rounded : DDP_ALIGN);
-  return p;
+/* Zero-filled, page-aligned shared memory (NULL when the system refuses). */
+static void *zalloc_shared(size_t bytes) {
+  void *p = NULL;
+  return HcclMemAlloc(&p, bytes ? bytes : 1) == HCCL_SUCCESS ? p : NULL;
 }
 
 HcclResult ddp__layout(ddp_t *d, const size_t *order) {
@@ -120,8 +121,8 @@ HcclResult ddp__layout(ddp_t *d, const size_t *order) {
   for (size_t k = 0; k < nbuckets; k++) {
     struct ddp_bucket *b = &nb[k];
     b->params = malloc(b->nparams * sizeof(size_t));
-    b->buf = zalloc_aligned(b->count * ddp__dtype_size(b->dtype));
-    if (d->cfg.fp16_wire && b->dtype == HCCL_DATA_TYPE_FP32) b->wire = zalloc_aligned(b->count * 2);
+    b->buf = zalloc_shared(b->count * ddp__dtype_size(b->dtype));
+    if (d->cfg.fp16_wire && b->dtype == HCCL_DATA_TYPE_FP32) b->wire = zalloc_shared(b->count * 2);
     if (!b->params || !b->buf || (d->cfg.fp16_wire && b->dtype == HCCL_DATA_TYPE_FP32 && !b->wire))
       goto err_nomem;
   }

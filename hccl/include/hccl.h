@@ -295,7 +295,8 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
  * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
- * then ring or halving-doubling between servers). Static string. */
+ * then ring or halving-doubling between servers). Static string. It does not see buffers: an allreduce whose buffers are HcclMemAlloc memory
+ * on every rank may run zero-copy instead (its trace event says "zero-copy"). */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus
