@@ -4,6 +4,7 @@ range, in one run: the comparison docs/performance.md reports.
 
     /usr/bin/python3 bench/sweep.py [--build build] [--ranks 2,4,8] [--repeats 3]
                                     [--min 1K] [--max 256M] [--out DIR] [--only hccl,gloo,...]
+                                    [--resume]
 
 For each group size it runs, float sum, one process per rank, each program under its own
 launcher's default binding:
@@ -27,6 +28,9 @@ programs; in-place for gloo (torch's allreduce is in place; its out-of-place twi
 The memory limit is measured in the same run: bench/membw.c copies with one thread per core
 and gives the bytes copied per second (B). An allreduce must at least read each rank's input
 once and write each output once, so algbw <= B / (2p), and busbw <= B / (2p) * 2(p-1)/p.
+
+--resume reuses the raw output a killed sweep left in --out DIR for every run that succeeded,
+and runs the rest.
 
 Writes DIR/results.json, DIR/table.md (printed too) and DIR/busbw.png (one panel per group
 size, busbw against size, a line per library, the memory limit dashed).
@@ -144,6 +148,15 @@ def libraries(build, cores, only):
     return libs
 
 
+def run(cmd, timeout):
+    """(output, exit code) of one benchmark run; a run past timeout gives -1."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return r.stdout + r.stderr, r.returncode
+    except subprocess.TimeoutExpired as e:
+        return str(e), -1
+
+
 def membw(outdir, cores):
     exe = os.path.join(outdir, "membw")
     subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(HERE, "membw.c")],
@@ -162,6 +175,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default="")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the raw output of runs in --out that succeeded (a killed sweep)")
     a = ap.parse_args()
     out = a.out or tempfile.mkdtemp(prefix="hccl-sweep.")
     os.makedirs(out, exist_ok=True)
@@ -194,14 +209,17 @@ def main():
                              "-f", "4", "-n", str(iters), "-w", str(warm), "-c", "1"]
                     log = os.path.join(out, "%s.np%d.%s-%s.%d.txt" % (
                         lib.name, n, human(ss[0]), human(ss[-1]), rep))
-                    try:
-                        r = subprocess.run(lib.cmd(n, flags), capture_output=True, text=True,
-                                           timeout=a.timeout)
-                        text, rc = r.stdout + r.stderr, r.returncode
-                    except subprocess.TimeoutExpired as e:
-                        text, rc = str(e), -1
-                    with open(log, "w") as f:
-                        f.write(text)
+                    text = None
+                    if a.resume and os.path.exists(log):
+                        text = open(log).read()
+                        if "Out of bounds values : 0 OK" not in text:
+                            text = None
+                    if text is not None:
+                        rc = 0
+                    else:
+                        text, rc = run(lib.cmd(n, flags), a.timeout)
+                        with open(log, "w") as f:
+                            f.write(text)
                     ok = rc == 0 and "Out of bounds values : 0 OK" in text
                     got = parse_table(text, lib.inplace) if ok else {}
                     for s in ss:
