@@ -77,6 +77,15 @@ HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *
                                    const struct hccl_blocks *sb, void *recv,
                                    const struct hccl_blocks *rb);
 
+/* The even cut of count elements into n blocks that the ring's reduce-scatter makes (block j
+ * belongs to member j): block j has count/n elements, one more when j < count % n. Returns its
+ * element count and sets *first to its first element. */
+static inline size_t hccl__even_block(size_t count, uint32_t n, uint32_t j, size_t *first) {
+  size_t base = count / n, rem = count % n;
+  *first = j * base + (j < rem ? j : rem);
+  return base + (j < rem);
+}
+
 /* Zero-copy allreduce (zcopy.c) over a group on one server: runs (*ran = true) when every
  * member's send and receive buffers lie in HcclMemAlloc memory, as every member learns in its
  * first exchange; otherwise returns at once with *ran = false on every member, having moved

@@ -20,9 +20,8 @@
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
                                 const void *send, void *recv, size_t count) {
-  size_t es = p->esz, L = local->n, me = local->me;
-  size_t base = count / L, rem = count % L;
-  size_t n = base + (me < rem), off = me * base + (me < rem ? me : rem);
+  size_t es = p->esz, L = local->n, off;
+  size_t n = hccl__even_block(count, local->n, local->me, &off);
   if (L > 1)
     HCCL_TRY(hccl__ring_reduce_scatter_split(local, p, send, recv, count));
   else if (send != recv)

@@ -92,10 +92,10 @@ HcclResult hccl__zcopy_allreduce(const struct hccl_group *g, const struct hccl_p
   }
 
   /* This member's block, as the ring cuts it. */
-  size_t base = count / np, rem = count % np, me = g->me;
-  size_t first = me * base + (me < rem ? me : rem), n = base + (me < rem);
+  uint32_t me = g->me;
+  size_t first, n = hccl__even_block(count, np, me, &first);
   size_t per = ZCOPY_CHUNK_BYTES / es;
-  uint32_t other = me + 1 < np ? (uint32_t)me + 1 : 0;
+  uint32_t other = me + 1 < np ? me + 1 : 0;
   for (size_t lo = 0; lo < n; lo += per) {
     size_t c = n - lo < per ? n - lo : per, off = (first + lo) * es;
     char *dst = out[me] + off;

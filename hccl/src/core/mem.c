@@ -45,26 +45,14 @@ HcclResult HcclMemAlloc(void **ptr, size_t size) {
   pthread_mutex_unlock(&mu);
   char name[48];
   snprintf(name, sizeof(name), HCCL_MEM_NAME_FMT, r->serial);
+  const char *what = "memfd_create";
   r->fd = memfd_create(name, MFD_CLOEXEC);
-  if (r->fd < 0) {
-    int e = errno;
-    free(r);
-    return hccl__fail(HCCL_E_SYSCALL, "HcclMemAlloc of %zu bytes: memfd_create: %s", size,
-                      strerror(e));
-  }
-  if (ftruncate(r->fd, (off_t)bytes) != 0) {
-    int e = errno;
-    close(r->fd);
-    free(r);
-    return hccl__fail(HCCL_E_MEMORY, "HcclMemAlloc of %zu bytes: %s", size, strerror(e));
-  }
+  if (r->fd < 0) goto fail;
+  what = "ftruncate";
+  if (ftruncate(r->fd, (off_t)bytes) != 0) goto fail;
+  what = "mmap";
   r->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-  if (r->base == MAP_FAILED) {
-    int e = errno;
-    close(r->fd);
-    free(r);
-    return hccl__fail(HCCL_E_MEMORY, "HcclMemAlloc of %zu bytes: mmap: %s", size, strerror(e));
-  }
+  if (r->base == MAP_FAILED) goto fail;
   r->bytes = bytes;
   pthread_mutex_lock(&mu);
   r->next = regions;
@@ -72,6 +60,12 @@ HcclResult HcclMemAlloc(void **ptr, size_t size) {
   pthread_mutex_unlock(&mu);
   *ptr = r->base;
   return HCCL_SUCCESS;
+fail:;
+  int e = errno;
+  HcclResult code = r->fd < 0 ? HCCL_E_SYSCALL : HCCL_E_MEMORY;
+  if (r->fd >= 0) close(r->fd);
+  free(r);
+  return hccl__fail(code, "HcclMemAlloc of %zu bytes: %s: %s", size, what, strerror(e));
 }
 
 HcclResult HcclMemFree(void *ptr) {
