@@ -160,8 +160,19 @@ HCCL_API HcclResult HcclCommAbort(HcclComm comm);
 
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
-/* The logical device this rank drives (DEVICE_ID, else LOCAL_RANK, else its local index). */
+/* The logical device this rank drives: see HcclSetDevice for the rule. */
 HCCL_API HcclResult HcclGetDeviceId(HcclComm comm, int32_t *deviceId);
+
+/* The device this process drives, for communicators made after the call (the role of
+ * aclrtSetDevice, torch.npu.set_device; torch_hccl.set_device calls it). A rank's device is,
+ * in order: this; else DEVICE_ID, ASCEND_DEVICE_ID or the launcher's local rank variable
+ * (LOCAL_RANK, SLURM_LOCALID, ...), read only when they were set for this process, i.e. the
+ * launcher's rank variable names the rank the communicator is made for (HcclCommInitFromEnv:
+ * always); else the rank's index among the ranks on its server. Devices on one server must
+ * differ. HCCL_E_PARA for an id outside 0..2^20. */
+HCCL_API HcclResult HcclSetDevice(int32_t deviceId);
+/* The device HcclSetDevice set in this process, or -1. */
+HCCL_API HcclResult HcclGetDevice(int32_t *deviceId);
 /* Ranks on this rank's server, and this rank's index among them. */
 HCCL_API HcclResult HcclGetLocalRankSize(HcclComm comm, uint32_t *localSize);
 HCCL_API HcclResult HcclGetLocalRankId(HcclComm comm, uint32_t *localRank);

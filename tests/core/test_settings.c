@@ -264,6 +264,101 @@ static void test_job_starters(void **state) {
   assert_string_equal(s.rank_table, "/t.json");
 }
 
+/* A caller that gives the rank (HcclCommInitStore, torch's mp.spawn): a parent's variables
+ * are never an error, and name the device only when they were set for this very rank. */
+static void test_given_rank(void **state) {
+  (void)state;
+  struct hccl_settings s;
+  /* A Slurm allocation the spawning parent ran in: rank 0 of 1 describes the parent. */
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_NTASKS", "1", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  setenv("SLURM_JOB_NODELIST", "vm", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
+  assert_true(s.have_rank);
+  assert_int_equal(s.rank, 2);
+  assert_int_equal(s.world_size, 4);
+  assert_int_equal(s.device_id, -1);
+  assert_null(s.device_src);
+  clean_env(NULL);
+  /* An exported WORLD_SIZE alone (PyTorch's MultiProcessTestCase) describes nobody. */
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 1, 4), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, -1);
+  /* mpirun -np 1 around the spawning script, with a DEVICE_ID for its one rank. */
+  clean_env(NULL);
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+  setenv("DEVICE_ID", "0", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 0, 4), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, -1);
+  /* Not numbers: not ours to judge, since the caller gave the rank. */
+  clean_env(NULL);
+  setenv("RANK", "x", 1);
+  setenv("WORLD_SIZE", "y", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 0, 2), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, -1);
+  /* Set for this rank (env://, a launcher per process): its device, DEVICE_ID first. */
+  clean_env(NULL);
+  setenv("RANK", "2", 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("LOCAL_RANK", "2", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 2);
+  assert_string_equal(s.device_src, "LOCAL_RANK");
+  setenv("DEVICE_ID", "6", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 6);
+  assert_string_equal(s.device_src, "DEVICE_ID");
+  /* ... but not for a subgroup, whose rank is not the launcher's. */
+  assert_int_equal(hccl__settings_load_given(&s, 0, 2), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, -1);
+  /* Srun's own variables for this rank: SLURM_LOCALID. */
+  clean_env(NULL);
+  setenv("SLURM_PROCID", "3", 1);
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 3, 4), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 1);
+  assert_string_equal(s.device_src, "SLURM_LOCALID");
+  /* A bad DEVICE_ID that would be read is named. */
+  setenv("DEVICE_ID", "-3", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 3, 4), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "DEVICE_ID='-3'"));
+  /* DEVICE_ID with no rank variable (a per-process shell loop): read. */
+  clean_env(NULL);
+  setenv("DEVICE_ID", "5", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 1, 2), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 5);
+}
+
+/* HcclSetDevice beats every variable, for every loader. Last: it cannot be unset. */
+static void test_set_device(void **state) {
+  (void)state;
+  struct hccl_settings s;
+  int32_t d = 7;
+  assert_int_equal(HcclGetDevice(&d), HCCL_SUCCESS);
+  assert_int_equal(d, -1);
+  assert_int_equal(HcclSetDevice(-1), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "HcclSetDevice(-1)"));
+  assert_int_equal(HcclSetDevice(HCCL_MAX_DEVICE_ID + 1), HCCL_E_PARA);
+  assert_int_equal(HcclGetDevice(NULL), HCCL_E_PTR);
+  assert_int_equal(HcclSetDevice(3), HCCL_SUCCESS);
+  assert_int_equal(HcclGetDevice(&d), HCCL_SUCCESS);
+  assert_int_equal(d, 3);
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("DEVICE_ID", "6", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  assert_int_equal(hccl__settings_load_given(&s, 1, 2), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 3);
+  assert_string_equal(s.device_src, "HcclSetDevice");
+  assert_int_equal(hccl__settings_load(&s), HCCL_SUCCESS);
+  assert_int_equal(s.device_id, 3);
+}
+
 static void test_units(void **state) {
   (void)state;
   struct hccl_settings s;
@@ -290,6 +385,8 @@ int main(void) {
       cmocka_unit_test_setup(test_units, clean_env),
       cmocka_unit_test_setup(test_slurm_nodelist, clean_env),
       cmocka_unit_test_setup(test_job_starters, clean_env),
+      cmocka_unit_test_setup(test_given_rank, clean_env),
+      cmocka_unit_test_setup(test_set_device, clean_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,11 @@ PYBIND11_MODULE(_C, m) {
            py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
            "Joins the group's communicator through `store` (blocks until every rank has "
            "joined, or raises with libhccl's reason).");
+  m.def("set_device", &torch_hccl::setDevice, py::arg("device"),
+        "The device this process drives, for process groups made after the call "
+        "(HcclSetDevice).");
+  m.def("current_device", &torch_hccl::currentDevice,
+        "The device this process drives: set_device's, else the default group's, else -1.");
   m.attr("HCCL_VERSION") = py::make_tuple(HCCL_VERSION_MAJOR, HCCL_VERSION_MINOR,
                                           HCCL_VERSION_PATCH);
 }

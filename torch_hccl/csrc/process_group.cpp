@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <c10/util/Exception.h>
@@ -195,7 +196,27 @@ HcclResult storeGet(void* ctx, const char* key, void** val, size_t* len, int64_t
   }
 }
 
+/* Process groups alive in this process, and the device they drive (one per process). */
+std::mutex g_device_mu;
+int g_live_groups = 0;
+int g_group_device = -1;
+
 }  // namespace
+
+void setDevice(int device) {
+  std::lock_guard<std::mutex> lock(g_device_mu);
+  TORCH_CHECK(g_live_groups == 0 || device == g_group_device, "torch_hccl.set_device(", device,
+              "): this process's process groups already drive device ", g_group_device,
+              "; a process drives one device: call set_device before "
+              "dist.init_process_group");
+  check(HcclSetDevice(device), "set_device");
+}
+
+int currentDevice() {
+  int32_t d = -1;
+  check(HcclGetDevice(&d), "current_device");
+  return d;
+}
 
 ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout,
@@ -214,9 +235,21 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   if (r != HCCL_SUCCESS) throwHccl(r, "init (rank " + std::to_string(rank) + " of " +
                                           std::to_string(size) + ")");
   core_ = std::make_shared<Core>(comm, rank, size);
+  /* The first group fixes the process's device, so later groups (new_group, whose rank is not
+   * the launcher's) drive the same one. */
+  int32_t dev = -1, set = -1;
+  HcclGetDeviceId(comm, &dev);
+  HcclGetDevice(&set);
+  std::lock_guard<std::mutex> lock(g_device_mu);
+  if (set < 0) HcclSetDevice(dev);
+  g_group_device = dev;
+  g_live_groups++;
 }
 
-ProcessGroupHCCL::~ProcessGroupHCCL() = default;
+ProcessGroupHCCL::~ProcessGroupHCCL() {
+  std::lock_guard<std::mutex> lock(g_device_mu);
+  g_live_groups--;
+}
 
 c10::intrusive_ptr<HcclWork> ProcessGroupHCCL::newWork(c10d::OpType type, const char* what,
                                                        std::vector<at::Tensor> outputs) {

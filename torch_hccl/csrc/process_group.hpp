@@ -23,6 +23,12 @@
 
 namespace torch_hccl {
 
+/* torch_hccl.set_device: HcclSetDevice, refused (RuntimeError naming both devices) when a live
+ * process group of this process already drives another device. */
+void setDevice(int device);
+/* HcclGetDevice: the device set, or the first group's once one exists, else -1. */
+int currentDevice();
+
 class ProcessGroupHCCL : public c10d::ProcessGroup {
  public:
   /* Collective over the group's ranks: blocks until every rank joined or timeout passed;

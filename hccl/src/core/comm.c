@@ -248,16 +248,20 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   }
   c->local_rank = c->local_index[c->rank];
   c->local_nranks = count[server_of[c->rank]];
-  /* Devices: DEVICE_ID if set, else the local index. Unique per server. */
+  /* Devices: each rank's choice (HcclSetDevice.h's rule), else the local index. Unique per
+   * server. */
   for (uint32_t r = 0; r < c->nranks; r++)
     if (P[r].device < 0) P[r].device = (int32_t)c->local_index[r];
   for (uint32_t a = 0; a < c->nranks; a++)
     for (uint32_t b = a + 1; b < c->nranks; b++)
       if (server_of[a] == server_of[b] && P[a].device == P[b].device) {
+        P[a].device_src[sizeof(P[a].device_src) - 1] = P[b].device_src[sizeof(P[b].device_src) - 1] = '\0';
         res = hccl__fail(HCCL_E_PARA,
-                         "ranks %u and %u both drive device %d on server %s; each device must "
-                         "have one rank (check DEVICE_ID / --device-list)",
-                         a, b, P[a].device, P[a].host);
+                         "ranks %u and %u both drive device %d on server %s (rank %u's from %s, "
+                         "rank %u's from %s); each device must have one rank: give each process "
+                         "its own (torch_hccl.set_device / HcclSetDevice, DEVICE_ID, "
+                         "--device-list)",
+                         a, b, P[a].device, P[a].host, a, P[a].device_src, b, P[b].device_src);
         goto out;
       }
   c->device = me->device;
@@ -458,7 +462,9 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.nranks = c->nranks;
   self.pid = (int32_t)getpid();
   self.host_hash = host_identity(self.host, sizeof(self.host));
-  self.device = c->cfg.device_id >= 0 ? c->cfg.device_id : c->cfg.local_rank;
+  self.device = c->cfg.device_id;
+  snprintf(self.device_src, sizeof(self.device_src), "%s",
+           c->cfg.device_src ? c->cfg.device_src : "its index on the server");
   self.buffsize = c->cfg.buffsize;
   self.algo = (int32_t)(c->cfg.algo.choice | c->cfg.algo.levels << 2 | c->cfg.algo.level[0] << 4 |
                         c->cfg.algo.level[1] << 6);
@@ -499,7 +505,7 @@ static void root_token(uint64_t job, char out[32]) {
 HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   if (!rootInfo) return hccl__fail(HCCL_E_PTR, "HcclGetRootInfo: rootInfo is NULL");
   struct hccl_settings cfg;
-  HCCL_TRY(hccl__settings_load(&cfg));
+  HCCL_TRY(hccl__settings_load_given(&cfg, 0, 1));
   struct root_blob blob = {.magic = ROOT_MAGIC};
   const char *addr = cfg.if_ip[0] ? cfg.if_ip : cfg.master_addr[0] ? cfg.master_addr : "127.0.0.1";
   snprintf(blob.host, sizeof(blob.host), "%s", addr);
@@ -562,7 +568,7 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
                       HCCL_ROOT_INFO_BYTES);
   blob.host[sizeof(blob.host) - 1] = '\0';
   struct hccl_settings cfg;
-  HCCL_TRY(hccl__settings_load(&cfg));
+  HCCL_TRY(hccl__settings_load_given(&cfg, rank, nRanks));
   struct hccl_comm *c = comm_alloc(&cfg, rank, nRanks);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
   hccl__log_bind(&c->log);
@@ -666,11 +672,21 @@ static HcclResult settings_from_table(const char *path, uint32_t rank, struct hc
     cfg->world_size = t->nranks;
     cfg->local_rank = (int32_t)rk->local_rank;
     cfg->local_world_size = (int32_t)t->per_server;
+    if (cfg->device_src && strcmp(cfg->device_src, "HcclSetDevice") == 0 &&
+        cfg->device_id != rk->device) {
+      r = hccl__fail(HCCL_E_PARA,
+                     "rank table %s gives rank %u device_id %d, but this process set device %d "
+                     "(HcclSetDevice / torch_hccl.set_device); they must agree",
+                     path, rank, rk->device, cfg->device_id);
+      goto out;
+    }
     cfg->device_id = rk->device;
+    cfg->device_src = "the rank table";
     /* Rank 0 serves the bootstrap store on its server's address. */
     snprintf(cfg->master_addr, sizeof(cfg->master_addr), "%s", t->rank[0].server_id);
     if (!getenv("MASTER_PORT") || !*getenv("MASTER_PORT")) cfg->master_port = cfg->base_port;
   }
+out:
   free(t);
   return r;
 }
@@ -682,7 +698,7 @@ HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclC
     return hccl__fail(HCCL_E_PTR, "HcclCommInitClusterInfo: %s is NULL",
                       clusterInfo ? "comm" : "clusterInfo");
   struct hccl_settings cfg;
-  HCCL_TRY(hccl__settings_load_no_master(&cfg));
+  HCCL_TRY(hccl__settings_load_given(&cfg, rank, 0)); /* the table gives the size */
   HCCL_TRY(settings_from_table(clusterInfo, rank, &cfg));
   return init_env(cfg, comm);
 }
@@ -790,7 +806,7 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
                       "below nRanks and nRanks at least 1",
                       rank, nRanks);
   struct hccl_settings cfg;
-  HCCL_TRY(hccl__settings_load_no_master(&cfg));
+  HCCL_TRY(hccl__settings_load_given(&cfg, rank, nRanks));
   if (config) HCCL_TRY(apply_config(config, &cfg));
   struct hccl_comm *c = comm_alloc(&cfg, rank, nRanks);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");

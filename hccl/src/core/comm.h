@@ -29,6 +29,7 @@ struct hccl_peer_info {
   uint32_t nranks;
   int32_t device;
   int32_t pid;
+  char device_src[24]; /* where device came from: "HcclSetDevice", "DEVICE_ID", ... */
   uint64_t host_hash; /* same server = same hash (host name, boot id, network namespace) */
   char host[64];
   uint64_t buffsize;

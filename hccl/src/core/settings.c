@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,33 @@ static HcclResult load_log_level(void) {
                     v);
 }
 
+/* The device this process chose with HcclSetDevice (torch_hccl.set_device), -1 = none: the
+ * role of aclrtSetDevice / torch.npu.set_device. Process-wide, as a device is. */
+static _Atomic int32_t g_process_device = -1;
+
+HcclResult HcclSetDevice(int32_t deviceId) {
+  if (deviceId < 0 || deviceId > HCCL_MAX_DEVICE_ID)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclSetDevice(%d): a device id must be from 0 to %d", (int)deviceId,
+                      HCCL_MAX_DEVICE_ID);
+  atomic_store(&g_process_device, deviceId);
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclGetDevice(int32_t *deviceId) {
+  if (!deviceId) return hccl__fail(HCCL_E_PTR, "HcclGetDevice: deviceId is NULL");
+  *deviceId = atomic_load(&g_process_device);
+  return HCCL_SUCCESS;
+}
+
+/* The device HcclSetDevice chose, which beats every variable. */
+static HcclResult process_device(struct hccl_settings *s) {
+  int32_t d = atomic_load(&g_process_device);
+  s->device_id = d;
+  s->device_src = d >= 0 ? "HcclSetDevice" : NULL;
+  return HCCL_SUCCESS;
+}
+
 /* The job starters whose variables give a rank its place, in the order they are looked for:
  * the first whose rank or size variable is set wins. Local rank/size fall back to
  * LOCAL_RANK/LOCAL_WORLD_SIZE. */
@@ -146,15 +174,44 @@ HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len) {
   return HCCL_SUCCESS;
 }
 
+/* The starter whose rank or size variable is set, or NULL when none is. */
+static const struct starter *find_starter(void) {
+  for (size_t i = 0; i < sizeof(starters) / sizeof(starters[0]); i++)
+    if (set(starters[i].rank) || set(starters[i].size)) return &starters[i];
+  return NULL;
+}
+
+/* The device named by the environment for the process its rank variables describe:
+ * DEVICE_ID, else ASCEND_DEVICE_ID, else the starter's local rank (st may be NULL: none set).
+ * Sets s->device_id and s->device_src, or leaves -1 and NULL. */
+static HcclResult env_device(const struct starter *st, struct hccl_settings *s) {
+  static const char *const names[] = {"DEVICE_ID", "ASCEND_DEVICE_ID"};
+  for (int i = 0; i < 2; i++) {
+    int64_t v = -1;
+    bool have;
+    HCCL_TRY(env_int(names[i], 0, HCCL_MAX_DEVICE_ID, &v, &have));
+    if (have) {
+      s->device_id = (int32_t)v;
+      s->device_src = names[i];
+      return HCCL_SUCCESS;
+    }
+  }
+  const char *lr = st && set(st->local_rank) ? st->local_rank : "LOCAL_RANK";
+  int64_t v = -1;
+  bool have;
+  HCCL_TRY(env_int(lr, 0, HCCL_MAX_DEVICE_ID, &v, &have));
+  if (have) {
+    s->device_id = (int32_t)v;
+    s->device_src = lr;
+  }
+  return HCCL_SUCCESS;
+}
+
 /* need_master: the rank variables are the job's rendezvous (HcclCommInitFromEnv), so a master
  * address and port must be known. */
 static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
-  const struct starter *st = &starters[0];
-  for (size_t i = 0; i < sizeof(starters) / sizeof(starters[0]); i++)
-    if (set(starters[i].rank) || set(starters[i].size)) {
-      st = &starters[i];
-      break;
-    }
+  const struct starter *st = find_starter();
+  if (!st) st = &starters[0];
   s->starter = st->name;
   int64_t rank = 0, size = 1;
   bool have_r, have_s;
@@ -186,19 +243,12 @@ static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   if (strcmp(ls, "SLURM_NTASKS_PER_NODE") != 0 || (lsv && strspn(lsv, "0123456789") == strlen(lsv)))
     HCCL_TRY(env_int(ls, 1, 1 << 20, &v, NULL));
   s->local_world_size = (int32_t)v;
-  v = -1;
-  bool have_dev;
-  HCCL_TRY(env_int("DEVICE_ID", 0, 1 << 20, &v, &have_dev));
-  if (!have_dev) HCCL_TRY(env_int("ASCEND_DEVICE_ID", 0, 1 << 20, &v, NULL));
-  s->device_id = (int32_t)v;
+  HCCL_TRY(process_device(s));
+  if (s->device_id < 0) HCCL_TRY(env_device(st, s));
 
-  env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
   int64_t port = 0;
   bool have_port;
   HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &port, &have_port));
-  v = 60000;
-  HCCL_TRY(env_int("HCCL_IF_BASE_PORT", 1, 65535, &v, NULL));
-  s->base_port = (uint16_t)v;
   bool mpi_or_slurm = st != &starters[0] && st != &starters[1];
   /* Started by mpirun or srun without MASTER_*: Slurm names the hosts; mpirun on one host
    * means this host; the port is HCCL's base port. */
@@ -230,8 +280,10 @@ static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   return HCCL_SUCCESS;
 }
 
-static HcclResult load(struct hccl_settings *s, bool need_master) {
+/* Everything but the rank variables. */
+static HcclResult load_common(struct hccl_settings *s) {
   memset(s, 0, sizeof(*s));
+  s->local_rank = s->local_world_size = s->device_id = -1;
   HCCL_TRY(load_log_level());
 
   int64_t v = 120;
@@ -258,6 +310,7 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
   env_str("HCCL_SOCKET_IFNAME", s->socket_ifname, sizeof(s->socket_ifname));
 
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
+  env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
   env_str("RANK_TABLE_FILE", s->rank_table, sizeof(s->rank_table));
   const char *token = getenv("HCCL_JOB_TOKEN");
   if (token && strlen(token) >= sizeof(s->job_token))
@@ -272,13 +325,54 @@ static HcclResult load(struct hccl_settings *s, bool need_master) {
     return hccl__fail(HCCL_E_PARA,
                       "HCCL_WHITELIST_DISABLE=0 turns the whitelist on, but HCCL_WHITELIST_FILE "
                       "is not set: name the JSON file of allowed addresses");
-  return load_rank(s, need_master);
+  v = 60000;
+  HCCL_TRY(env_int("HCCL_IF_BASE_PORT", 1, 65535, &v, NULL));
+  s->base_port = (uint16_t)v;
+  return HCCL_SUCCESS;
 }
 
 HcclResult hccl__settings_load(struct hccl_settings *s) {
-  return load(s, true);
+  HCCL_TRY(load_common(s));
+  return load_rank(s, true);
 }
 
 HcclResult hccl__settings_load_no_master(struct hccl_settings *s) {
-  return load(s, false);
+  HCCL_TRY(load_common(s));
+  return load_rank(s, false);
+}
+
+/* Whether the starter's rank variables describe the process the caller says is `rank` of
+ * `size`: its rank variable is set and equal, and its size variable, if set, equal. A value
+ * that is not a number describes nothing (it is not ours to judge: the caller gave the rank). */
+static bool describes(const struct starter *st, uint32_t rank, uint32_t size) {
+  const char *r = getenv(st->rank), *n = getenv(st->size);
+  char *end;
+  if (!r || !*r) return false;
+  errno = 0;
+  long long x = strtoll(r, &end, 10);
+  if (errno || end == r || *end || x != (long long)rank) return false;
+  if (!n || !*n) return true;
+  x = strtoll(n, &end, 10);
+  return !errno && end != n && !*end && x == (long long)size;
+}
+
+HcclResult hccl__settings_load_given(struct hccl_settings *s, uint32_t rank, uint32_t size) {
+  HCCL_TRY(load_common(s));
+  s->have_rank = true;
+  s->rank = rank;
+  s->world_size = size;
+  s->starter = "the caller";
+  HCCL_TRY(process_device(s));
+  if (s->device_id >= 0) return HCCL_SUCCESS;
+  const struct starter *st = find_starter();
+  if (st && !describes(st, rank, size)) {
+    /* Left behind by a parent (a Slurm allocation, an exported WORLD_SIZE, the launcher that
+     * started the spawning process): they describe another process, so none is read. */
+    HCCL_INFO("rank %u of %u: %s=%s %s=%s (%s) describe another process; the device is this "
+              "rank's index on its server",
+              rank, size, st->rank, getenv(st->rank) ? getenv(st->rank) : "", st->size,
+              getenv(st->size) ? getenv(st->size) : "", st->name);
+    return HCCL_SUCCESS;
+  }
+  return env_device(st, s);
 }

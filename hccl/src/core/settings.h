@@ -47,7 +47,9 @@ struct hccl_settings {
   uint32_t rank, world_size;
   int32_t local_rank;       /* -1 when unset */
   int32_t local_world_size; /* -1 when unset */
-  int32_t device_id;        /* DEVICE_ID, else ASCEND_DEVICE_ID, else -1 */
+  int32_t device_id;        /* HcclSetDevice, else DEVICE_ID, ASCEND_DEVICE_ID, the local rank
+                               variable (those only when they describe this process), else -1 */
+  const char *device_src;   /* which of those gave device_id (a static string), NULL when -1 */
   char master_addr[256];    /* "" when unset */
   uint16_t master_port;     /* 0 when unset */
   uint16_t base_port;       /* HCCL_IF_BASE_PORT: the store's port under mpirun/srun/rank tables */
@@ -62,6 +64,17 @@ HcclResult hccl__settings_load(struct hccl_settings *out);
 /* The same, for a communicator that meets its peers through a store the caller passed in: the
  * rank variables may be set without MASTER_ADDR/MASTER_PORT (torch's file:// init). */
 HcclResult hccl__settings_load_no_master(struct hccl_settings *out);
+
+/* The same, for a communicator whose caller gives the rank and size (HcclCommInitStore,
+ * HcclCommInitRootInfo, HcclCommInitClusterInfo): no starter's rank variable is read, since a
+ * parent may have left them (a Slurm allocation, an exported WORLD_SIZE). The device is
+ * HcclSetDevice's; else DEVICE_ID, ASCEND_DEVICE_ID or the local rank variable, but only when
+ * the starter's rank variable equals `rank` (and its size variable, if set, `size`), i.e. they
+ * were set for this process; else -1 (the bootstrap then uses the rank's index on its server). */
+HcclResult hccl__settings_load_given(struct hccl_settings *out, uint32_t rank, uint32_t size);
+
+/* Largest device id HcclSetDevice and the device variables accept. */
+#define HCCL_MAX_DEVICE_ID (1 << 20)
 
 /* The first host of a Slurm host list ("node[01-04,07],gpu3" -> "node01"). */
 HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len);
