@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""torch_latency.py - where a small dist.all_reduce's time goes, per rank, in one run:
+
+  dist.all_reduce(t)             torch's Python layer + pybind + torch_hccl + the library
+  pg.allreduce([t]).wait()       pybind + torch_hccl + the library (torch's Python layer skipped)
+  dist.all_reduce(t, async_op=True).wait()
+
+Run under a launcher, one process per device:
+
+  PYTHONPATH=build/python build/bin/npu-launch --device-list 0,1 -- \\
+      /usr/bin/python3 bench/torch_latency.py --bytes 4096 --iters 20000
+
+Compare with `allreduce_perf -b 4K -e 4K -n 20000 -w 200` (the C call) and with
+build/bin/torch_overhead (torch_hccl's own share, from C++, without Python).
+"""
+import argparse
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_hccl  # noqa: F401
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--bytes", type=int, default=4096)
+parser.add_argument("--iters", type=int, default=20000)
+parser.add_argument("--backend", default="hccl")
+args = parser.parse_args()
+
+torch.set_num_threads(1)
+dist.init_process_group(args.backend)
+t = torch.ones(args.bytes // 4)
+pg = dist.distributed_c10d._get_default_group()
+
+
+def us_per_call(fn, n):
+    for _ in range(max(n // 100, 10)):
+        fn()
+    dist.barrier()
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter_ns() - t0) / n / 1000
+
+
+rows = [("dist.all_reduce", lambda: dist.all_reduce(t)),
+        ("pg.allreduce().wait()", lambda: pg.allreduce([t]).wait()),
+        ("all_reduce(async_op=True).wait()", lambda: dist.all_reduce(t, async_op=True).wait())]
+got = [(name, us_per_call(fn, args.iters)) for name, fn in rows]
+if dist.get_rank() == 0:
+    print("# %s, %d ranks, %d bytes float32 sum, %d calls each" % (
+        args.backend, dist.get_world_size(), args.bytes, args.iters))
+    for name, us in got:
+        print("%-34s %8.2f us" % (name, us))
+dist.destroy_process_group()

@@ -1,0 +1,112 @@
+/*
+ * torch_overhead.cpp - what torch_hccl itself adds to a small allreduce: the same 4 KiB float
+ * sum through ProcessGroupHCCL::allreduce(...)->wait() (argument checks, Work creation, the
+ * library call, completion) and through HcclAllReduce directly, on the same ranks, in turns,
+ * without Python in between. Python's own dispatch (dist.all_reduce -> pybind -> the method)
+ * is measured separately by bench/torch_latency.py.
+ *
+ *   build/bin/torch_overhead [ranks=1] [bytes=4096] [iters=20000]
+ *
+ * Forks `ranks` processes; each makes a ProcessGroupHCCL over a c10d FileStore and a plain
+ * communicator (HcclCommInitRootInfo, the root info passed through the same store), then runs
+ * 5 rounds of (iters C calls, iters torch_hccl calls) and rank 0 prints each round's us per
+ * call and the median difference.
+ */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+
+#include "process_group.hpp"
+
+namespace {
+
+double usPerCall(int iters, const std::function<void()>& fn) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; i++) fn();
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+}
+
+int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& path) {
+  auto store = c10::make_intrusive<c10d::FileStore>(path, ranks);
+  auto pg = c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
+      store, rank, ranks, std::chrono::milliseconds(60000), "bench");
+  HcclRootInfo root;
+  if (rank == 0) {
+    if (HcclGetRootInfo(&root) != HCCL_SUCCESS) return 1;
+    store->set("root", std::vector<uint8_t>(root.internal, root.internal + sizeof(root.internal)));
+  }
+  auto got = store->get("root");
+  std::copy(got.begin(), got.end(), root.internal);
+  HcclComm comm;
+  if (HcclCommInitRootInfo(ranks, &root, rank, &comm) != HCCL_SUCCESS) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, HcclGetLastErrorMessage());
+    return 1;
+  }
+  size_t count = bytes / sizeof(float);
+  at::Tensor t = at::ones({(int64_t)count});
+  std::vector<at::Tensor> ts{t};
+  c10d::AllreduceOptions opts;
+  auto viaC = [&] {
+    HcclAllReduce(t.data_ptr(), t.data_ptr(), count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
+                  nullptr);
+  };
+  auto viaTorch = [&] { pg->allreduce(ts, opts)->wait(); };
+  usPerCall(iters / 10 + 1, viaC);
+  usPerCall(iters / 10 + 1, viaTorch);
+  std::vector<double> diff;
+  for (int round = 0; round < 5; round++) {
+    double c = usPerCall(iters, viaC), w = usPerCall(iters, viaTorch);
+    diff.push_back(w - c);
+    if (rank == 0)
+      std::printf("round %d: C %.3f us, torch_hccl %.3f us, added %.3f us\n", round, c, w, w - c);
+  }
+  std::sort(diff.begin(), diff.end());
+  if (rank == 0)
+    std::printf("ranks %d, %zu bytes: torch_hccl adds %.3f us per call (median of 5 rounds of "
+                "%d)\n", ranks, bytes, diff[2], iters);
+  HcclCommDestroy(comm);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int ranks = argc > 1 ? std::atoi(argv[1]) : 1;
+  size_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 4096;
+  int iters = argc > 3 ? std::atoi(argv[3]) : 20000;
+  if (ranks < 1 || ranks > 8 || bytes < sizeof(float) || iters < 1) {
+    std::fprintf(stderr, "usage: torch_overhead [ranks 1-8] [bytes >= 4] [iters >= 1]\n");
+    return 2;
+  }
+  char dir[] = "/tmp/torch_overhead_XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  std::string path = std::string(dir) + "/store";
+  std::vector<pid_t> kids;
+  for (int r = 0; r < ranks; r++) {
+    pid_t p = fork();
+    if (p == 0) {
+      int rc = rankMain(r, ranks, bytes, iters, path);
+      std::fflush(stdout); /* _exit does not flush */
+      _exit(rc);
+    }
+    kids.push_back(p);
+  }
+  int bad = 0;
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+  }
+  unlink(path.c_str());
+  rmdir(dir);
+  return bad;
+}
