@@ -143,7 +143,9 @@ static void describe(char *buf, size_t len, int rank, const struct zcall *c) {
     snprintf(how, sizeof(how), "root %u", c->root);
   else
     snprintf(how, sizeof(how), "%s",
-             c->inplace ? "in place" : c->pool ? "out of place, one region" : "out of place");
+             c->inplace ? "in place"
+             : c->pool  ? "out of place, one region"
+                        : "out of place");
   int reduces = c->coll == AR || c->coll == RS;
   snprintf(buf, len, "rank %d: %s %s%s%s count %llu, %s", rank, COLL_NAME[c->coll],
            cc_dtype_name(c->dt), reduces ? " " : "", reduces ? cc_op_name(c->op) : "",
@@ -178,7 +180,8 @@ static void expect(void *want, const struct zcall *c, int rank, int n, size_t *e
  * found, each printed; *zc tells whether the call ran zero-copy. */
 static int run_call(HcclComm comm, int rank, int n, const struct zcall *c, int *zc) {
   size_t es = cc_dtype_size(c->dt), cnt = c->count;
-  size_t send_n = c->coll == RS ? (size_t)n * cnt : cnt, recv_n = c->coll == AG ? (size_t)n * cnt : cnt;
+  size_t send_n = c->coll == RS ? (size_t)n * cnt : cnt,
+         recv_n = c->coll == AG ? (size_t)n * cnt : cnt;
   size_t sb = send_n * es, rb = recv_n * es, skew = (2 * (size_t)rank + 1) * es;
   int one = c->inplace || c->coll == BC;
   struct zregion g[2] = {{0}};
@@ -189,8 +192,8 @@ static int run_call(HcclComm comm, int rank, int n, const struct zcall *c, int *
     RANK_CHECK(region_alloc(&g[0], 2 * GUARD + skew + (sb > rb ? sb : rb), c->shared) == 0,
                "%s: no memory", what);
   } else if (c->pool) {
-    RANK_CHECK(region_alloc(&g[0], 3 * GUARD + 2 * skew + sb + rb, c->shared) == 0,
-               "%s: no memory", what);
+    RANK_CHECK(region_alloc(&g[0], 3 * GUARD + 2 * skew + sb + rb, c->shared) == 0, "%s: no memory",
+               what);
   } else {
     RANK_CHECK(region_alloc(&g[0], 2 * GUARD + skew + sb, c->shared) == 0, "%s: no memory", what);
     RANK_CHECK(region_alloc(&g[1], 2 * GUARD + skew + rb, c->shared && !c->recv_malloc) == 0,
@@ -313,7 +316,7 @@ static int sweep_rank(int rank, int n, void *arg) {
            * fourth is odd and, in int8 on 2 ranks, just past the 64 KiB threshold. */
           int whole = coll == AR || coll == BC;
           static const uint64_t counts[4] = {0, 1, 13, 0};
-          uint64_t count = big     ? (whole ? (1u << 20) + 3 : 262147)
+          uint64_t count = big         ? (whole ? (1u << 20) + 3 : 262147)
                            : size == 3 ? (whole ? 65543 : 33331)
                                        : counts[size];
           if (big && !(DT[d] == HCCL_DATA_TYPE_FP32 && (!reduces || OP[o] == HCCL_REDUCE_SUM)))
@@ -600,9 +603,9 @@ static void test_api(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_api),         cmocka_unit_test(test_sweep),
-      cmocka_unit_test(test_ring_order),  cmocka_unit_test(test_mixed),
-      cmocka_unit_test(test_regions),     cmocka_unit_test(test_forced_ring),
+      cmocka_unit_test(test_api),        cmocka_unit_test(test_sweep),
+      cmocka_unit_test(test_ring_order), cmocka_unit_test(test_mixed),
+      cmocka_unit_test(test_regions),    cmocka_unit_test(test_forced_ring),
       cmocka_unit_test(test_dead_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

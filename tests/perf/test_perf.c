@@ -7,8 +7,8 @@
  * "# Out of bounds values : 0 OK" and exit 0, on 1, 2 and 4 ranks (fork + exec with the
  * launcher variables set, as npu-launch would); bad flags exit 2 with a message naming the
  * flag; with -R 1 allreduce, allgather, reduce-scatter and broadcast run zero-copy (their
- * trace says so), with -R 0 they do not. The expected sizes, counts and factors are written here from the conventions
- * (docs/perf_programs.md), not taken from perf/perf_coll.c.
+ * trace says so), with -R 0 they do not. The expected sizes, counts and factors are written here
+ * from the conventions (docs/perf_programs.md), not taken from perf/perf_coll.c.
  *
  * Every child is killed if it outlives its deadline, and each test is capped with alarm().
  * Output goes to files under /tmp (not pipes), so a chatty rank can never block.
@@ -551,8 +551,8 @@ static void test_registered_zero_copy(void **state) {
   snprintf(rank0, sizeof(rank0), "/tmp/test_perf_trace_%d.0.json", (int)getpid());
   for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
     for (int reg = 1; reg >= 0; reg--) {
-      const char *args[] = {"-b", "1M", "-e", "1M", "-n", "2",  "-w",
-                            "1",  "-r", "-1", "-R", reg ? "1" : "0", NULL};
+      const char *args[] = {
+          "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-r", "-1", "-R", reg ? "1" : "0", NULL};
       alarm(240);
       snprintf(bin, sizeof(bin), "%s/%s", HCCL_BIN_DIR, progs[i].c->prog);
       setenv("HCCL_TRACE_FILE", trace, 1);

@@ -38,27 +38,23 @@ struct hccl_op {
 
 /* The zero-copy form of o (algo/zcopy.c), or false when o's collective has none. */
 static bool zcopy_call(const struct hccl_op *o, struct hccl_zcopy_call *z) {
-  switch (o->kind) {
-  case HCCL_K_ALLREDUCE:
-    z->kind = HCCL_ZCOPY_ALLREDUCE;
-    break;
-  case HCCL_K_REDUCE_SCATTER:
-    z->kind = HCCL_ZCOPY_REDUCE_SCATTER;
-    break;
-  case HCCL_K_ALLGATHER:
-    z->kind = HCCL_ZCOPY_ALLGATHER;
-    break;
-  case HCCL_K_BROADCAST:
-    z->kind = HCCL_ZCOPY_BROADCAST;
-    break;
-  default:
-    return false;
-  }
-  z->send = o->send;
-  z->recv = o->recv;
-  z->count = o->count;
-  z->root = o->root;
-  return true;
+  static const struct {
+    enum hccl_coll_kind coll;
+    enum hccl_zcopy_kind zcopy;
+  } kinds[] = {{HCCL_K_ALLREDUCE, HCCL_ZCOPY_ALLREDUCE},
+               {HCCL_K_REDUCE_SCATTER, HCCL_ZCOPY_REDUCE_SCATTER},
+               {HCCL_K_ALLGATHER, HCCL_ZCOPY_ALLGATHER},
+               {HCCL_K_BROADCAST, HCCL_ZCOPY_BROADCAST}};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (kinds[i].coll == o->kind) {
+      *z = (struct hccl_zcopy_call){.kind = kinds[i].zcopy,
+                                    .send = o->send,
+                                    .recv = o->recv,
+                                    .count = o->count,
+                                    .root = o->root};
+      return true;
+    }
+  return false;
 }
 
 /* Offers the zero-copy path (algo/zcopy.c) to an allreduce, reduce-scatter, allgather or
@@ -77,8 +73,7 @@ static HcclResult offer_zcopy(struct hccl_comm *c, const struct hccl_prim *p,
   size_t send_bytes, recv_bytes;
   if (!zcopy_call(o, &z)) return HCCL_SUCCESS;
   hccl__zcopy_shape(&z, c->nranks, p->esz, &send_bytes, &recv_bytes);
-  if (!hccl__plan_zcopy(c, send_bytes > recv_bytes ? send_bytes : recv_bytes))
-    return HCCL_SUCCESS;
+  if (!hccl__plan_zcopy(c, send_bytes > recv_bytes ? send_bytes : recv_bytes)) return HCCL_SUCCESS;
   struct hccl_zcopy_offers *b = &c->zcopy[z.kind];
   if (b->calls++ < b->next) return HCCL_SUCCESS;
   HCCL_TRY(hccl__zcopy(&c->world, p, &z, ran));

@@ -77,7 +77,7 @@ struct hccl_comm {
   struct hccl_coll_req *qhead, *qtail;
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
-  uint64_t coll_seq;                     /* collectives started so far (fingerprint.h) */
+  uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
   /* The zero-copy offers (coll.c, offer_zcopy), per collective (enum hccl_zcopy_kind): calls
    * that could have run it, the count at which the next one offers it, and the current
    * back-off. Every rank makes the same calls and sees the same exchange results, so all hold
