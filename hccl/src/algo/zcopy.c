@@ -79,7 +79,7 @@ static HcclResult exchange(const struct hccl_group *g, const struct hccl_prim *p
   return HCCL_SUCCESS;
 }
 
-/* Steps 1 and the mapping of step 2: *ok = true and v filled when every member's buffers are
+/* Step 1 and the mappings of step 2: *ok = true and v filled when every member's buffers are
  * HcclMemAlloc memory that every link can map; *ok = false on every member alike otherwise. */
 static HcclResult open_view(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
                             size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
