@@ -6,8 +6,9 @@
  * algbw = size / time and busbw = algbw x the collective's factor (within the printed digits),
  * "# Out of bounds values : 0 OK" and exit 0, on 1, 2 and 4 ranks (fork + exec with the
  * launcher variables set, as npu-launch would); bad flags exit 2 with a message naming the
- * flag. The expected sizes, counts and factors are written here from the conventions
- * (docs/perf_programs.md), not taken from perf/perf_coll.c.
+ * flag; with -R 1 allreduce, allgather, reduce-scatter and broadcast run zero-copy (their
+ * trace says so), with -R 0 they do not. The expected sizes, counts and factors are written here
+ * from the conventions (docs/perf_programs.md), not taken from perf/perf_coll.c.
  *
  * Every child is killed if it outlives its deadline, and each test is capped with alarm().
  * Output goes to files under /tmp (not pipes), so a chatty rank can never block.
@@ -519,6 +520,67 @@ static void test_roots(void **state) {
   alarm(0);
 }
 
+/* Calls named `name` in a trace file (HCCL_TRACE_FILE) whose algorithm was `algo`. */
+static int trace_calls(const char *path, const char *name, const char *algo) {
+  char *t = slurp(path), want_name[64], want_algo[64];
+  snprintf(want_name, sizeof(want_name), "{\"name\": \"%s\", \"cat\": \"collective\"", name);
+  snprintf(want_algo, sizeof(want_algo), "\"algo\": \"%s\"", algo);
+  int n = 0;
+  for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n"))
+    n += strstr(line, want_name) && strstr(line, want_algo);
+  free(t);
+  return n;
+}
+
+/* -R 1: the buffers come from HcclMemAlloc, so on one server allreduce, allgather,
+ * reduce-scatter and broadcast run zero-copy, as each rank's trace says (HCCL_TRACE_FILE,
+ * docs/tracing.md): every call of the table's size (1 MiB: a warm-up, two timed and a checked
+ * call, out of place and in place, for each of the 4 roots of broadcast's -r -1). With -R 0
+ * none does, and both tables check clean. */
+static void test_registered_zero_copy(void **state) {
+  static const struct {
+    const struct coll_spec *c;
+    const char *call; /* the trace's name of the call */
+    int lines;
+  } progs[] = {{&allreduce, "allreduce", 1},
+               {&all_gather, "allgather", 1},
+               {&reduce_scatter, "reduce-scatter", 1},
+               {&broadcast, "broadcast", 4}};
+  char trace[96], rank0[96], bin[512];
+  snprintf(trace, sizeof(trace), "/tmp/test_perf_trace_%d.%%r.json", (int)getpid());
+  snprintf(rank0, sizeof(rank0), "/tmp/test_perf_trace_%d.0.json", (int)getpid());
+  for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
+    for (int reg = 1; reg >= 0; reg--) {
+      const char *args[] = {
+          "-b", "1M", "-e", "1M", "-n", "2", "-w", "1", "-r", "-1", "-R", reg ? "1" : "0", NULL};
+      alarm(240);
+      snprintf(bin, sizeof(bin), "%s/%s", HCCL_BIN_DIR, progs[i].c->prog);
+      setenv("HCCL_TRACE_FILE", trace, 1);
+      struct run_result res = {.out = NULL};
+      run_prog(bin, 4, args, 180, &res);
+      unsetenv("HCCL_TRACE_FILE");
+      int failed = 0;
+      for (int r = 0; r < 4; r++) {
+        char path[96];
+        snprintf(path, sizeof(path), "/tmp/test_perf_trace_%d.%d.json", (int)getpid(), r);
+        if (r) unlink(path);
+        failed += res.exit_code[r] != 0;
+      }
+      int want = reg ? 8 * progs[i].lines : 0, got = trace_calls(rank0, progs[i].call, "zero-copy");
+      unlink(rank0);
+      if (failed || got != want || !strstr(res.out, "# Out of bounds values : 0 OK")) {
+        fprintf(stderr, "%s -R %d: %d ranks failed; %d %s calls ran zero-copy on rank 0, want %d\n",
+                progs[i].c->prog, reg, failed, got, progs[i].call, want);
+        dump(&res);
+      }
+      assert_int_equal(failed, 0);
+      assert_int_equal(got, want);
+      assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
+      free_result(&res);
+      alarm(0);
+    }
+}
+
 /* mpirun -np N allreduce_perf: ranks from Open MPI's variables, the root info by MPI_Bcast.
  * Skipped (with the reason) where mpirun or the MPI build is missing. */
 /* Open MPI leaks its own objects at exit, some from plugins it has unloaded (no frame a
@@ -621,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_sendrecv),
       cmocka_unit_test(test_programs_bad_flags_exit_2),
       cmocka_unit_test(test_roots),
+      cmocka_unit_test(test_registered_zero_copy),
       cmocka_unit_test(test_mpi_twins),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -86,22 +86,52 @@ static inline size_t hccl__even_block(size_t count, uint32_t n, uint32_t j, size
   return base + (j < rem);
 }
 
-/* Zero-copy allreduce (zcopy.c) over a group on one server: runs (*ran = true) when every
- * member's send and receive buffers lie in HcclMemAlloc memory, as every member learns in its
- * first exchange; otherwise returns at once with *ran = false on every member, having moved
- * only the descriptors, and the caller runs another algorithm. */
-HcclResult hccl__zcopy_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
-                                 const void *send, void *recv, size_t count, bool *ran);
+/* The zero-copy collectives (zcopy.c), over a group on one server: one call as the API makes
+ * it. count is the API's: elements of the whole buffer (allreduce, broadcast), of each
+ * member's block (allgather's sendCount, reduce-scatter's recvCount). Broadcast: send and
+ * recv are both the one buffer, root a member index. In place as the API defines it. */
+enum hccl_zcopy_kind {
+  HCCL_ZCOPY_ALLREDUCE,
+  HCCL_ZCOPY_REDUCE_SCATTER,
+  HCCL_ZCOPY_ALLGATHER,
+  HCCL_ZCOPY_BROADCAST,
+  HCCL_ZCOPY_NKINDS
+};
+struct hccl_zcopy_call {
+  enum hccl_zcopy_kind kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  uint32_t root;
+};
+
+/* The bytes of each member's send and receive buffer in call z on n members of esz bytes. */
+static inline void hccl__zcopy_shape(const struct hccl_zcopy_call *z, uint32_t n, size_t esz,
+                                     size_t *send_bytes, size_t *recv_bytes) {
+  size_t block = z->count * esz;
+  *send_bytes = z->kind == HCCL_ZCOPY_REDUCE_SCATTER ? block * n : block;
+  *recv_bytes = z->kind == HCCL_ZCOPY_ALLGATHER ? block * n : block;
+}
+
+/* Runs z zero-copy (*ran = true) when every member's send and receive buffers lie in
+ * HcclMemAlloc memory, as every member learns in its first exchange; otherwise returns at once
+ * with *ran = false on every member, having moved only the descriptors, and the caller runs
+ * another algorithm. p->reduce is the kernel of a reducing call. */
+HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
+                       const struct hccl_zcopy_call *z, bool *ran);
 
 /* The cost model (select.c): how an allreduce of `bytes` runs on this communicator, unless
  * HCCL_ALGO forces it: flat over every rank with `kind`, or (hier) two-level with `kind`
  * between servers. */
 struct hccl_allreduce_plan {
   bool hier;
-  bool zcopy; /* try hccl__zcopy_allreduce first (one server, large enough, not forced) */
   enum hccl_algo_kind kind;
 };
 struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_t bytes);
+/* Whether a call whose larger buffer (send or receive, per rank) has `bytes` offers the
+ * zero-copy path first: the communicator is on one server, the message large enough, and
+ * HCCL_ALGO does not force an algorithm. The same rule for every zero-copy collective. */
+bool hccl__plan_zcopy(const struct hccl_comm *c, size_t bytes);
 /* Broadcast and reduce: chain or binomial tree over every rank. */
 enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes);
 

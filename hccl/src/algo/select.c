@@ -18,10 +18,13 @@
 #include "comm.h"
 
 #define COST_HD_PENALTY 1.5
-/* From this size an allreduce inside one server first offers the zero-copy path (zcopy.c),
- * which costs two short synchronisations (2 log2(p) message hops) before any data moves. It
- * beat the ring and halving-doubling from 64 KiB at 2, 4 and 8 ranks on 2 cores (allreduce_perf
- * -R 1 against -R 0; the crossover lies between 16 and 64 KiB). */
+/* From this size (of a rank's larger buffer) a call inside one server first offers the
+ * zero-copy path (zcopy.c), which costs two short synchronisations (2 log2(p) message hops)
+ * before any data moves. It beat the ring and halving-doubling allreduce from 64 KiB at 2, 4
+ * and 8 ranks on 2 cores (allreduce_perf -R 1 against -R 0; the crossover lies between 16 and
+ * 64 KiB). Reduce-scatter, allgather and broadcast use the same threshold on their larger
+ * buffer; it is not measured for them yet, and their crossover may lie higher: their ring
+ * (p-1 hops) or binomial tree (log2(p)) has fewer hops than an allreduce's. */
 #define ZCOPY_MIN_BYTES (64u << 10)
 
 static double log2u(uint32_t x) {
@@ -68,8 +71,6 @@ struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_
   bool two_level = c->nservers > 1 && c->local_nranks > 1;
   double flat_cost;
   plan.kind = pick(&c->world, flat_choice(c), (double)bytes, &flat_cost);
-  plan.zcopy = c->nservers == 1 && c->world.n > 1 && bytes >= ZCOPY_MIN_BYTES && !a->levels &&
-               a->choice == HCCL_ALGO_AUTO;
   if (!two_level) return plan;
   /* The level form asks for the two-level algorithm; one word asks for a flat one. */
   if (!a->levels && a->choice != HCCL_ALGO_AUTO) return plan;
@@ -83,6 +84,13 @@ struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_
     plan.kind = cross;
   }
   return plan;
+}
+
+bool hccl__plan_zcopy(const struct hccl_comm *c, size_t bytes) {
+  const struct hccl_algo_setting *a = &c->cfg.algo;
+  size_t min = c->zcopy_min_bytes ? c->zcopy_min_bytes : ZCOPY_MIN_BYTES;
+  return c->nservers == 1 && c->world.n > 1 && bytes >= min && !a->levels &&
+         a->choice == HCCL_ALGO_AUTO;
 }
 
 enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes) {

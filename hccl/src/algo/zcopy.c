@@ -1,23 +1,37 @@
 /*
- * zcopy.c - zero-copy allreduce, for a group on one server whose every member passes buffers
- * from HcclMemAlloc (core/mem.c), as NCCL's registered-buffer kernels.
+ * zcopy.c - zero-copy allreduce, reduce-scatter, allgather and broadcast, for a group on one
+ * server whose every member passes buffers from HcclMemAlloc (core/mem.c), as NCCL's
+ * registered-buffer kernels. One path serves the four:
  *
  *   1. exchange: every member learns every member's send and receive windows (a Bruck
  *      allgather of 64-byte descriptors, log2(n) rounds of messages on the links). Having
  *      them also means every member has entered the call: its input is ready and its output
  *      may be written. If any member's buffers are not shared memory, every member sees it
- *      and the caller runs the ring instead (*ran = false), so all agree without another round.
- *   2. each member maps the others' windows (the link's map_window, kept for later calls) and,
- *      for its own block (the ring's block k), chunk by chunk: reduces the n inputs into its
- *      own output, then copies the chunk, still in cache, into every other member's output.
- *      Per rank that reads the input once and writes the output once, the memory limit's
- *      count, where the ring reads and writes each byte about five times.
+ *      and the caller runs another algorithm (*ran = false), so all agree without another round.
+ *   2. each member maps the others' windows (the link's map_window, kept for later calls) and
+ *      moves its own share, chunk by chunk, so that a chunk read once is still in cache for
+ *      the copies that follow it:
+ *        allreduce       reduces its block (the ring's block cut) from the n inputs into its
+ *                        own output, then copies it into the n-1 other outputs;
+ *        reduce-scatter  reduces its block of the n inputs into its own output;
+ *        allgather       copies its input into its block of every output;
+ *        broadcast       copies its block (the even cut) of the root's buffer into every
+ *                        other member's buffer.
+ *      Every input byte is read once in all and every output byte written once, the floor
+ *      of memory traffic. The pulling forms (each member copying what it needs: the whole
+ *      root buffer, or every peer's block) would read each input byte n-1 times instead, and
+ *      a broadcast's root would sit idle; pushing spreads the work over all n members.
  *   3. a dissemination barrier: nobody returns while another may still write its output or
  *      read its input.
- * Each block is reduced by one member in one order, so every rank gets the same bits. In
- * place is safe: a block of any input is read only by the member that owns it, and overwritten
- * only by that member after reading it. Waits happen only in the exchange and the barrier,
- * which are ordinary messages with the call's stamp and deadline.
+ *
+ * A block is reduced by one member, in the ring's order (ring.c's reduce-scatter: the member
+ * after the owner on the ring first, the owner last, with prim_step's operand order), so the
+ * result is the ring's bit for bit, whichever path ran. In place is safe: a block of an input
+ * is read only by the member that owns it, which overwrites it (allreduce, reduce-scatter)
+ * only after reading that chunk; an allgather's in-place input is its owner's block, which
+ * only the owner writes and never onto itself; a broadcast never writes the root's buffer.
+ * Waits happen only in the exchange and the barrier, ordinary messages with the call's stamp
+ * and deadline.
  */
 #include <string.h>
 
@@ -25,12 +39,20 @@
 #include "log.h"
 #include "mem.h"
 
-/* Elements per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2. */
+/* Bytes per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2.
+ * Never more than the group's scratch (chunk_bytes, at least 4 KiB), where a reduction keeps
+ * its partial result. */
 #define ZCOPY_CHUNK_BYTES (32u << 10)
 #define ZCOPY_MAX_MEMBERS 64
 
 struct zdesc {
   struct hccl_window send, recv;
+};
+
+/* Every member's send and receive buffer as this process sees them (member index). */
+struct zview {
+  const char *in[ZCOPY_MAX_MEMBERS];
+  char *out[ZCOPY_MAX_MEMBERS];
 };
 
 /* Bruck allgather of one descriptor per member, indexed by ring position. */
@@ -57,29 +79,29 @@ static HcclResult exchange(const struct hccl_group *g, const struct hccl_prim *p
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__zcopy_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
-                                 const void *send, void *recv, size_t count, bool *ran) {
+/* Step 1 and the mappings of step 2: *ok = true and v filled when every member's buffers are
+ * HcclMemAlloc memory that every link can map; *ok = false on every member alike otherwise. */
+static HcclResult open_view(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
+                            size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
+                            bool *ok) {
   uint32_t np = g->n;
-  size_t es = p->esz, bytes = count * es;
-  *ran = false;
-  if (np < 2 || np > ZCOPY_MAX_MEMBERS) return HCCL_SUCCESS;
   struct zdesc d[ZCOPY_MAX_MEMBERS];
   struct zdesc *mine = &d[g->pos[g->me]];
   memset(mine, 0, sizeof(*mine));
-  bool ok = hccl__mem_window(send, bytes, &mine->send) && hccl__mem_window(recv, bytes, &mine->recv);
-  for (uint32_t k = 0; ok && k < np; k++)
-    if (k != g->me && !hccl__group_link(g, k)->ops->map_window) ok = false;
-  if (!ok) mine->send.fd = mine->recv.fd = -1;
+  bool usable = hccl__mem_window(send, send_bytes, &mine->send) &&
+                hccl__mem_window(recv, recv_bytes, &mine->recv);
+  for (uint32_t k = 0; usable && k < np; k++)
+    if (k != g->me && !hccl__group_link(g, k)->ops->map_window) usable = false;
+  if (!usable) mine->send.fd = mine->recv.fd = -1;
+  *ok = false;
   HCCL_TRY(exchange(g, p, d));
   for (uint32_t i = 0; i < np; i++)
     if (d[i].send.fd < 0 || d[i].recv.fd < 0) return HCCL_SUCCESS;
 
-  const char *in[ZCOPY_MAX_MEMBERS];
-  char *out[ZCOPY_MAX_MEMBERS];
   for (uint32_t k = 0; k < np; k++) {
     if (k == g->me) {
-      in[k] = send;
-      out[k] = recv;
+      v->in[k] = send;
+      v->out[k] = recv;
       continue;
     }
     struct hccl_link *l = hccl__group_link(g, k);
@@ -87,24 +109,80 @@ HcclResult hccl__zcopy_allreduce(const struct hccl_group *g, const struct hccl_p
     void *a, *b;
     HCCL_TRY(hccl__prim_map(l, &z->send, &a));
     HCCL_TRY(hccl__prim_map(l, &z->recv, &b));
-    in[k] = a;
-    out[k] = b;
+    v->in[k] = a;
+    v->out[k] = b;
   }
+  *ok = true;
+  return HCCL_SUCCESS;
+}
 
-  /* This member's block, as the ring cuts it. */
-  uint32_t me = g->me;
-  size_t first, n = hccl__even_block(count, np, me, &first);
-  size_t per = ZCOPY_CHUNK_BYTES / es;
-  uint32_t other = me + 1 < np ? me + 1 : 0;
-  for (size_t lo = 0; lo < n; lo += per) {
-    size_t c = n - lo < per ? n - lo : per, off = (first + lo) * es;
-    char *dst = out[me] + off;
-    /* The own input first: in place, dst is that input. */
-    p->reduce(dst, in[me] + off, in[other] + off, c);
-    for (uint32_t k = 0; k < np; k++)
-      if (k != me && k != other) p->reduce(dst, dst, in[k] + off, c);
-    for (uint32_t k = 0; k < np; k++)
-      if (k != me) memcpy(out[k] + off, dst, c * es);
+/* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
+ * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
+ * the owner's own input last. Partial results go to tmp (never to dst, which in place is the
+ * owner's input, still to be read). */
+static void reduce_block(const struct hccl_group *g, const struct hccl_prim *p,
+                         const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
+                         char *tmp) {
+  int64_t pos = g->pos[owner];
+  const char *acc = in[hccl__group_at(g, pos + 1)] + off;
+  for (uint32_t k = 2; k <= g->n; k++) {
+    char *to = k == g->n ? dst : tmp;
+    p->reduce(to, in[hccl__group_at(g, pos + k)] + off, acc, c);
+    acc = to;
+  }
+}
+
+/* Copies bytes from src to byte offset off of every member's output but member skip's (where
+ * src already is: the own block of an allreduce or of an in-place allgather, the root's
+ * buffer; n skips none). */
+static void spread(uint32_t n, char *const out[], size_t off, const char *src, size_t bytes,
+                   uint32_t skip) {
+  for (uint32_t k = 0; k < n; k++)
+    if (k != skip) memcpy(out[k] + off, src, bytes);
+}
+
+HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
+                       const struct hccl_zcopy_call *z, bool *ran) {
+  uint32_t np = g->n, me = g->me;
+  size_t es = p->esz, send_bytes, recv_bytes;
+  *ran = false;
+  if (np < 2 || np > ZCOPY_MAX_MEMBERS) return HCCL_SUCCESS;
+  hccl__zcopy_shape(z, np, es, &send_bytes, &recv_bytes);
+  struct zview v;
+  bool ok;
+  HCCL_TRY(open_view(g, p, z->send, send_bytes, z->recv, recv_bytes, &v, &ok));
+  if (!ok) return HCCL_SUCCESS;
+
+  /* This member's share: elements [first, first + len) of the n-block buffer (the inputs of
+   * an allreduce or reduce-scatter, the outputs of an allgather, every broadcast buffer);
+   * element lo of the share is element lo of its own block-sized buffer (a reduce-scatter's
+   * output, an allgather's input). */
+  size_t first = (size_t)me * z->count, len = z->count;
+  if (z->kind == HCCL_ZCOPY_ALLREDUCE || z->kind == HCCL_ZCOPY_BROADCAST)
+    len = hccl__even_block(z->count, np, me, &first);
+  /* An allgather in place: the input is the own block of the output. */
+  uint32_t ag_skip = (const char *)z->send == v.out[me] + first * es ? me : np;
+  size_t chunk = ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
+  size_t per = chunk / es;
+  for (size_t lo = 0; lo < len; lo += per) {
+    size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es, own = lo * es;
+    switch (z->kind) {
+    case HCCL_ZCOPY_ALLREDUCE:
+      reduce_block(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+      spread(np, v.out, at, v.out[me] + at, c * es, me);
+      break;
+    case HCCL_ZCOPY_REDUCE_SCATTER:
+      reduce_block(g, p, v.in, me, at, v.out[me] + own, c, g->scratch);
+      break;
+    case HCCL_ZCOPY_ALLGATHER:
+      spread(np, v.out, at, v.in[me] + own, c * es, ag_skip);
+      break;
+    case HCCL_ZCOPY_BROADCAST:
+      spread(np, v.out, at, v.in[z->root] + at, c * es, z->root);
+      break;
+    default: /* HCCL_ZCOPY_NKINDS counts the kinds */
+      break;
+    }
   }
   *ran = true;
   return hccl__dissemination_barrier(g, p);

@@ -36,22 +36,53 @@ struct hccl_op {
   bool v_owned;
 };
 
-/* The zero-copy allreduce (algo/zcopy.c) runs only when every rank's buffers are HcclMemAlloc
- * memory, which the ranks learn in an exchange that costs two log2(p) message rounds. After an
- * exchange that finds ordinary memory somewhere, the next 1, 2, 4 ... 1024 eligible calls skip
- * the offer and run the ring at once; a successful exchange resets that. All ranks count the
- * same calls and see the same results, so all decide alike. */
+/* The zero-copy form of o (algo/zcopy.c), or false when o's collective has none. */
+static bool zcopy_call(const struct hccl_op *o, struct hccl_zcopy_call *z) {
+  static const struct {
+    enum hccl_coll_kind coll;
+    enum hccl_zcopy_kind zcopy;
+  } kinds[] = {{HCCL_K_ALLREDUCE, HCCL_ZCOPY_ALLREDUCE},
+               {HCCL_K_REDUCE_SCATTER, HCCL_ZCOPY_REDUCE_SCATTER},
+               {HCCL_K_ALLGATHER, HCCL_ZCOPY_ALLGATHER},
+               {HCCL_K_BROADCAST, HCCL_ZCOPY_BROADCAST}};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (kinds[i].coll == o->kind) {
+      *z = (struct hccl_zcopy_call){.kind = kinds[i].zcopy,
+                                    .send = o->send,
+                                    .recv = o->recv,
+                                    .count = o->count,
+                                    .root = o->root};
+      return true;
+    }
+  return false;
+}
+
+/* Offers the zero-copy path (algo/zcopy.c) to an allreduce, reduce-scatter, allgather or
+ * broadcast that select.c finds eligible; *ran tells whether it ran. It runs only when every
+ * rank's buffers are HcclMemAlloc memory, which the ranks learn in an exchange that costs two
+ * log2(p) message rounds. After an exchange that finds ordinary memory somewhere, the next 1,
+ * 2, 4 ... 1024 eligible calls of that collective skip the offer and run their ordinary
+ * algorithm at once; a successful exchange resets that. Each collective keeps its own
+ * back-off, so ordinary buffers in one (a broadcast of parameters) never slow the offers of
+ * another (the gradients' allreduce). All ranks count the same calls and see the same
+ * results, so all decide alike. */
 static HcclResult offer_zcopy(struct hccl_comm *c, const struct hccl_prim *p,
                               const struct hccl_op *o, bool *ran) {
   *ran = false;
-  if (c->zcopy_calls++ < c->zcopy_next) return HCCL_SUCCESS;
-  HCCL_TRY(hccl__zcopy_allreduce(&c->world, p, o->send, o->recv, o->count, ran));
+  struct hccl_zcopy_call z;
+  size_t send_bytes, recv_bytes;
+  if (!zcopy_call(o, &z)) return HCCL_SUCCESS;
+  hccl__zcopy_shape(&z, c->nranks, p->esz, &send_bytes, &recv_bytes);
+  if (!hccl__plan_zcopy(c, send_bytes > recv_bytes ? send_bytes : recv_bytes)) return HCCL_SUCCESS;
+  struct hccl_zcopy_offers *b = &c->zcopy[z.kind];
+  if (b->calls++ < b->next) return HCCL_SUCCESS;
+  HCCL_TRY(hccl__zcopy(&c->world, p, &z, ran));
   if (*ran) {
-    c->zcopy_skip = 0;
+    b->skip = 0;
     c->zcopy_ran = c->coll_seq + 1;
   } else
-    c->zcopy_skip = c->zcopy_skip ? (c->zcopy_skip < 1024 ? 2 * c->zcopy_skip : 1024) : 1;
-  c->zcopy_next = c->zcopy_calls + c->zcopy_skip;
+    b->skip = b->skip ? (b->skip < 1024 ? 2 * b->skip : 1024) : 1;
+  b->next = b->calls + b->skip;
   return HCCL_SUCCESS;
 }
 
@@ -102,14 +133,12 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     return HCCL_SUCCESS;
   }
   const struct hccl_group *g = &c->world; /* member k is rank k: roots stay as they are */
+  bool ran;
+  HCCL_TRY(offer_zcopy(c, &p, o, &ran));
+  if (ran) return HCCL_SUCCESS;
   switch (o->kind) {
   case HCCL_K_ALLREDUCE: {
     struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
-    if (plan.zcopy) {
-      bool ran;
-      HCCL_TRY(offer_zcopy(c, &p, o, &ran));
-      if (ran) return HCCL_SUCCESS;
-    }
     if (plan.hier)
       return hccl__hier_allreduce(&c->local, &c->cross, plan.kind, &p, o->send, o->recv, o->count);
     if (plan.kind == HCCL_ALGO_KIND_HD)
@@ -159,10 +188,10 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
 static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
   size_t bytes = o->count * (o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt));
   if (c->nranks == 1) return "local";
+  if (c->zcopy_ran == c->coll_seq + 1) return "zero-copy";
   switch (o->kind) {
   case HCCL_K_ALLREDUCE: {
     struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
-    if (plan.zcopy && c->zcopy_ran == c->coll_seq + 1) return "zero-copy";
     if (plan.hier)
       return plan.kind == HCCL_ALGO_KIND_HD ? "two-level, halving-doubling between servers"
                                             : "two-level, ring between servers";

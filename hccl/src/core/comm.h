@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "algo.h"
 #include "group.h"
 #include "hccl.h"
 #include "log.h"
@@ -77,12 +78,19 @@ struct hccl_comm {
   struct hccl_coll_req *qhead, *qtail;
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
-  uint64_t coll_seq;                     /* collectives started so far (fingerprint.h) */
-  /* The zero-copy allreduce's offers (coll.c, offer_zcopy): allreduces that could have run
-   * it, the count at which the next one offers it, and the current back-off. Every rank makes
-   * the same calls and sees the same exchange results, so all hold the same values. */
-  uint64_t zcopy_calls, zcopy_next, zcopy_skip;
+  uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
+  /* The zero-copy offers (coll.c, offer_zcopy), per collective (enum hccl_zcopy_kind): calls
+   * that could have run it, the count at which the next one offers it, and the current
+   * back-off. Every rank makes the same calls and sees the same exchange results, so all hold
+   * the same values. */
+  struct hccl_zcopy_offers {
+    uint64_t calls, next, skip;
+  } zcopy[HCCL_ZCOPY_NKINDS];
   uint64_t zcopy_ran; /* coll_seq + 1 of the last call that ran zero-copy (its trace label) */
+  /* The size from which calls offer zero-copy (hccl__plan_zcopy); 0, as made: select.c's
+   * measured threshold. Only tests change it, on every rank alike, to run the zero-copy path
+   * on the few-element calls that put empty blocks at its edges. */
+  size_t zcopy_min_bytes;
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */

@@ -1,6 +1,6 @@
 /*
  * mem.h - HcclMemAlloc's regions: memory a rank's peers on the same server can map, and the
- * lookup that tells whether a buffer lies in one (for the zero-copy allreduce, algo/zcopy.c).
+ * lookup that tells whether a buffer lies in one (for the zero-copy collectives, algo/zcopy.c).
  */
 #ifndef HCCL_MEM_H
 #define HCCL_MEM_H
