@@ -278,12 +278,15 @@ HCCL_API HcclResult HcclRequestWait(HcclRequest request);
 /* ---- memory the ranks of a server share (as NCCL's ncclMemAlloc) ---- */
 
 /* Allocates `size` bytes (page-aligned, zero-filled) that the other ranks of this server can
- * map. An allreduce of at least 256 KiB on a communicator inside one server whose buffers on
+ * map. An allreduce of at least 64 KiB on a communicator inside one server whose buffers on
  * every rank lie in such memory runs zero-copy: each rank reduces its share straight from
  * every rank's input and writes the result straight into every rank's output, two passes over
  * memory instead of the ring's five. Where any rank's buffer is ordinary memory the call runs
  * as before; results are the same either way. Fails with HCCL_E_PARA for size 0 and
- * HCCL_E_MEMORY when the system refuses. */
+ * HCCL_E_MEMORY when the system refuses.
+ * After fork the child's copy of each region is copy-on-write, as malloc'd memory: its writes
+ * stay its own, and the region is ordinary memory to the child's collectives. Unlike malloc, a
+ * page the child has not written yet shows the parent's later writes to it. */
 HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
 /* Frees what HcclMemAlloc returned; NULL is accepted, any other pointer is HCCL_E_PARA. Peers
  * that mapped it keep their mapping until their communicator is destroyed or needs the room
