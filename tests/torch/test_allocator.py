@@ -27,6 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_harness as H  # noqa: E402
 
 KIB, MIB = 1 << 10, 1 << 20
+# The settings' defaults, whatever the environment the tests run in says (an empty value is
+# the same as unset).
+DEFAULTS = {"TORCH_HCCL_ALLOCATOR": "", "TORCH_HCCL_ALLOCATOR_MIN_BYTES": ""}
 
 
 def rss_bytes():
@@ -190,7 +193,7 @@ CASES = {"rss_flat": rss_flat_case, "threads": threads_case, "stats": stats_case
 
 class TestAllocator(unittest.TestCase):
     def run_case(self, case, env=None, timeout=180):
-        r = H.run_ranks(__file__, case, 1, timeout=timeout, env=env)
+        r = H.run_ranks(__file__, case, 1, timeout=timeout, env=dict(DEFAULTS, **(env or {})))
         self.assertEqual(r.codes, [0], r.text())
         if r.outputs[0].strip():
             print(r.outputs[0].strip())
@@ -211,7 +214,7 @@ class TestAllocator(unittest.TestCase):
         self.run_case("off", env={"TORCH_HCCL_ALLOCATOR": "0"})
 
     def import_with(self, **env):
-        e = dict(os.environ, PYTHONPATH=H.BUILD_PYTHON, **env)
+        e = dict(os.environ, PYTHONPATH=H.BUILD_PYTHON, **dict(DEFAULTS, **env))
         return subprocess.run([sys.executable, "-c", "import torch_hccl as t; "
                                "s = t.memory_stats(); print(s['enabled'], s['min_bytes'])"],
                               env=e, text=True, stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_harness as H  # noqa: E402
 
 MIB = 1 << 20
+ALLOCATOR_DEFAULTS = {"TORCH_HCCL_ALLOCATOR": "", "TORCH_HCCL_ALLOCATOR_MIN_BYTES": ""}
 
 
 def in_any(ptr, arenas):
@@ -142,7 +143,7 @@ CASES = {"fork": fork_case, "fork_threads": fork_threads_case, "dataloader": dat
 
 class TestAllocatorFork(unittest.TestCase):
     def run_case(self, case):
-        r = H.run_ranks(__file__, case, 1, timeout=180)
+        r = H.run_ranks(__file__, case, 1, timeout=180, env=ALLOCATOR_DEFAULTS)
         self.assertEqual(r.codes, [0], r.text())
 
     def test_os_fork(self):

@@ -83,7 +83,8 @@ class TestAllocatorZeroCopy(unittest.TestCase):
     def run_traced(self, case, n, env=None):
         d = tempfile.mkdtemp(prefix="torch_hccl_zcopy_")
         self.addCleanup(shutil.rmtree, d, True)
-        e = {"HCCL_TRACE_FILE": os.path.join(d, "t.%r.json")}
+        e = {"HCCL_TRACE_FILE": os.path.join(d, "t.%r.json"), "TORCH_HCCL_ALLOCATOR": "",
+             "TORCH_HCCL_ALLOCATOR_MIN_BYTES": "", "HCCL_ALGO": ""}
         e.update(env or {})
         r = H.run_ranks(__file__, case, n, timeout=180, env=e)
         self.assertEqual(r.codes, [0] * n, r.text())
