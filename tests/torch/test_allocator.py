@@ -13,6 +13,8 @@ in one process. Each case runs in a fresh process of its own, under a deadline.
                alignment; empty_cache() gives the freed pages back (resident size drops)
                and the memory is usable afterwards
   min bytes    TORCH_HCCL_ALLOCATOR_MIN_BYTES=1M delegates a 512 KiB tensor, serves 1 MiB
+  fallback     no arena can be made (no file descriptor left): large tensors come from torch's
+               allocator, counted as fallbacks, with one warning and no second attempt
   off          TORCH_HCCL_ALLOCATOR=0: torch's allocator stays, nothing is counted
   settings     accepted spellings, and each malformed one fails the import with a ValueError
                naming the variable, the value and the rule
@@ -176,6 +178,26 @@ def min_bytes_case():
     assert not in_arena(small.data_ptr()) and in_arena(large.data_ptr())
 
 
+def fallback_case():
+    import resource
+    import warnings
+    import torch
+    import torch_hccl
+    torch.ones(8).add_(1)  # torch's lazy start-up (cpuinfo reads /proc) before the limit
+    nfd = len(os.listdir("/proc/self/fd"))  # one of them the listing's own, closed again
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nfd - 1, resource.getrlimit(
+        resource.RLIMIT_NOFILE)[1]))  # memfd_create fails from here on
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ts = [torch.full((MIB,), float(k)) for k in range(3)]
+    s = torch_hccl.memory_stats()
+    assert s["fallbacks"] == 3 and s["allocations"] == 0 and s["arenas"] == 0, s
+    assert [float(t.sum()) for t in ts] == [0.0, MIB, 2.0 * MIB]
+    assert not any(in_arena(t.data_ptr()) for t in ts)
+    said = [str(w.message) for w in caught if "cannot make a shared arena" in str(w.message)]
+    assert len(said) == 1 and "Too many open files" in said[0], [str(w.message) for w in caught]
+
+
 def off_case():
     import torch
     import torch_hccl
@@ -188,7 +210,7 @@ def off_case():
 
 
 CASES = {"rss_flat": rss_flat_case, "threads": threads_case, "stats": stats_case,
-         "min_bytes": min_bytes_case, "off": off_case}
+         "min_bytes": min_bytes_case, "fallback": fallback_case, "off": off_case}
 
 
 class TestAllocator(unittest.TestCase):
@@ -209,6 +231,9 @@ class TestAllocator(unittest.TestCase):
 
     def test_min_bytes(self):
         self.run_case("min_bytes", env={"TORCH_HCCL_ALLOCATOR_MIN_BYTES": "1M"})
+
+    def test_fallback(self):
+        self.run_case("fallback")
 
     def test_off(self):
         self.run_case("off", env={"TORCH_HCCL_ALLOCATOR": "0"})

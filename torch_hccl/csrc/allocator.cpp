@@ -120,12 +120,20 @@ class Cache {
   size_t reserved_ = 0, allocated_ = 0, requested_ = 0, peak_ = 0;
   size_t inherited_blocks_ = 0, inherited_bytes_ = 0, released_ = 0;
   uint64_t allocations_ = 0, frees_ = 0, fallbacks_ = 0;
+  /* An arena could not be made (out of descriptors, maps or address space): later requests
+   * that fit no free block go to the previous allocator at once, without a new attempt and
+   * libhccl's error line each time. */
+  bool cannot_grow_ = false;
 };
 
 Block* Cache::grow(size_t size) {
   size_t bytes = std::max(std::max(kFirstArena, reserved_), round_up(size, kArenaAlign));
   void* base = nullptr;
-  if (HcclMemAlloc(&base, bytes) != HCCL_SUCCESS) return nullptr;
+  if (cannot_grow_) return nullptr;
+  if (HcclMemAlloc(&base, bytes) != HCCL_SUCCESS) {
+    cannot_grow_ = true;
+    return nullptr;
+  }
   auto* a = new Arena{static_cast<char*>(base), bytes, false, 0, nullptr};
   a->first = new Block{a->base, bytes, 0, false, nullptr, nullptr, a};
   arenas_.push_back(a);
@@ -148,7 +156,8 @@ void* Cache::alloc(size_t n) {
     lock.unlock();
     TORCH_WARN_ONCE("torch_hccl allocator: cannot make a shared arena for a ", n, "-byte tensor (",
                     HcclGetLastErrorMessage(),
-                    "); such tensors use torch's allocator and the ring allreduce");
+                    "); from now on tensors that fit no free block of the existing arenas use "
+                    "torch's allocator, and their allreduces the ring");
     return nullptr;
   }
   if (b->size - size >= kAlign) {
@@ -256,6 +265,7 @@ void Cache::fork_child() {
   free_.clear();
   reserved_ = allocated_ = requested_ = peak_ = released_ = 0;
   allocations_ = frees_ = fallbacks_ = 0;
+  cannot_grow_ = false;
   delegated = 0;
   mu_.unlock();
 }
