@@ -295,7 +295,10 @@ HCCL_API HcclResult HcclRequestWait(HcclRequest request);
  * share straight from the ranks' inputs into their outputs, reading each input byte and
  * writing each output byte once. Where any rank's buffer is ordinary memory the call runs as
  * before. Zero-copy reductions keep the ring's order, so they give the ring's bits. Fails with
- * HCCL_E_PARA for size 0 and HCCL_E_MEMORY when the system refuses. */
+ * HCCL_E_PARA for size 0 and HCCL_E_MEMORY when the system refuses.
+ * After fork the child's copy of each region is copy-on-write, as malloc'd memory: its writes
+ * stay its own, and the region is ordinary memory to the child's collectives. Unlike malloc, a
+ * page the child has not written yet shows the parent's later writes to it. */
 HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
 /* Frees what HcclMemAlloc returned; NULL is accepted, any other pointer is HCCL_E_PARA. Peers
  * that mapped it keep their mapping until their communicator is destroyed or needs the room

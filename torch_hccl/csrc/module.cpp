@@ -1,10 +1,12 @@
 /*
- * module.cpp - torch_hccl._C: the Python face of ProcessGroupHCCL. torch_hccl/__init__.py
- * registers it with torch.distributed as backend "hccl".
+ * module.cpp - torch_hccl._C: the Python face of ProcessGroupHCCL and of the shared-memory CPU
+ * allocator. torch_hccl/__init__.py registers the first with torch.distributed as backend
+ * "hccl" and installs the second.
  */
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "allocator.hpp"
 #include "process_group.hpp"
 
 namespace py = pybind11;
@@ -30,6 +32,14 @@ PYBIND11_MODULE(_C, m) {
         "(HcclSetDevice).");
   m.def("current_device", &torch_hccl::currentDevice,
         "The device this process drives: set_device's, else the default group's, else -1.");
+  m.def("_allocator_install", &torch_hccl::install_allocator,
+        "Reads TORCH_HCCL_ALLOCATOR and TORCH_HCCL_ALLOCATOR_MIN_BYTES (ValueError naming a "
+        "bad value) and, when enabled, makes the shared-memory allocator torch's CPU "
+        "allocator. Returns whether it is installed.");
+  m.def("_allocator_is_current", &torch_hccl::allocator_is_current);
+  m.def("_memory_stats", &torch_hccl::allocator_stats);
+  m.def("_empty_cache", &torch_hccl::allocator_empty_cache);
+  m.def("_allocator_arenas", &torch_hccl::allocator_arenas);
   m.attr("HCCL_VERSION") = py::make_tuple(HCCL_VERSION_MAJOR, HCCL_VERSION_MINOR,
                                           HCCL_VERSION_PATCH);
 }

@@ -6,13 +6,22 @@
 Every process group made with backend "hccl" (the default group and each new_group) is one
 libhccl communicator, made over the c10d store torch passes in, so env://, tcp:// and file://
 init methods all work. The group's timeout bounds every operation. See docs/pytorch.md.
+
+Importing also makes torch's CPU allocator a caching allocator over libhccl's shared memory
+for tensors of TORCH_HCCL_ALLOCATOR_MIN_BYTES (64 KiB) and more, so that their allreduces can
+run zero-copy; TORCH_HCCL_ALLOCATOR=0 leaves torch's allocator alone. memory_stats() and
+empty_cache() report on it and trim it, as torch.cuda's functions of those names.
 """
 import torch
 import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["ProcessGroupHCCL", "set_device", "current_device"]
+# Before anything is registered: TORCH_HCCL_ALLOCATOR and TORCH_HCCL_ALLOCATOR_MIN_BYTES are
+# read here, and a malformed value fails the import with a ValueError naming it.
+_C._allocator_install()
+
+__all__ = ["ProcessGroupHCCL", "set_device", "current_device", "memory_stats", "empty_cache"]
 ProcessGroupHCCL = _C.ProcessGroupHCCL
 
 
@@ -46,3 +55,24 @@ def _create(opts, pg_options=None):
 
 if "HCCL" not in dist.Backend._plugins:
     dist.Backend.register_backend("hccl", _create, extended_api=True)
+
+
+def memory_stats():
+    """The shared-memory allocator's counters for this process, as a dict (docs/pytorch.md):
+    enabled, min_bytes, allocated_bytes, requested_bytes, peak_allocated_bytes,
+    reserved_bytes (its arenas), cached_bytes (free inside them), largest_free_bytes, arenas,
+    allocations (served), frees, delegated (requests below min_bytes, to torch's allocator),
+    fallbacks (delegated because no arena could be made), released_bytes (by empty_cache),
+    inherited_blocks and inherited_bytes (a forked child's blocks from its parent, not freed
+    yet). A forked child starts its own counts."""
+    stats = dict(_C._memory_stats())
+    stats["enabled"] = bool(stats["enabled"])
+    return stats
+
+
+def empty_cache():
+    """Gives the pages of the allocator's free blocks back to the system, as
+    torch.cuda.empty_cache(); the arenas stay, so later tensors reuse them. Returns the bytes
+    given back."""
+    return _C._empty_cache()
+

@@ -6,6 +6,17 @@
  * that peers can open it through /proc/<pid>/fd/<fd> (transport/shm.c, map_window) and check
  * its name. A process-wide list, under one mutex, answers "is this buffer inside a region"
  * (hccl__mem_window) for every collective that could run zero-copy.
+ *
+ * fork: a shared mapping would stay shared in the child, so a child's writes would land in the
+ * parent's tensors (malloc'd memory is copy-on-write instead). A pthread_atfork child handler
+ * therefore remaps every still-shared region MAP_PRIVATE at the same address from its memfd:
+ * copy-on-write, nothing copied. Such a region is private from then on: never a zero-copy
+ * window (its pages are no longer what peers would see), still freed by HcclMemFree. The one
+ * difference from malloc: a page the child has not written yet shows the memfd's current
+ * content, so the parent's later writes to it show through until the child writes that page
+ * (the parent's mapping must stay shared; a snapshot would mean copying every region).
+ * Regions that are already private (a child that forks again) keep their mapping: fork
+ * already makes it copy-on-write, and remapping would drop the child's own writes.
  */
 #define _GNU_SOURCE
 #include "mem.h"
@@ -25,12 +36,50 @@ struct region {
   char *base;
   size_t bytes; /* mapped (whole pages) */
   int fd;
+  bool forked; /* remapped copy-on-write in a forked child: no longer a window */
   unsigned long long serial;
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions;
 static unsigned long long next_serial = 1;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&mu);
+}
+static void fork_parent(void) {
+  pthread_mutex_unlock(&mu);
+}
+
+/* In the child (one thread, nothing else running yet). A region that cannot be remapped would
+ * leave the child writing into the parent's memory: nothing safe remains but to stop. */
+static void fork_child(void) {
+  for (struct region *r = regions; r; r = r->next) {
+    if (r->forked) continue;
+    void *p = mmap(r->base, r->bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, r->fd, 0);
+    if (p == MAP_FAILED) {
+      char msg[160];
+      int n = snprintf(msg, sizeof(msg),
+                       "hccl: fork: cannot remap HcclMemAlloc region %llu (%zu bytes) "
+                       "copy-on-write in the child: %s\n",
+                       r->serial, r->bytes, strerror(errno));
+      size_t len = n < 0 ? 0 : (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+      ssize_t put = write(STDERR_FILENO, msg, len);
+      (void)put;
+      abort();
+    }
+    r->forked = true;
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* At load, so these handlers are registered before any of a user's (torch_hccl's allocator
+ * holds its own lock while it calls HcclMemAlloc: its prepare handler, registered later, runs
+ * first, and the two locks are taken in the same order as everywhere else). */
+__attribute__((constructor)) static void mem_init(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 HcclResult HcclMemAlloc(void **ptr, size_t size) {
   if (!ptr) return hccl__fail(HCCL_E_PTR, "HcclMemAlloc: ptr is NULL");
@@ -93,6 +142,7 @@ bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w) {
   pthread_mutex_lock(&mu);
   for (struct region *r = regions; r; r = r->next) {
     if (p >= r->base && p < r->base + r->bytes && bytes <= (size_t)(r->base + r->bytes - p)) {
+      if (r->forked) break;
       w->fd = r->fd;
       w->serial = r->serial;
       w->region_bytes = r->bytes;

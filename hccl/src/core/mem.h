@@ -11,7 +11,8 @@
 #include "transport.h"
 
 /* Describes [ptr, ptr + bytes) as a window its peers can map, or returns false (w->fd = -1)
- * when the range is not inside one HcclMemAlloc region. */
+ * when the range is not inside one HcclMemAlloc region, or is inside one this process
+ * inherited through fork (copy-on-write here, so not what a peer would map). */
 bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w);
 
 /* The name every region's memfd carries, "hccl-mem-<serial>": a peer that opened the

@@ -82,7 +82,8 @@ struct shm_area {
   size_t bytes;
 };
 
-/* A peer's HcclMemAlloc region mapped here (map_window), kept for its next calls. */
+/* A peer's HcclMemAlloc region mapped here (map_window), kept for its next calls. torch_hccl's
+ * allocator makes each arena as large as all before it, so 8 cover 128 GiB of tensors. */
 #define SHM_WINDOWS 8
 struct shm_window {
   uint64_t serial; /* 0: empty */
