@@ -12,6 +12,13 @@ import os
 import sys
 import unittest
 
+# The build tree's torch_hccl (ctest passes TORCH_HCCL_PYTHONPATH), for this process and the
+# harness's spawned ones.
+if os.environ.get("TORCH_HCCL_PYTHONPATH"):
+    sys.path.insert(0, os.environ["TORCH_HCCL_PYTHONPATH"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.environ["TORCH_HCCL_PYTHONPATH"], os.environ.get("PYTHONPATH")) if p)
+
 try:
     import expecttest  # noqa: F401  torch's test utilities need it; Debian does not package it
 except ImportError:

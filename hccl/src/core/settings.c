@@ -246,9 +246,8 @@ static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   HCCL_TRY(process_device(s));
   if (s->device_id < 0) HCCL_TRY(env_device(st, s));
 
-  int64_t port = 0;
-  bool have_port;
-  HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &port, &have_port));
+  bool have_port = s->master_port != 0;
+  int64_t port = s->master_port;
   bool mpi_or_slurm = st != &starters[0] && st != &starters[1];
   /* Started by mpirun or srun without MASTER_*: Slurm names the hosts; mpirun on one host
    * means this host; the port is HCCL's base port. */
@@ -311,6 +310,9 @@ static HcclResult load_common(struct hccl_settings *s) {
 
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
   env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
+  v = 0;
+  HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &v, NULL));
+  s->master_port = (uint16_t)v; /* 0: unset */
   env_str("RANK_TABLE_FILE", s->rank_table, sizeof(s->rank_table));
   const char *token = getenv("HCCL_JOB_TOKEN");
   if (token && strlen(token) >= sizeof(s->job_token))
