@@ -268,69 +268,56 @@ static void test_job_starters(void **state) {
  * are never an error, and name the device only when they were set for this very rank. */
 static void test_given_rank(void **state) {
   (void)state;
-  struct hccl_settings s;
-  /* A Slurm allocation the spawning parent ran in: rank 0 of 1 describes the parent. */
-  setenv("SLURM_PROCID", "0", 1);
-  setenv("SLURM_NTASKS", "1", 1);
-  setenv("SLURM_LOCALID", "0", 1);
-  setenv("SLURM_JOB_NODELIST", "vm", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
-  assert_true(s.have_rank);
-  assert_int_equal(s.rank, 2);
-  assert_int_equal(s.world_size, 4);
-  assert_int_equal(s.device_id, -1);
-  assert_null(s.device_src);
-  clean_env(NULL);
-  /* An exported WORLD_SIZE alone (PyTorch's MultiProcessTestCase) describes nobody. */
-  setenv("WORLD_SIZE", "4", 1);
-  setenv("LOCAL_RANK", "0", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 1, 4), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, -1);
-  /* mpirun -np 1 around the spawning script, with a DEVICE_ID for its one rank. */
-  clean_env(NULL);
-  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
-  setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
-  setenv("DEVICE_ID", "0", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 0, 4), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, -1);
-  /* Not numbers: not ours to judge, since the caller gave the rank. */
-  clean_env(NULL);
-  setenv("RANK", "x", 1);
-  setenv("WORLD_SIZE", "y", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 0, 2), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, -1);
-  /* Set for this rank (env://, a launcher per process): its device, DEVICE_ID first. */
-  clean_env(NULL);
-  setenv("RANK", "2", 1);
-  setenv("WORLD_SIZE", "4", 1);
-  setenv("LOCAL_RANK", "2", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, 2);
-  assert_string_equal(s.device_src, "LOCAL_RANK");
-  setenv("DEVICE_ID", "6", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 2, 4), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, 6);
-  assert_string_equal(s.device_src, "DEVICE_ID");
-  /* ... but not for a subgroup, whose rank is not the launcher's. */
-  assert_int_equal(hccl__settings_load_given(&s, 0, 2), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, -1);
-  /* Srun's own variables for this rank: SLURM_LOCALID. */
+  static const struct {
+    const char *why, *env[8]; /* NAME=value pairs */
+    uint32_t rank, size;
+    int32_t device; /* -1: the rank's index on its server, decided at init */
+    const char *src;
+  } cases[] = {
+      {"a Slurm allocation the spawning parent ran in: rank 0 of 1 describes the parent",
+       {"SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_LOCALID=0", "SLURM_JOB_NODELIST=vm"}, 2, 4,
+       -1, NULL},
+      {"an exported WORLD_SIZE alone (PyTorch's MultiProcessTestCase) describes nobody",
+       {"WORLD_SIZE=4", "LOCAL_RANK=0"}, 1, 4, -1, NULL},
+      {"mpirun -np 1 around the spawning script, with a DEVICE_ID for its one rank",
+       {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=1", "DEVICE_ID=0"}, 0, 4, -1, NULL},
+      {"not numbers: not ours to judge, since the caller gave the rank",
+       {"RANK=x", "WORLD_SIZE=y"}, 0, 2, -1, NULL},
+      {"set for this rank (env://, a launcher per process): the local rank",
+       {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=2"}, 2, 4, 2, "LOCAL_RANK"},
+      {"set for this rank: DEVICE_ID first",
+       {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=2", "DEVICE_ID=6"}, 2, 4, 6, "DEVICE_ID"},
+      {"a subgroup, whose rank is not the launcher's",
+       {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=2", "DEVICE_ID=6"}, 0, 2, -1, NULL},
+      {"srun's own variables for this rank",
+       {"SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_LOCALID=1"}, 3, 4, 1, "SLURM_LOCALID"},
+      {"DEVICE_ID with no rank variable (a per-process shell loop)", {"DEVICE_ID=5"}, 1, 2, 5,
+       "DEVICE_ID"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    clean_env(NULL);
+    for (int k = 0; cases[i].env[k]; k++)
+      assert_int_equal(putenv((char *)cases[i].env[k]), 0);
+    struct hccl_settings s;
+    print_message("case: %s\n", cases[i].why);
+    assert_int_equal(hccl__settings_load_given(&s, cases[i].rank, cases[i].size), HCCL_SUCCESS);
+    assert_true(s.have_rank);
+    assert_int_equal(s.rank, cases[i].rank);
+    assert_int_equal(s.world_size, cases[i].size);
+    assert_int_equal(s.device_id, cases[i].device);
+    if (cases[i].src)
+      assert_string_equal(s.device_src, cases[i].src);
+    else
+      assert_null(s.device_src);
+  }
+  /* A bad DEVICE_ID that would be read is named. */
   clean_env(NULL);
   setenv("SLURM_PROCID", "3", 1);
   setenv("SLURM_NTASKS", "4", 1);
-  setenv("SLURM_LOCALID", "1", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 3, 4), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, 1);
-  assert_string_equal(s.device_src, "SLURM_LOCALID");
-  /* A bad DEVICE_ID that would be read is named. */
   setenv("DEVICE_ID", "-3", 1);
+  struct hccl_settings s;
   assert_int_equal(hccl__settings_load_given(&s, 3, 4), HCCL_E_PARA);
   assert_non_null(strstr(HcclGetLastErrorMessage(), "DEVICE_ID='-3'"));
-  /* DEVICE_ID with no rank variable (a per-process shell loop): read. */
-  clean_env(NULL);
-  setenv("DEVICE_ID", "5", 1);
-  assert_int_equal(hccl__settings_load_given(&s, 1, 2), HCCL_SUCCESS);
-  assert_int_equal(s.device_id, 5);
 }
 
 /* HcclSetDevice beats every variable, for every loader. Last: it cannot be unset. */

@@ -140,11 +140,10 @@ HcclResult HcclGetDevice(int32_t *deviceId) {
 }
 
 /* The device HcclSetDevice chose, which beats every variable. */
-static HcclResult process_device(struct hccl_settings *s) {
+static void process_device(struct hccl_settings *s) {
   int32_t d = atomic_load(&g_process_device);
   s->device_id = d;
   s->device_src = d >= 0 ? "HcclSetDevice" : NULL;
-  return HCCL_SUCCESS;
 }
 
 /* The job starters whose variables give a rank its place, in the order they are looked for:
@@ -185,8 +184,9 @@ static const struct starter *find_starter(void) {
  * DEVICE_ID, else ASCEND_DEVICE_ID, else the starter's local rank (st may be NULL: none set).
  * Sets s->device_id and s->device_src, or leaves -1 and NULL. */
 static HcclResult env_device(const struct starter *st, struct hccl_settings *s) {
-  static const char *const names[] = {"DEVICE_ID", "ASCEND_DEVICE_ID"};
-  for (int i = 0; i < 2; i++) {
+  const char *const names[] = {"DEVICE_ID", "ASCEND_DEVICE_ID",
+                               st && set(st->local_rank) ? st->local_rank : "LOCAL_RANK"};
+  for (int i = 0; i < 3; i++) {
     int64_t v = -1;
     bool have;
     HCCL_TRY(env_int(names[i], 0, HCCL_MAX_DEVICE_ID, &v, &have));
@@ -195,14 +195,6 @@ static HcclResult env_device(const struct starter *st, struct hccl_settings *s) 
       s->device_src = names[i];
       return HCCL_SUCCESS;
     }
-  }
-  const char *lr = st && set(st->local_rank) ? st->local_rank : "LOCAL_RANK";
-  int64_t v = -1;
-  bool have;
-  HCCL_TRY(env_int(lr, 0, HCCL_MAX_DEVICE_ID, &v, &have));
-  if (have) {
-    s->device_id = (int32_t)v;
-    s->device_src = lr;
   }
   return HCCL_SUCCESS;
 }
@@ -243,7 +235,7 @@ static HcclResult load_rank(struct hccl_settings *s, bool need_master) {
   if (strcmp(ls, "SLURM_NTASKS_PER_NODE") != 0 || (lsv && strspn(lsv, "0123456789") == strlen(lsv)))
     HCCL_TRY(env_int(ls, 1, 1 << 20, &v, NULL));
   s->local_world_size = (int32_t)v;
-  HCCL_TRY(process_device(s));
+  process_device(s);
   if (s->device_id < 0) HCCL_TRY(env_device(st, s));
 
   bool have_port = s->master_port != 0;
@@ -364,7 +356,7 @@ HcclResult hccl__settings_load_given(struct hccl_settings *s, uint32_t rank, uin
   s->rank = rank;
   s->world_size = size;
   s->starter = "the caller";
-  HCCL_TRY(process_device(s));
+  process_device(s);
   if (s->device_id >= 0) return HCCL_SUCCESS;
   const struct starter *st = find_starter();
   if (st && !describes(st, rank, size)) {
