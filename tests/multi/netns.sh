@@ -59,5 +59,25 @@ netns_up() {
     ip -n "$sw" link set "h${NETNS_ID}p$k" master br0 && ip -n "$sw" link set "h${NETNS_ID}p$k" up ||
       return 1
   done
-  return 0
+  netns_static_neighbours "$n"
+}
+
+# Every server knows every other's MAC address from the start (permanent neighbour entries).
+# Real servers each have an ARP table of their own; these namespaces share the kernel's one
+# table, whose gc_thresh3 (1024 by default) counts the entries of all of them: a full mesh of
+# 33 or more servers (n(n-1) > 1024) overflowed it ("neighbour: arp_cache: neighbor table
+# overflow!"), new neighbours went unresolved and SYNs were retried with back-off, so a
+# 64-server job took minutes. Permanent entries are exempt from that limit.
+netns_static_neighbours() {
+  local n=$1 k j
+  local -a mac
+  for ((k = 0; k < n; k++)); do
+    mac[k]=$(ip -n "${NETNS_PREFIX}_$k" -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' |
+      cut -d' ' -f2) || return 1
+  done
+  for ((k = 0; k < n; k++)); do
+    for ((j = 0; j < n; j++)); do
+      [ "$j" = "$k" ] || echo "neigh replace $(netns_addr "$j") lladdr ${mac[j]} dev eth0 nud permanent"
+    done | ip -n "${NETNS_PREFIX}_$k" -batch - || return 1
+  done
 }
