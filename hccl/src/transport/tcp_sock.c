@@ -293,8 +293,30 @@ static void greet_refuse(struct hccl_tcp_acceptor *a, int i, const char *why) {
   greet_drop(a, i, true);
 }
 
+static void greet_read(struct hccl_tcp_acceptor *a, int i);
+
+/* A full greet table: reads the hellos that have arrived (a burst of ranks connecting at once
+ * fills the table before its hellos are read), then refuses the oldest connection still silent
+ * after GREET_EVICT_AGE_NS. False when every one is younger: further connections wait in the
+ * kernel's backlog (2 per peer) until a slot frees. Evicting at once had refused real ranks
+ * whose hello was already in the socket: at 64 servers x 2, the 45th rank refused 44 ranks'
+ * connections and then waited HCCL_CONNECT_TIMEOUT for them. */
+#define GREET_EVICT_AGE_NS 1000000000LL
+static bool greet_make_room(struct hccl_tcp_acceptor *a) {
+  for (int i = a->ngreet - 1; i >= 0; i--)
+    greet_read(a, i);
+  if (a->ngreet < HCCL_TCP_GREET_MAX) return true;
+  int oldest = 0;
+  for (int i = 1; i < a->ngreet; i++)
+    if (a->greet[i].since_ns < a->greet[oldest].since_ns) oldest = i;
+  if (hccl__now_ns() - a->greet[oldest].since_ns < GREET_EVICT_AGE_NS) return false;
+  greet_refuse(a, oldest, "no hello within 1 s while the table of connections without one is full");
+  return true;
+}
+
 static void accept_some(struct hccl_tcp_acceptor *a) {
   for (;;) {
+    if (a->ngreet == HCCL_TCP_GREET_MAX && !greet_make_room(a)) return;
     struct sockaddr_storage from;
     socklen_t len = sizeof(from);
     int fd = hccl__tcp_sys.accept4(a->listen_fd, (struct sockaddr *)&from, &len,
@@ -311,7 +333,6 @@ static void accept_some(struct hccl_tcp_acceptor *a) {
       close(fd);
       continue;
     }
-    if (a->ngreet == HCCL_TCP_GREET_MAX) greet_refuse(a, 0, "too many connections without a hello");
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     a->greet[a->ngreet++] =
@@ -366,17 +387,20 @@ HcclResult hccl__tcp_accept(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t
     for (int i = a->ngreet - 1; i >= 0; i--)
       if (now - a->greet[i].since_ns > a->greet_timeout_ns)
         greet_refuse(a, i, "no hello within HCCL_CONNECT_TIMEOUT");
+    /* The listener is polled only while the greet table has room (it would stay readable);
+     * when full, accept_some still runs each round to evict a connection silent for 1 s. */
     struct pollfd pf[1 + HCCL_TCP_GREET_MAX];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
+    bool full = a->ngreet == HCCL_TCP_GREET_MAX;
+    pf[0] = (struct pollfd){.fd = full ? -1 : a->listen_fd, .events = POLLIN};
+    int n = 1;
     for (int i = 0; i < a->ngreet; i++)
       pf[n++] = (struct pollfd){.fd = a->greet[i].fd, .events = POLLIN};
     int64_t left_ms = (deadline_ns - now) / 1000000 + 1;
-    if (poll(pf, (nfds_t)n, left_ms > 100 ? 100 : (int)left_ms) <= 0) continue;
+    if (poll(pf, (nfds_t)n, left_ms > 100 ? 100 : (int)left_ms) < 0) continue;
     /* Hellos first, from the last (a dropped one is replaced by the last, already seen). */
     for (int i = n - 1; i >= 1; i--)
       if (pf[i].revents) greet_read(a, i - 1);
-    if (pf[0].revents) accept_some(a);
+    if (pf[0].revents || full) accept_some(a);
   }
 }
 
