@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scale.sh - a job across S pretend servers (network namespaces, tests/multi/netns.sh), one
+# npu-launch per server, and what it costs as S grows: for each S and devices per server D, the
+# job's wall time, and over its ranks the largest init time, first-call time (a 4 KiB int32
+# allreduce), sockets held and resident size (bench/scale_probe.c).
+#
+#   bash bench/scale.sh [build] ["4 8 16 32 64 128"] ["1 2"] [max ranks=128]
+#
+# Needs root (namespaces). Prints one table row per (S, D); a failed or wrong job prints FAIL.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-build}" && pwd)
+SERVERS=${2:-4 8 16 32 64 128}
+DEVS=${3:-1 2}
+MAX_RANKS=${4:-128}
+. "$HERE/../tests/multi/netns.sh"
+OUT=$(mktemp -d /tmp/scale.XXXXXX)
+port=$((30000 + RANDOM % 5000))
+
+printf '%-8s %-4s %-6s %9s %9s %13s %8s %9s\n' servers D ranks wall_s init_ms first_call_ms sockets rss_kib
+for S in $SERVERS; do
+  for D in $DEVS; do
+    [ $((S * D)) -le "$MAX_RANKS" ] || continue
+    netns_up "$S" || exit $?
+    devs=$(seq -s, 0 $((D - 1)))
+    port=$((port + 1))
+    t0=$(date +%s.%N)
+    pids=()
+    for ((k = 0; k < S; k++)); do
+      netns_exec "$k" env HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 timeout -k 5 600 \
+        "$BUILD/bin/npu-launch" --nnodes "$S" --node-rank "$k" --master-addr "$(netns_addr 0)" \
+        --master-port "$port" --device-list "$devs" -- "$BUILD/bin/scale_probe" \
+        >"$OUT/S$S.D$D.$k" 2>&1 &
+      pids+=($!)
+    done
+    bad=0
+    for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
+    wall=$(echo "$(date +%s.%N) - $t0" | bc)
+    line=$(grep -h "^scale_probe:" "$OUT/S$S.D$D.0")
+    if [ $bad = 0 ] && [[ $line == *" ok" ]]; then
+      read -r _ _ n _ init _ first _ socks _ rss _ <<<"$line"
+      printf '%-8s %-4s %-6s %9.2f %9s %13s %8s %9s\n' "$S" "$D" "$n" "$wall" "$init" "$first" "$socks" "$rss"
+    else
+      printf '%-8s %-4s %-6s FAIL (%d launchers failed; see %s)\n' "$S" "$D" $((S * D)) "$bad" "$OUT"
+    fi
+    netns_down
+  done
+done
+echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg); outputs in $OUT"
