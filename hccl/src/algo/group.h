@@ -10,9 +10,9 @@
  *   rank[k]       4    5    6    7        belongs to member k
  *   ring position 0 -> 1 -> 3 -> 2        ring[pos] = member at that position (topology order)
  *
- * The communicator builds its groups once (core/comm.c): `world` (every rank, member k =
- * rank k), `local` (this server's ranks, member k = local index k) and `cross` (the ranks with
- * this rank's local index, one per server, in server order).
+ * The communicator builds its groups once (group.c, called by core/comm.c): `world` (every rank,
+ * member k = rank k), `local` (this server's ranks, member k = local index k) and `cross` (the
+ * ranks with this rank's local index, one per server, in server order).
  */
 #ifndef HCCL_GROUP_H
 #define HCCL_GROUP_H
@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hccl.h"
 #include "transport.h"
 
 struct hccl_group {
@@ -35,6 +36,19 @@ struct hccl_group {
    * model (transport ops' alpha and beta). */
   double alpha_ns, beta_ns;
 };
+
+struct hccl_comm;
+
+/* Allocates g's member arrays for n members (HCCL_E_MEMORY, logged, when out of memory). */
+HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n);
+/* Frees them; a group never allocated (all NULL) is accepted. */
+void hccl__group_free(struct hccl_group *g);
+/* The communicator's local and cross groups, once the world ring is set; server_of[r] is rank
+ * r's server index. */
+HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of);
+/* g's links (the communicator's channel-0 links), chunk (its smallest slot) and cost (its
+ * slowest link's alpha and beta), once the links exist. */
+void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g);
 
 /* The link to member k. */
 static inline struct hccl_link *hccl__group_link(const struct hccl_group *g, uint32_t k) {

@@ -1,8 +1,9 @@
 /*
- * comm.c - making and destroying communicators: the root-info and environment entry points,
- * the bootstrap through the store (who is where, which device, the transports' connection
- * details), the checks every rank makes on the same data (so a bad job fails on every rank,
- * never hangs), and the topology-aware ring order.
+ * comm.c - making and destroying communicators: the root-info, environment, rank-table and
+ * caller's-store entry points, and the order of the bootstrap: the rounds through the store
+ * (bootstrap/rounds.c), the settings every rank must share, the placement on servers, devices
+ * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
+ * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
  * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
  *   info  - rank, size, pid, server identity, device, settings that must agree;
@@ -18,15 +19,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "coll.h"
 #include "comm.h"
 #include "log.h"
 #include "p2p.h"
+#include "place.h"
 #include "reduce.h"
 #include "ranktable.h"
+#include "rounds.h"
 #include "store.h"
 #include "trust.h"
 #include "topo.h"
@@ -34,7 +36,6 @@
 #include "wait.h"
 
 #define ROOT_MAGIC 0x68636c6c726f6f74ULL
-#define DEFAULT_CHUNK (512u << 10)
 
 struct root_blob {
   uint64_t magic;
@@ -51,145 +52,10 @@ static struct pending_server {
 static pthread_mutex_t g_pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned g_env_generation;
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-/* Same value for every process of one server: host name, boot id and network namespace, so
- * that servers simulated by network namespaces count as different servers. */
-static uint64_t host_identity(char *host, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
-  host[len - 1] = '\0';
-  h = fnv1a(h, host, strlen(host));
-  char boot[64] = {0};
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
-    fclose(f);
-  }
-  h = fnv1a(h, boot, strlen(boot));
-  struct stat st;
-  if (stat("/proc/self/ns/net", &st) == 0) h = fnv1a(h, &st.st_ino, sizeof(st.st_ino));
-  return h;
-}
-
-void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
-  /* Two threads (the collective worker or caller, and the p2p engine) may fail at once: the
-   * first claims the message, writes it, and only then publishes `broken`, so whoever reads
-   * broken != 0 reads a whole message. */
-  int expect = 0;
-  if (atomic_compare_exchange_strong(&comm->failing, &expect, 1)) {
-    snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
-    atomic_store(&comm->broken, (int)code);
-  }
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
-}
-
-static HcclResult store_allgather(struct hccl_comm *c, const char *round, const void *mine,
-                                  size_t len, void *all) {
-  char key[160];
-  snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, c->rank);
-  HCCL_TRY(hccl__store_set(c->store, key, mine, len));
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    void *val;
-    size_t n;
-    snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, r);
-    /* The store's own message lacks the bootstrap's context: keep it quiet, log ours once. */
-    hccl__log_quiet(1);
-    HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
-    hccl__log_quiet(0);
-    if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
-      char why[1024];
-      snprintf(why, sizeof(why), "%s", hccl__quiet_error());
-      return hccl__fail(res, "rank %u lost the bootstrap store while waiting for rank %u: %s",
-                        c->rank, r, why);
-    }
-    if (res == HCCL_E_TIMEOUT)
-      return hccl__fail(res,
-                        "rank %u waited %lld s (%s) for rank %u to join the communicator of %u "
-                        "ranks; check that every rank was started with the same %s and that "
-                        "rank %u is running",
-                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000),
-                        c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT", r,
-                        c->nranks,
-                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT", r);
-    if (n != len) {
-      free(val);
-      return hccl__fail(HCCL_E_INTERNAL,
-                        "rank %u published a %zu-byte '%s' record where %zu were expected "
-                        "(a different libhccl version?)",
-                        r, n, round, len);
-    }
-    memcpy((char *)all + (size_t)r * len, val, len);
-    free(val);
-  }
-  return HCCL_SUCCESS;
-}
-
-static HcclResult group_alloc(struct hccl_group *g, uint32_t n) {
-  g->n = n;
-  g->rank = calloc(n, sizeof(uint32_t));
-  g->ring = calloc(n, sizeof(uint32_t));
-  g->pos = calloc(n, sizeof(uint32_t));
-  if (!g->rank || !g->ring || !g->pos)
-    return hccl__fail(HCCL_E_MEMORY, "out of memory for a group of %u ranks", n);
-  return HCCL_SUCCESS;
-}
-
-static void group_free(struct hccl_group *g) {
-  free(g->rank);
-  free(g->ring);
-  free(g->pos);
-}
-
-/* The local and cross groups (group.h), once the world ring is known: the local group's ring
- * is the world ring's stretch on this server; the cross group's members are in server order. */
-static HcclResult make_groups(struct hccl_comm *c, const uint32_t *server_of) {
-  uint32_t mine = server_of[c->rank];
-  HCCL_TRY(group_alloc(&c->local, c->local_nranks));
-  HCCL_TRY(group_alloc(&c->cross, c->nservers));
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    if (server_of[r] == mine) c->local.rank[c->local_index[r]] = r;
-    if (c->local_index[r] == c->local_rank) c->cross.rank[server_of[r]] = r;
-  }
-  uint32_t pos = 0;
-  for (uint32_t i = 0; i < c->nranks; i++) {
-    uint32_t r = c->world.ring[i];
-    if (server_of[r] == mine) c->local.ring[pos++] = c->local_index[r];
-  }
-  for (uint32_t k = 0; k < c->local.n; k++)
-    c->local.pos[c->local.ring[k]] = k;
-  for (uint32_t s = 0; s < c->cross.n; s++)
-    c->cross.ring[s] = c->cross.pos[s] = s;
-  c->local.me = c->local_rank;
-  c->cross.me = server_of[c->rank];
-  return HCCL_SUCCESS;
-}
-
-/* A group's chunk (the smallest slot of its links) and cost (its slowest link's), once the
- * links exist; every group shares the communicator's links and scratch. */
-static void group_links(struct hccl_comm *c, struct hccl_group *g) {
-  g->links = c->links;
-  g->chunk_bytes = DEFAULT_CHUNK;
-  g->alpha_ns = g->beta_ns = 0;
-  for (uint32_t k = 0; k < g->n; k++) {
-    const struct hccl_link *l = hccl__group_link(g, k);
-    if (!l) continue;
-    if (l->slot_bytes < g->chunk_bytes) g->chunk_bytes = l->slot_bytes;
-    if (l->ops->alpha_ns > g->alpha_ns) g->alpha_ns = l->ops->alpha_ns;
-    if (l->ops->beta_ns > g->beta_ns) g->beta_ns = l->ops->beta_ns;
-  }
-}
-
-/* Checks every rank makes on the same data; fills local ranks, devices, the ring and the
- * groups. */
+/* Checks every rank makes on the same data: the settings that must agree, then the placement
+ * (topo/place.c), which fills local ranks, devices and the ring; then the groups. */
 static HcclResult check_and_place(struct hccl_comm *c) {
-  struct hccl_peer_info *P = c->peers, *me = &P[c->rank];
+  struct hccl_peer_info *P = c->peers;
   for (uint32_t r = 0; r < c->nranks; r++) {
     if (P[r].nranks != c->nranks)
       return hccl__fail(HCCL_E_PARA,
@@ -208,128 +74,49 @@ static HcclResult check_and_place(struct hccl_comm *c) {
                         "same value",
                         r);
   }
-  /* Servers in order of their lowest rank; local index = order among the server's ranks. */
+  struct hccl_topo topo;
+  char err[512];
+  if (c->cfg.topo_file[0] &&
+      hccl__topo_load(c->cfg.topo_file, NULL, &topo, err, sizeof(err)) != HCCL_SUCCESS)
+    return hccl__fail(HCCL_E_PARA, "HCCL_TOPO_FILE='%s': %s", c->cfg.topo_file, err);
+  struct hccl_place_rank *pr = calloc(c->nranks, sizeof(*pr));
   uint32_t *server_of = calloc(c->nranks, sizeof(uint32_t));
-  uint32_t *count = calloc(c->nranks, sizeof(uint32_t));
-  uint64_t *hashes = calloc(c->nranks, sizeof(uint64_t));
-  HcclResult res = HCCL_SUCCESS;
-  if (!server_of || !count || !hashes) {
-    res = hccl__fail(HCCL_E_MEMORY, "out of memory placing %u ranks", c->nranks);
+  HcclResult res = HCCL_E_MEMORY;
+  if (!pr || !server_of) {
+    hccl__fail(res, "out of memory placing %u ranks", c->nranks);
     goto out;
   }
-  uint32_t ns = 0;
   for (uint32_t r = 0; r < c->nranks; r++) {
-    uint32_t s = 0;
-    while (s < ns && hashes[s] != P[r].host_hash)
-      s++;
-    if (s == ns) hashes[ns++] = P[r].host_hash;
-    server_of[r] = s;
-    c->local_index[r] = count[s]++;
+    P[r].host[sizeof(P[r].host) - 1] = P[r].device_src[sizeof(P[r].device_src) - 1] = '\0';
+    pr[r] = (struct hccl_place_rank){P[r].host_hash, P[r].device, P[r].host, P[r].device_src};
   }
-  c->nservers = ns;
-  for (uint32_t s = 0; s < ns; s++) {
-    uint32_t n = count[s], first = 0;
-    while (server_of[first] != s)
-      first++;
-    if (n != 1 && n != 2 && n != 4 && n != 8) {
-      res = hccl__fail(HCCL_E_PARA,
-                       "%u ranks on server %s; a group must have 1, 2, 4 or 8 devices per "
-                       "server",
-                       n, P[first].host);
-      goto out;
-    }
-    if (n != count[0]) {
-      res = hccl__fail(HCCL_E_PARA,
-                       "server %s has %u ranks but server %s has %u; every server must run the "
-                       "same number (n servers x 1, 2, 4 or 8)",
-                       P[first].host, n, P[0].host, count[0]);
-      goto out;
-    }
+  struct hccl_place pl = {
+      .server_of = server_of, .local_index = c->local_index, .ring = c->world.ring};
+  res = hccl__place(pr, c->nranks, c->cfg.topo_file[0] ? &topo : NULL, &pl, err, sizeof(err));
+  if (res != HCCL_SUCCESS) {
+    hccl__fail(res, "%s", err);
+    goto out;
   }
-  c->local_rank = c->local_index[c->rank];
-  c->local_nranks = count[server_of[c->rank]];
-  /* Devices: each rank's choice (HcclSetDevice.h's rule), else the local index. Unique per
-   * server. */
   for (uint32_t r = 0; r < c->nranks; r++)
-    if (P[r].device < 0) P[r].device = (int32_t)c->local_index[r];
-  for (uint32_t a = 0; a < c->nranks; a++)
-    for (uint32_t b = a + 1; b < c->nranks; b++)
-      if (server_of[a] == server_of[b] && P[a].device == P[b].device) {
-        P[a].device_src[sizeof(P[a].device_src) - 1] = P[b].device_src[sizeof(P[b].device_src) - 1] = '\0';
-        res = hccl__fail(HCCL_E_PARA,
-                         "ranks %u and %u both drive device %d on server %s (rank %u's from %s, "
-                         "rank %u's from %s); each device must have one rank: give each process "
-                         "its own (torch_hccl.set_device / HcclSetDevice, DEVICE_ID, "
-                         "--device-list)",
-                         a, b, P[a].device, P[a].host, a, P[a].device_src, b, P[b].device_src);
-        goto out;
-      }
-  c->device = me->device;
-
-  struct hccl_topo topo;
-  char err[256];
-  if (c->cfg.topo_file[0]) {
-    if (hccl__topo_load(c->cfg.topo_file, NULL, &topo, err, sizeof(err)) != HCCL_SUCCESS) {
-      res = hccl__fail(HCCL_E_PARA, "HCCL_TOPO_FILE='%s': %s", c->cfg.topo_file, err);
-      goto out;
-    }
-  } else {
-    int maxdev = 0;
-    for (uint32_t r = 0; r < c->nranks; r++)
-      if (P[r].device > maxdev) maxdev = P[r].device;
-    hccl__topo_flat(maxdev + 1 > 8 ? maxdev + 1 : 8, &topo);
-  }
-  /* Ring: servers in order, each server's ranks in the topology's ring order. */
-  uint32_t pos = 0;
-  for (uint32_t s = 0; s < ns; s++) {
-    int devs[8], order[8];
-    uint32_t ranks[8], n = 0;
-    for (uint32_t r = 0; r < c->nranks; r++)
-      if (server_of[r] == s) ranks[n] = r, devs[n++] = P[r].device;
-    if (c->cfg.topo_file[0] &&
-        hccl__topo_check_devices(&topo, devs, (int)n, err, sizeof(err)) != HCCL_SUCCESS) {
-      res = hccl__fail(HCCL_E_PARA, "server %s: %s", P[ranks[0]].host, err);
-      goto out;
-    }
-    hccl__topo_ring(&topo, devs, (int)n, order);
-    for (uint32_t k = 0; k < n; k++)
-      c->world.ring[pos++] = ranks[order[k]];
-  }
+    P[r].device = pr[r].device;
+  c->nservers = pl.nservers;
+  c->local_rank = c->local_index[c->rank];
+  c->local_nranks = pl.per_server;
+  c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
-  res = make_groups(c, server_of);
+  res = hccl__groups_make(c, server_of);
 out:
+  free(pr);
   free(server_of);
-  free(count);
-  free(hashes);
   return res;
 }
 
-static HcclResult connect_links(struct hccl_comm *c) {
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    if (r == c->rank) continue;
-    const struct hccl_transport_ops *t = NULL;
-    for (int i = 0; hccl__transports[i]; i++)
-      if (hccl__transports[i]->can_connect(c, r)) {
-        t = hccl__transports[i];
-        break;
-      }
-    if (!t) {
-      char tried[128] = "";
-      for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
-        n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",
-                      hccl__transports[i]->name);
-      return hccl__fail(HCCL_E_NOT_SUPPORT,
-                        "no transport joins rank %u (server %s) and rank %u (server %s): none of "
-                        "%s can connect them",
-                        c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
-    }
-    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
-    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
-  }
-  group_links(c, &c->world);
-  group_links(c, &c->local);
-  group_links(c, &c->cross);
+/* After the links exist: each group's chunk and cost, and the scratch they share. */
+static HcclResult measure_groups(struct hccl_comm *c) {
+  hccl__group_measure(c, &c->world);
+  hccl__group_measure(c, &c->local);
+  hccl__group_measure(c, &c->cross);
   size_t scratch = c->world.chunk_bytes;
   if (c->local.chunk_bytes > scratch) scratch = c->local.chunk_bytes;
   if (c->cross.chunk_bytes > scratch) scratch = c->cross.chunk_bytes;
@@ -357,12 +144,12 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->world.me = rank;
   c->world.links = c->links;
   if (!c->peers || !c->local_index || !c->links || !c->p2p ||
-      group_alloc(&c->world, nranks) != HCCL_SUCCESS) {
+      hccl__group_alloc(&c->world, nranks) != HCCL_SUCCESS) {
     free(c->peers);
     free(c->local_index);
     free(c->links);
     free(c->p2p);
-    group_free(&c->world);
+    hccl__group_free(&c->world);
     free(c);
     return NULL;
   }
@@ -389,9 +176,9 @@ static void comm_free(struct hccl_comm *c) {
   free(c->local_index);
   free(c->links);
   free(c->p2p);
-  group_free(&c->world);
-  group_free(&c->local);
-  group_free(&c->cross);
+  hccl__group_free(&c->world);
+  hccl__group_free(&c->local);
+  hccl__group_free(&c->cross);
   free(c);
 }
 
@@ -402,16 +189,17 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
   for (int i = 0; hccl__transports[i]; i++)
     HCCL_TRY(hccl__transports[i]->setup(c, self));
   if (c->nranks > 1) {
-    HCCL_TRY(store_allgather(c, "conn", self, sizeof(*self), c->peers));
+    HCCL_TRY(hccl__round_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
-  HCCL_TRY(connect_links(c));
+  HCCL_TRY(hccl__links_connect(c));
+  HCCL_TRY(measure_groups(c));
   if (c->nranks > 1) {
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
     uint32_t one = 1;
-    HcclResult r = store_allgather(c, "ready", &one, sizeof(one), ready);
+    HcclResult r = hccl__round_allgather(c, "ready", &one, sizeof(one), ready);
     free(ready);
     HCCL_TRY(r);
   }
@@ -420,48 +208,13 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
   return HCCL_SUCCESS;
 }
 
-/* Ends the store's part, on success and on failure alike: each other rank says "done" as its
- * last store call; rank 0, if every rank joined (so every rank will say it), waits for all of
- * them, then stops the store. No rank loses the store while it still reads from it, and no
- * store outlives its bootstrap. */
-static void finish_store(struct hccl_comm *c, bool all_joined) {
-  char key[160];
-  if (c->store_external) {
-    /* The caller's store outlives us, and no server of ours needs stopping. */
-  } else if (c->store && c->rank != 0) {
-    snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, c->rank);
-    uint32_t one = 1;
-    hccl__log_quiet(1); /* the store may close as soon as rank 0 has seen it */
-    hccl__store_set(c->store, key, &one, sizeof(one));
-    hccl__log_quiet(0);
-  } else if (c->store && all_joined) {
-    for (uint32_t r = 1; r < c->nranks; r++) {
-      void *val = NULL;
-      size_t n;
-      snprintf(key, sizeof(key), "%s/done/%u", c->key_prefix, r);
-      hccl__log_quiet(1);
-      HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
-      hccl__log_quiet(0);
-      free(val);
-      if (res != HCCL_SUCCESS) {
-        HCCL_WARN("rank %u did not finish bootstrap within HCCL_CONNECT_TIMEOUT", r);
-        break;
-      }
-    }
-  }
-  hccl__store_close(c->store);
-  c->store = NULL;
-  hccl__store_server_stop(c->server);
-  c->server = NULL;
-}
-
 /* Runs the bootstrap rounds on c (store, rank, size, prefix set). */
 static HcclResult bootstrap(struct hccl_comm *c) {
   struct hccl_peer_info self = {0};
   self.rank = c->rank;
   self.nranks = c->nranks;
   self.pid = (int32_t)getpid();
-  self.host_hash = host_identity(self.host, sizeof(self.host));
+  self.host_hash = hccl__host_identity(self.host, sizeof(self.host));
   self.device = c->cfg.device_id;
   snprintf(self.device_src, sizeof(self.device_src), "%s",
            c->cfg.device_src ? c->cfg.device_src : "its index on the server");
@@ -471,12 +224,12 @@ static HcclResult bootstrap(struct hccl_comm *c) {
 
   HcclResult r = HCCL_SUCCESS;
   if (c->nranks > 1)
-    r = store_allgather(c, "info", &self, sizeof(self), c->peers);
+    r = hccl__round_allgather(c, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) r = bootstrap_rest(c, &self);
-  finish_store(c, all_joined);
+  hccl__round_finish(c, all_joined);
   HCCL_TRY(r);
   /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
    * needs a core as much as the rank does. */

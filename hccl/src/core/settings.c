@@ -126,9 +126,8 @@ static _Atomic int32_t g_process_device = -1;
 
 HcclResult HcclSetDevice(int32_t deviceId) {
   if (deviceId < 0 || deviceId > HCCL_MAX_DEVICE_ID)
-    return hccl__fail(HCCL_E_PARA,
-                      "HcclSetDevice(%d): a device id must be from 0 to %d", (int)deviceId,
-                      HCCL_MAX_DEVICE_ID);
+    return hccl__fail(HCCL_E_PARA, "HcclSetDevice(%d): a device id must be from 0 to %d",
+                      (int)deviceId, HCCL_MAX_DEVICE_ID);
   atomic_store(&g_process_device, deviceId);
   return HCCL_SUCCESS;
 }

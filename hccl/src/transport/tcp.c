@@ -12,7 +12,7 @@
  * that make their links in the same order never deadlock. The listener is closed once every
  * rank has connected (`connected`).
  *
- * comm.c asks for links to every other rank, so across servers this is a full mesh: n ranks on
+ * links.c asks for links to every other rank, so across servers this is a full mesh: n ranks on
  * s servers hold n(n - n/s) sockets. That is fine for the few servers a job here has; rings or
  * trees of servers would need connect_links to ask only for the links the algorithms use.
  *

@@ -134,6 +134,10 @@ struct hccl_transport_ops {
   double alpha_ns, beta_ns;
 };
 
+/* Connects the communicator's links to every other rank on both channels (links.c), each with
+ * the first transport in the table that can join the pair. */
+HcclResult hccl__links_connect(struct hccl_comm *c);
+
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
 extern const struct hccl_transport_ops hccl__transport_shm;

@@ -1,0 +1,68 @@
+/*
+ * group.c - making the group views algorithms run over (group.h): their member lists, the
+ * communicator's local and cross groups once the world ring is known, and each group's chunk
+ * and cost once the links exist.
+ */
+#include <stdlib.h>
+
+#include "comm.h"
+#include "group.h"
+#include "log.h"
+
+/* A group's largest message when its links allow more. */
+#define DEFAULT_CHUNK (512u << 10)
+
+HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n) {
+  g->n = n;
+  g->rank = calloc(n, sizeof(uint32_t));
+  g->ring = calloc(n, sizeof(uint32_t));
+  g->pos = calloc(n, sizeof(uint32_t));
+  if (!g->rank || !g->ring || !g->pos)
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for a group of %u ranks", n);
+  return HCCL_SUCCESS;
+}
+
+void hccl__group_free(struct hccl_group *g) {
+  free(g->rank);
+  free(g->ring);
+  free(g->pos);
+}
+
+/* The local and cross groups (group.h), once the world ring is known: the local group's ring
+ * is the world ring's stretch on this server; the cross group's members are in server order. */
+HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of) {
+  uint32_t mine = server_of[c->rank];
+  HCCL_TRY(hccl__group_alloc(&c->local, c->local_nranks));
+  HCCL_TRY(hccl__group_alloc(&c->cross, c->nservers));
+  for (uint32_t r = 0; r < c->nranks; r++) {
+    if (server_of[r] == mine) c->local.rank[c->local_index[r]] = r;
+    if (c->local_index[r] == c->local_rank) c->cross.rank[server_of[r]] = r;
+  }
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < c->nranks; i++) {
+    uint32_t r = c->world.ring[i];
+    if (server_of[r] == mine) c->local.ring[pos++] = c->local_index[r];
+  }
+  for (uint32_t k = 0; k < c->local.n; k++)
+    c->local.pos[c->local.ring[k]] = k;
+  for (uint32_t s = 0; s < c->cross.n; s++)
+    c->cross.ring[s] = c->cross.pos[s] = s;
+  c->local.me = c->local_rank;
+  c->cross.me = server_of[c->rank];
+  return HCCL_SUCCESS;
+}
+
+/* A group's chunk (the smallest slot of its links) and cost (its slowest link's), once the
+ * links exist; every group shares the communicator's links and scratch. */
+void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g) {
+  g->links = c->links;
+  g->chunk_bytes = DEFAULT_CHUNK;
+  g->alpha_ns = g->beta_ns = 0;
+  for (uint32_t k = 0; k < g->n; k++) {
+    const struct hccl_link *l = hccl__group_link(g, k);
+    if (!l) continue;
+    if (l->slot_bytes < g->chunk_bytes) g->chunk_bytes = l->slot_bytes;
+    if (l->ops->alpha_ns > g->alpha_ns) g->alpha_ns = l->ops->alpha_ns;
+    if (l->ops->beta_ns > g->beta_ns) g->beta_ns = l->ops->beta_ns;
+  }
+}

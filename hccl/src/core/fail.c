@@ -1,0 +1,24 @@
+/*
+ * fail.c - breaking a communicator: the first failure's code and message stay in it, and every
+ * transport marks the failure where its peers' waits look (their abort marks), so one rank's
+ * failure becomes an error on every rank. Called by the collective worker, the p2p engine and
+ * HcclCommAbort; it calls only the transports' ops table, so the call paths that fail
+ * (coll.c, p2p.c) and the one that makes and destroys communicators (comm.c) do not call each
+ * other in a circle.
+ */
+#include <stdio.h>
+
+#include "comm.h"
+
+void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
+  /* Two threads (the collective worker or caller, and the p2p engine) may fail at once: the
+   * first claims the message, writes it, and only then publishes `broken`, so whoever reads
+   * broken != 0 reads a whole message. */
+  int expect = 0;
+  if (atomic_compare_exchange_strong(&comm->failing, &expect, 1)) {
+    snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
+    atomic_store(&comm->broken, (int)code);
+  }
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
+}
