@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "log.h"
 #include "store.h"
+#include "wait.h"
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
   const unsigned char *p = data;
@@ -40,45 +41,113 @@ uint64_t hccl__host_identity(char *host, size_t len) {
   return h;
 }
 
+/* The binomial tree over rank order: rank r's subtree is the ranks [r, r + span), span being
+ * r's lowest set bit (for rank 0, every rank), clipped at n; its children are r + 2^j for
+ * 2^j < span. Rank 0 has log2(n) children, half the ranks have none. */
+static uint32_t subtree_span(uint32_t r, uint32_t n) {
+  uint32_t span = r ? (r & (0u - r)) : n;
+  return span < n - r ? span : n - r;
+}
+
+static int64_t left_ms(int64_t deadline_ns) {
+  int64_t ms = (deadline_ns - hccl__now_ns()) / 1000000;
+  return ms > 0 ? ms : 0;
+}
+
+/* After a timeout inside ranks [lo, hi): the first rank there that has not published its own
+ * record of this round (UINT32_MAX if all have: one of them is slow, not missing). Costs one
+ * short GET per rank, on the failure path only. */
+static uint32_t first_missing(struct hccl_comm *c, const char *round, uint32_t lo, uint32_t hi) {
+  char key[160];
+  for (uint32_t k = lo; k < hi; k++) {
+    void *val = NULL;
+    size_t n;
+    snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, k);
+    HcclResult res = hccl__store_get(c->store, key, &val, &n, 1);
+    free(val);
+    if (res != HCCL_SUCCESS) return k;
+  }
+  return UINT32_MAX;
+}
+
+/* GETs key into buf (want bytes) by the deadline; on failure, the message names who is behind:
+ * the first of ranks [lo, hi) that has not joined. */
+static HcclResult get_blob(struct hccl_comm *c, const char *round, const char *key, void *buf,
+                           size_t want, size_t len, int64_t deadline_ns, uint32_t lo, uint32_t hi) {
+  void *val = NULL;
+  size_t n = 0;
+  /* The store's own message lacks the bootstrap's context: keep it quiet, log ours once. */
+  hccl__log_quiet(1);
+  HcclResult res = hccl__store_get(c->store, key, &val, &n, left_ms(deadline_ns));
+  uint32_t missing = res == HCCL_E_TIMEOUT ? first_missing(c, round, lo, hi) : UINT32_MAX;
+  hccl__log_quiet(0);
+  if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
+    char why[1024];
+    snprintf(why, sizeof(why), "%s", hccl__quiet_error());
+    return hccl__fail(res, "rank %u lost the bootstrap store while waiting for '%s': %s", c->rank,
+                      key, why);
+  }
+  if (res == HCCL_E_TIMEOUT) {
+    const char *how = c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT";
+    const char *same = c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT";
+    if (missing == UINT32_MAX)
+      return hccl__fail(res,
+                        "rank %u waited %lld s (%s) for the bootstrap records of ranks %u-%u of "
+                        "%u; each has joined, but one of them did not pass its part on in time",
+                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000), how, lo, hi - 1,
+                        c->nranks);
+    return hccl__fail(res,
+                      "rank %u waited %lld s (%s) for rank %u to join the communicator of %u "
+                      "ranks; check that every rank was started with the same %s and that rank "
+                      "%u is running",
+                      c->rank, (long long)(c->cfg.connect_timeout_ms / 1000), how, missing,
+                      c->nranks, same, missing);
+  }
+  if (n != want) {
+    free(val);
+    if (n % len == 0 && want == (size_t)c->nranks * len)
+      return hccl__fail(HCCL_E_PARA,
+                        "rank %u was started for %u ranks but rank 0 for %zu; every rank must "
+                        "be given the same world size",
+                        c->rank, c->nranks, n / len);
+    return hccl__fail(HCCL_E_INTERNAL,
+                      "rank %u read a %zu-byte '%s' where %zu were expected (a different libhccl "
+                      "version?)",
+                      c->rank, n, key, want);
+  }
+  memcpy(buf, val, n);
+  free(val);
+  return HCCL_SUCCESS;
+}
+
+/* A gather up the binomial tree and a broadcast of the whole from rank 0, through the store:
+ * about 4n requests a round in all (each rank's own record, its subtree's, a GET per child and
+ * one of the whole), where every rank reading every record made n^2. The bytes are still
+ * n^2 records (each rank reads the whole). */
 HcclResult hccl__round_allgather(struct hccl_comm *c, const char *round, const void *mine,
                                  size_t len, void *all) {
+  uint32_t me = c->rank, n = c->nranks;
+  int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
   char key[160];
-  snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, c->rank);
+  /* Its own record first: it says "joined", for the message that names a missing rank. */
+  snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, me);
   HCCL_TRY(hccl__store_set(c->store, key, mine, len));
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    void *val;
-    size_t n;
-    snprintf(key, sizeof(key), "%s/%s/%u", c->key_prefix, round, r);
-    /* The store's own message lacks the bootstrap's context: keep it quiet, log ours once. */
-    hccl__log_quiet(1);
-    HcclResult res = hccl__store_get(c->store, key, &val, &n, c->cfg.connect_timeout_ms);
-    hccl__log_quiet(0);
-    if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
-      char why[1024];
-      snprintf(why, sizeof(why), "%s", hccl__quiet_error());
-      return hccl__fail(res, "rank %u lost the bootstrap store while waiting for rank %u: %s",
-                        c->rank, r, why);
-    }
-    if (res == HCCL_E_TIMEOUT)
-      return hccl__fail(res,
-                        "rank %u waited %lld s (%s) for rank %u to join the communicator of %u "
-                        "ranks; check that every rank was started with the same %s and that "
-                        "rank %u is running",
-                        c->rank, (long long)(c->cfg.connect_timeout_ms / 1000),
-                        c->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT", r,
-                        c->nranks,
-                        c->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT", r);
-    if (n != len) {
-      free(val);
-      return hccl__fail(HCCL_E_INTERNAL,
-                        "rank %u published a %zu-byte '%s' record where %zu were expected "
-                        "(a different libhccl version?)",
-                        r, n, round, len);
-    }
-    memcpy((char *)all + (size_t)r * len, val, len);
-    free(val);
+  memcpy((char *)all + (size_t)me * len, mine, len);
+  uint32_t span = subtree_span(me, n);
+  for (uint32_t step = 1; step < span; step <<= 1) {
+    uint32_t child = me + step, cspan = subtree_span(child, n);
+    snprintf(key, sizeof(key), "%s/%s/sub/%u", c->key_prefix, round, child);
+    HCCL_TRY(get_blob(c, round, key, (char *)all + (size_t)child * len, (size_t)cspan * len, len,
+                      deadline, child, child + cspan));
   }
-  return HCCL_SUCCESS;
+  if (me != 0) {
+    snprintf(key, sizeof(key), "%s/%s/sub/%u", c->key_prefix, round, me);
+    HCCL_TRY(hccl__store_set(c->store, key, (char *)all + (size_t)me * len, (size_t)span * len));
+    snprintf(key, sizeof(key), "%s/%s/all", c->key_prefix, round);
+    return get_blob(c, round, key, all, (size_t)n * len, len, deadline, 0, n);
+  }
+  snprintf(key, sizeof(key), "%s/%s/all", c->key_prefix, round);
+  return hccl__store_set(c->store, key, all, (size_t)n * len);
 }
 
 /* Ends the store's part, on success and on failure alike: each other rank says "done" as its

@@ -1,0 +1,134 @@
+/*
+ * test_rounds.c - hccl/src/bootstrap/rounds.c: the bootstrap's allgather through the store, run
+ * by n threads (one per rank) over one in-memory store wrapped in a counter of requests.
+ * Every rank must get every rank's record for n = 1 to 37 and 64; the store must serve at most
+ * 4n requests a round (every rank reading every record served n^2 + n: 4160 at 64, against
+ * 256 allowed here); a rank that never joins must be named, on the ranks waiting in its
+ * subtree and on the others alike, within the connect timeout.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "comm.h"
+#include "rounds.h"
+#include "store.h"
+#include "wait.h"
+
+/* A store that counts the requests it forwards to an in-memory one. */
+struct counting {
+  struct hccl_store base;
+  struct hccl_store *inner;
+  _Atomic long requests;
+};
+
+static HcclResult c_set(struct hccl_store *s, const char *k, const void *v, size_t n) {
+  struct counting *c = (struct counting *)s;
+  c->requests++;
+  return hccl__store_set(c->inner, k, v, n);
+}
+static HcclResult c_get(struct hccl_store *s, const char *k, void **v, size_t *n, int64_t ms) {
+  struct counting *c = (struct counting *)s;
+  c->requests++;
+  return hccl__store_get(c->inner, k, v, n, ms);
+}
+static HcclResult c_add(struct hccl_store *s, const char *k, int64_t d, int64_t *r) {
+  struct counting *c = (struct counting *)s;
+  c->requests++;
+  return c->inner->ops->add(c->inner, k, d, r);
+}
+static void c_close(struct hccl_store *s) {
+  (void)s;
+}
+static const struct hccl_store_ops counting_ops = {"counting", c_set, c_get, c_add, c_close};
+
+#define MAXN 64
+struct record {
+  uint32_t rank, check;
+  char pad[40];
+};
+
+struct rank_arg {
+  struct hccl_comm comm;
+  struct record all[MAXN];
+  HcclResult result;
+  char msg[HCCL_REASON_MAX];
+  double seconds;
+};
+
+static void *rank_main(void *p) {
+  struct rank_arg *a = p;
+  struct record mine = {a->comm.rank, a->comm.rank * 2654435761u, {0}};
+  double t0 = hccl__now_ns() / 1e9;
+  a->result = hccl__round_allgather(&a->comm, "info", &mine, sizeof(mine), a->all);
+  a->seconds = hccl__now_ns() / 1e9 - t0;
+  snprintf(a->msg, sizeof(a->msg), "%s", a->result ? HcclGetLastErrorMessage() : "");
+  return NULL;
+}
+
+/* Runs ranks 0..n-1 except `absent` (or none: n); returns the store's request count. */
+static long run(uint32_t n, uint32_t absent, int64_t timeout_ms, struct rank_arg *args) {
+  struct counting store = {{&counting_ops}, NULL, 0};
+  assert_int_equal(hccl__store_mem_new(&store.inner), HCCL_SUCCESS);
+  pthread_t th[MAXN];
+  for (uint32_t r = 0; r < n; r++) {
+    memset(&args[r], 0, sizeof(args[r]));
+    args[r].comm.rank = r;
+    args[r].comm.nranks = n;
+    args[r].comm.store = &store.base;
+    args[r].comm.cfg.connect_timeout_ms = timeout_ms;
+    snprintf(args[r].comm.key_prefix, sizeof(args[r].comm.key_prefix), "t%u", n);
+    if (r != absent) assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
+  }
+  for (uint32_t r = 0; r < n; r++)
+    if (r != absent) pthread_join(th[r], NULL);
+  store.inner->ops->close(store.inner);
+  return store.requests;
+}
+
+static void test_every_size(void **state) {
+  (void)state;
+  static struct rank_arg args[MAXN];
+  for (uint32_t n = 1; n <= MAXN; n = n < 37 ? n + 1 : MAXN) {
+    long requests = run(n, n, 10000, args);
+    for (uint32_t r = 0; r < n; r++) {
+      assert_int_equal(args[r].result, HCCL_SUCCESS);
+      for (uint32_t k = 0; k < n; k++) {
+        assert_int_equal(args[r].all[k].rank, k);
+        assert_int_equal(args[r].all[k].check, k * 2654435761u);
+      }
+    }
+    print_message("n %u: %ld store requests\n", n, requests);
+    assert_true(requests <= 4L * n);
+    if (n == MAXN) break;
+  }
+}
+
+static void test_missing_rank_named(void **state) {
+  (void)state;
+  static struct rank_arg args[16];
+  /* Rank 6 never joins: ranks 4 (its parent) and 0 (its subtree's root) wait for it in the
+   * tree, the others for the whole; each names rank 6 after the 1 s timeout. */
+  run(16, 6, 1000, args);
+  for (uint32_t r = 0; r < 16; r++) {
+    if (r == 6) continue;
+    assert_int_equal(args[r].result, HCCL_E_TIMEOUT);
+    assert_non_null(strstr(args[r].msg, "for rank 6 to join the communicator of 16 ranks"));
+    assert_true(args[r].seconds >= 0.9 && args[r].seconds < 5.0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_size),
+      cmocka_unit_test(test_missing_rank_named),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
