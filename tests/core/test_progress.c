@@ -12,6 +12,11 @@
  * second; the others' second call times out (HCCL_EXEC_TIMEOUT=2) with "rank 2 is behind: it
  * has not started call 2; its last was call 1 (allreduce)". Rank 2's own late call fails
  * (the others aborted), naming the failure.
+ *
+ * Deadlock: 2 ranks each call HcclReduce as its own root, so each waits to receive from the
+ * other. With HCCL_EXEC_TIMEOUT=20 (the old way out), both must fail within 2 s with a message
+ * that names the deadlock and both calls ("root 0", "root 1"); the frozen case above must not
+ * be mistaken for one (a stopped rank renews no heartbeat).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -111,6 +116,39 @@ static int late_body(int rank, int n, void *arg) {
   return 0;
 }
 
+static int roots_body(int rank, int n, void *arg) {
+  (void)n;
+  (void)arg;
+  setenv("HCCL_EXEC_TIMEOUT", "20", 1);
+  setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+  unsetenv("HCCL_ALGO");
+  HcclComm comm = NULL;
+  RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  float x[1024] = {0};
+  HcclResult rc = HcclAllReduce(x, x, 1024, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS, "first allreduce: %s", HcclGetLastErrorMessage());
+  double t0 = cc_now();
+  rc = HcclReduce(x, x, 1024, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, (uint32_t)rank, comm, NULL);
+  double dt = cc_now() - t0;
+  const char *msg = HcclGetLastErrorMessage();
+  printf("  rank %d: %d after %.2f s: %s\n", rank, rc, dt, msg);
+  RANK_CHECK(rc == HCCL_E_PARA || rc == HCCL_E_REMOTE, "rank %d: result %d", rank, rc);
+  RANK_CHECK(dt < 2.0, "rank %d failed after %.2f s, not within 2 s", rank, dt);
+  RANK_CHECK(strstr(msg, "deadlock") != NULL && strstr(msg, "call 2 (reduce, root 0)") != NULL &&
+                 strstr(msg, "call 2 (reduce, root 1)") != NULL,
+             "rank %d: %s", rank, msg);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_mismatched_roots(void **st) {
+  (void)st;
+  double t0 = cc_now();
+  int failed = harness_run_ranks(2, RUN_TIMEOUT_S, roots_body, NULL);
+  printf("  mismatched roots at 2 ranks: %d failed, %.2f s\n", failed, cc_now() - t0);
+  assert_int_equal(failed, 0);
+}
+
 static void test_frozen_rank(void **st) {
   (void)st;
   double t0 = cc_now();
@@ -132,6 +170,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_frozen_rank),
       cmocka_unit_test(test_late_rank),
+      cmocka_unit_test(test_mismatched_roots),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -233,7 +233,9 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
-  hccl__progress_enter(c, c->coll_seq, o->kind);
+  bool rooted = o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
+                o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER;
+  hccl__progress_enter(c, c->coll_seq, o->kind, rooted ? o->root : UINT32_MAX);
   if (r == HCCL_SUCCESS) r = run_op(c, o);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */

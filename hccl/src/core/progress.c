@@ -30,8 +30,9 @@ struct hccl_progress *hccl__progress_self(struct hccl_comm *c) {
   return c->progress;
 }
 
-void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind) {
+void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint32_t root) {
   struct hccl_progress *p = hccl__progress_self(c);
+  atomic_store_explicit(&p->root, root, memory_order_relaxed);
   atomic_store_explicit(&p->call, seq << 8 | (kind & 0xff), memory_order_relaxed);
   atomic_store_explicit(&p->in_call, 1, memory_order_release);
 }
@@ -101,4 +102,45 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
     p = next;
   }
   snprintf(buf, len, "rank %u did not reach this call, or is stuck", peer);
+}
+
+/* "call 57 (reduce, root 1)" */
+static void call_with_root(const struct hccl_progress *pg, char *buf, size_t len) {
+  uint64_t call = atomic_load_explicit(&pg->call, memory_order_relaxed);
+  uint32_t root = atomic_load_explicit(&pg->root, memory_order_relaxed);
+  const char *kind = hccl__coll_kind_name((unsigned)(call & 0xff));
+  if (root == UINT32_MAX)
+    snprintf(buf, len, "call %llu (%s)", (unsigned long long)(call >> 8), kind);
+  else
+    snprintf(buf, len, "call %llu (%s, root %u)", (unsigned long long)(call >> 8), kind, root);
+}
+
+uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, size_t len,
+                              int64_t *oldest_beat_ms) {
+  struct hccl_progress *self = hccl__progress_self(c);
+  char what[96];
+  call_with_root(self, what, sizeof(what));
+  size_t n = (size_t)snprintf(buf, len, "rank %u in %s waits for rank %u", c->rank, what, peer);
+  uint64_t sig = 0xcbf29ce484222325ULL ^ c->rank;
+  sig = (sig ^ atomic_load_explicit(&self->wait_no, memory_order_relaxed)) * 0x100000001b3ULL;
+  int64_t now_ms = hccl__now_ns() / 1000000;
+  *oldest_beat_ms = INT64_MAX;
+  uint32_t p = peer;
+  for (uint32_t hop = 0; hop < c->nranks; hop++) {
+    if (p == c->rank) return sig ? sig : 1;
+    struct hccl_progress *pg = record_of(c, p);
+    if (!pg || !atomic_load_explicit(&pg->in_call, memory_order_acquire)) return 0;
+    uint32_t wf = atomic_load_explicit(&pg->waiting_for, memory_order_acquire);
+    uint32_t no = atomic_load_explicit(&pg->wait_no, memory_order_acquire);
+    int64_t beat = atomic_load_explicit(&pg->beat_ms, memory_order_relaxed);
+    if (wf == 0 || now_ms - beat > STALE_MS) return 0;
+    if (beat < *oldest_beat_ms) *oldest_beat_ms = beat;
+    sig = (sig ^ p) * 0x100000001b3ULL;
+    sig = (sig ^ no) * 0x100000001b3ULL;
+    call_with_root(pg, what, sizeof(what));
+    if (n < len)
+      n += (size_t)snprintf(buf + n, len - n, "; rank %u in %s waits for rank %u", p, what, wf - 1);
+    p = wf - 1;
+  }
+  return 0; /* a cycle that does not pass through this rank: its members will see it */
 }

@@ -21,13 +21,27 @@ struct hccl_comm;
 /* This rank's record (the shared one when a transport has it, else a private one). */
 struct hccl_progress *hccl__progress_self(struct hccl_comm *c);
 
-/* Marks call number seq of collective `kind` started / ended on this rank. */
-void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind);
+/* Marks call number seq of collective `kind` (with `root`, UINT32_MAX for none) started / ended
+ * on this rank. */
+void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint32_t root);
 void hccl__progress_leave(struct hccl_comm *c);
 
 /* Writes into buf why this rank's wait for `peer` in its current call may have timed out:
  * which rank is behind and how the waits chain to it, or, when the records do not reach
  * (a peer on another server), that `peer` did not reach this call or is stuck. */
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len);
+
+/* Whether this rank, asleep waiting for `peer`, is in a deadlock: the chain of waits from
+ * `peer` comes back to this rank, every rank on it asleep in a wait (a fresh heartbeat) and its
+ * record in reach (this server). Such a cycle cannot resolve: a sleeping waiter on a device
+ * link is woken only by the peer it waits for. Returns a signature of the waits on the cycle
+ * (their ranks and wait numbers; never 0) and writes the cycle, naming each rank's call, into
+ * buf; 0 when there is no such cycle. *oldest_beat_ms: the oldest heartbeat of the others on
+ * it. The caller fails only when it sees the same signature again with every heartbeat renewed
+ * since its first sighting: each of those ranks then looked at its word again, found nothing,
+ * and slept on in the same wait (a rank frozen by SIGSTOP renews nothing, and is left to the
+ * timeout, which names it). */
+uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, size_t len,
+                              int64_t *oldest_beat_ms);
 
 #endif

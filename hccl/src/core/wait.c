@@ -60,6 +60,9 @@ HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what) {
   return HCCL_SUCCESS;
 }
 
+#define DEADLOCK_FIRST_NS 200000000LL
+#define DEADLOCK_EVERY_NS 100000000LL
+
 HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
                              uint32_t peer, const struct hccl_wait *w,
                              HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
@@ -78,14 +81,36 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
   /* Asleep from here on: say for whom, and keep a heartbeat, for the peers' timeout
    * messages (progress.h). */
   struct hccl_progress *pg = w->progress;
-  if (pg) atomic_store_explicit(&pg->waiting_for, peer + 1, memory_order_relaxed);
+  if (pg) {
+    atomic_fetch_add_explicit(&pg->wait_no, 1, memory_order_relaxed);
+    atomic_store_explicit(&pg->waiting_for, peer + 1, memory_order_release);
+  }
   int64_t slept_from = w->comm->trace ? hccl__now_ns() : 0;
+  /* A deadlock (progress.h) is looked for after DEADLOCK_FIRST_NS asleep, then every
+   * DEADLOCK_EVERY_NS; the same cycle of the same waits seen twice fails the call. */
+  int64_t cycle_check = hccl__now_ns() + DEADLOCK_FIRST_NS, cycle_seen_ms = 0;
+  uint64_t cycle_sig = 0;
   HcclResult r = HCCL_SUCCESS;
   for (;;) {
     atomic_store(waiting, 1);
     if (atomic_load(word) != old) break;
     int64_t now = hccl__now_ns();
     if (pg) atomic_store_explicit(&pg->beat_ms, now / 1000000, memory_order_relaxed);
+    if (pg && now >= cycle_check) {
+      char cycle[480];
+      int64_t oldest_ms;
+      uint64_t sig = hccl__progress_cycle(w->comm, peer, cycle, sizeof(cycle), &oldest_ms);
+      if (sig && sig == cycle_sig && oldest_ms > cycle_seen_ms) {
+        r = hccl__fail(HCCL_E_PARA,
+                       "%s: deadlock: the ranks wait for each other in a cycle, so their calls "
+                       "differ: %s",
+                       w->what, cycle);
+        break;
+      }
+      if (sig != cycle_sig) cycle_seen_ms = now / 1000000;
+      cycle_sig = sig;
+      cycle_check = now + DEADLOCK_EVERY_NS;
+    }
     int64_t left = w->deadline_ns - now;
     if (left <= 0) {
       char why[400];

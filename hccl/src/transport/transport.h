@@ -62,6 +62,8 @@ struct hccl_progress {
   _Atomic uint32_t in_call;     /* 1 while inside that call */
   _Atomic uint32_t waiting_for; /* peer + 1 while asleep waiting for that peer, else 0 */
   _Atomic int64_t beat_ms;      /* CLOCK_MONOTONIC ms, renewed each sleep slice of a wait */
+  _Atomic uint32_t wait_no;     /* sleeping waits begun: the same number = the same wait */
+  _Atomic uint32_t root;        /* the current call's root, UINT32_MAX when it has none */
 };
 
 /* A buffer inside a peer's HcclMemAlloc region as its owner describes it (core/mem.c): the
