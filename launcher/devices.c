@@ -203,6 +203,10 @@ int launch_rank_vars(const struct launch_job *j, int local_rank, struct launch_v
     vars[n].name = "HCCL_JOB_TOKEN";
     snprintf(vars[n++].value, LAUNCH_VALUE_MAX, "%s", j->job_token);
   }
+  /* torchrun's names, which training scripts read to resume from their checkpoint. */
+  set_var(&vars[n++], "TORCHELASTIC_RESTART_COUNT", "%ld", j->restart);
+  set_var(&vars[n++], "TORCHELASTIC_MAX_RESTARTS", "%ld", j->o.max_restarts);
+  set_var(&vars[n++], "NPU_LAUNCH_RESTART_COUNT", "%ld", j->restart);
   if (j->o.topology_from_option) { /* so that libhccl applies the same topology */
     vars[n].name = "HCCL_TOPO_FILE";
     snprintf(vars[n++].value, LAUNCH_VALUE_MAX, "%s", j->o.topology);

@@ -28,7 +28,7 @@
 #define LAUNCH_DEFAULT_ADDR "127.0.0.1"
 #define LAUNCH_DEFAULT_GRACE_S 5.0
 #define LAUNCH_TAIL_LINES 10 /* lines of the failed rank's log in the summary */
-#define LAUNCH_MAX_VARS 16
+#define LAUNCH_MAX_VARS 20
 #define LAUNCH_VALUE_MAX 1024
 
 enum launch_cpu_bind { LAUNCH_BIND_BLOCK, LAUNCH_BIND_NONE, LAUNCH_BIND_LIST };
@@ -50,6 +50,7 @@ struct launch_opts {
   const char *topology; /* --topology, else $HCCL_TOPO_FILE, else NULL (flat server) */
   bool topology_from_option;
   double grace_s;
+  int max_restarts; /* --max-restarts: times the whole group is started again after a failure */
   char **argv; /* the program and its arguments, NULL-terminated */
   char slurm_master[256]; /* first host of SLURM_JOB_NODELIST, when master_addr came from it */
 };
@@ -73,6 +74,8 @@ struct launch_job {
   int world;            /* nnodes * nlocal */
   bool set_omp;         /* OMP_NUM_THREADS was unset: each rank gets its CPU count */
   char job_token[40];   /* HCCL_JOB_TOKEN for the ranks, "" = leave theirs alone */
+  int restart;          /* this start of the group: 0, then 1 .. max_restarts */
+  bool rank_failed;     /* set by launch_run: a rank failed (not the user's signal): restartable */
   struct launch_rank ranks[LAUNCH_MAX_LOCAL];
 };
 

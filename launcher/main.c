@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 /* One job, one secret: the ranks present it to rank 0's store, which turns away processes of
  * other jobs (libhccl's bootstrap/trust.h). Only for a one-server job without HCCL_JOB_TOKEN:
@@ -63,5 +64,21 @@ int main(int argc, char **argv) {
   if (job.o.log_dir && launch_make_log_dir(job.o.log_dir, err, sizeof(err)))
     return refuse(LAUNCH_EXIT_USAGE, err);
   if (job.o.report_bindings) launch_report_bindings(&job);
-  return launch_run(&job);
+  /* torchrun's --max-restarts: after a rank's failure every rank was stopped; start the whole
+   * group again, with a new job token (a straggler of the last start cannot join the next). */
+  for (;;) {
+    int code = launch_run(&job);
+    if (code == 0 || !job.rank_failed || job.restart >= job.o.max_restarts) return code;
+    job.restart++;
+    launch_note("starting every rank again: restart %d of %d (--max-restarts)", job.restart,
+                job.o.max_restarts);
+    make_job_token(&job);
+    for (int tries = 0;
+         job.o.node_rank == 0 &&
+         launch_probe_master_port(job.master_addr, job.o.master_port, err, sizeof(err)) != 0;
+         tries++) {
+      if (tries == 50) return refuse(code, err); /* 5 s: something else took the port */
+      usleep(100000);
+    }
+  }
 }

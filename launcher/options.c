@@ -34,6 +34,7 @@ enum {
   OPT_DRY_RUN,
   OPT_TOPOLOGY,
   OPT_GRACE,
+  OPT_MAX_RESTARTS,
 };
 
 static const struct option long_options[] = {
@@ -55,6 +56,8 @@ static const struct option long_options[] = {
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"topology", required_argument, NULL, OPT_TOPOLOGY},
     {"grace-period", required_argument, NULL, OPT_GRACE},
+    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"max_restarts", required_argument, NULL, OPT_MAX_RESTARTS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -92,6 +95,9 @@ static const char usage_text[] =
     "  --log-dir DIR          write each rank's stdout and stderr to DIR/rank_N.log\n"
     "  --grace-period SEC     after the first failure, SIGTERM every rank, then SIGKILL\n"
     "                         those still running after SEC seconds (default 5)\n"
+    "  --max-restarts N       when a rank fails, stop every rank and start the whole group\n"
+    "                         again, up to N times (torchrun's meaning; default 0); ranks see\n"
+    "                         TORCHELASTIC_RESTART_COUNT and NPU_LAUNCH_RESTART_COUNT\n"
     "  --dry-run              print each rank's command, variables and CPUs; start nothing\n"
     "  -h, --help             this text\n"
     "  -V, --version          the version\n"
@@ -203,6 +209,14 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
       o->topology = optarg;
       o->topology_from_option = true;
       break;
+    case OPT_MAX_RESTARTS: {
+      long restarts;
+      if (!launch_parse_long(optarg, 0, 1000, &restarts))
+        return usage_error(err, errlen, "--max-restarts '%s' must be a whole number from 0 to 1000",
+                           optarg);
+      o->max_restarts = (int)restarts;
+      break;
+    }
     case OPT_GRACE: {
       char *end;
       errno = 0;
@@ -266,6 +280,12 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   }
   if (o->nnodes > 1 && !node_rank_given)
     launch_note("--nnodes %d without --node-rank: this server is taken as server 0", o->nnodes);
+  if (o->nnodes > 1 && o->max_restarts > 0)
+    return usage_error(err, errlen,
+                       "--max-restarts %d with --nnodes %d: restarting a job across servers (the "
+                       "launchers agreeing through the job's store) is not supported yet; restart "
+                       "it from your scheduler, or run one server",
+                       o->max_restarts, o->nnodes);
 
   if (!o->topology) {
     const char *env = getenv("HCCL_TOPO_FILE");

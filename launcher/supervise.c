@@ -449,5 +449,8 @@ int launch_run(struct launch_job *j) {
       launch_note("exit code %d", code);
   }
   close(s.sfd);
+  /* A restart runs this again: its ranks must not inherit blocked signals. */
+  sigprocmask(SIG_SETMASK, &s.orig_mask, NULL);
+  j->rank_failed = s.first_failed >= 0 && !s.interrupted_by && !s.spawn_failed;
   return code;
 }

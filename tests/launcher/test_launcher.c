@@ -620,6 +620,51 @@ static void test_fail_fast_exit_code(void **state) {
   ASSERT_LACKS(g_run.err, "failed first");
 }
 
+/* --max-restarts: rank 1 fails in the first two starts; each time every rank is stopped (rank
+ * 0 would sleep 30 s) and the whole group is started again, with the count in
+ * TORCHELASTIC_RESTART_COUNT and NPU_LAUNCH_RESTART_COUNT; the third start succeeds. With one
+ * restart allowed the job ends with rank 1's code after two starts. */
+static void test_max_restarts(void **state) {
+  (void)state;
+  const char *log = path_in_dir("starts");
+  char prog[512];
+  snprintf(prog, sizeof(prog),
+           "echo \"$RANK $TORCHELASTIC_RESTART_COUNT $NPU_LAUNCH_RESTART_COUNT "
+           "$TORCHELASTIC_MAX_RESTARTS $HCCL_JOB_TOKEN\" >> %s; "
+           "if [ $TORCHELASTIC_RESTART_COUNT -lt 2 ]; then "
+           "[ $RANK = 1 ] && { sleep 0.3; exit 5; }; sleep 30; fi; exit 0",
+           log);
+  unlink(log);
+  assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--max-restarts", "2",
+                       "--device-list", "0,1", "sh", "-c", prog),
+                   0);
+  assert_true(g_run.seconds < 15); /* rank 0's 30 s sleeps were cut */
+  const char *text = read_text(log);
+  assert_int_equal(count_of(text, "\n"), 6);
+  for (int start = 0; start <= 2; start++)
+    for (int rank = 0; rank <= 1; rank++) {
+      char want[64];
+      snprintf(want, sizeof(want), "%d %d %d 2 ", rank, start, start);
+      ASSERT_HAS(text, want);
+    }
+  ASSERT_HAS(g_run.err, "starting every rank again: restart 1 of 2");
+  ASSERT_HAS(g_run.err, "starting every rank again: restart 2 of 2");
+  ASSERT_HAS(g_run.err, "rank 1 (device 1, pid ");
+  unlink(log);
+  assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--max-restarts", "1",
+                       "--device-list", "0,1", "sh", "-c", prog),
+                   5);
+  assert_int_equal(count_of(read_text(log), "\n"), 4);
+  ASSERT_LACKS(g_run.err, "restart 2 of");
+  /* Refused: a bad count, and several servers (their launchers do not agree yet). */
+  assert_int_equal(RUN("--max-restarts", "x", "--device-list", "0", "true"), 2);
+  ASSERT_HAS(g_run.err, "--max-restarts 'x' must be a whole number from 0 to 1000");
+  assert_int_equal(
+      RUN("--max-restarts", "1", "--nnodes", "2", "--node-rank", "0", "--device-list", "0", "true"),
+      2);
+  ASSERT_HAS(g_run.err, "--max-restarts 1 with --nnodes 2");
+}
+
 static void test_fail_fast_signal_and_grace(void **state) {
   (void)state;
   /* a rank killed by a signal: 128 + its number, named in the summary */
@@ -866,6 +911,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
       cmocka_unit_test_setup_teardown(test_master_port_in_use, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_fast_exit_code, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_max_restarts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_fast_signal_and_grace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_signal_forwarding, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_orphans, setup, teardown),
