@@ -11,6 +11,13 @@
  *
  *   npu-launch --device-list 0-3 -- ddp_train --steps 40 --global-batch 64
  *
+ * Restarts (npu-launch --max-restarts N): --checkpoint FILE makes rank 0 write the parameters
+ * and the next step to FILE (atomically: a new file renamed over the old) every
+ * --checkpoint-every K steps (10), and every rank start from FILE when it exists. The data of a
+ * step depend only on its number, so a job that resumes ends at the loss of one that never
+ * stopped. --fail-at-step K makes rank 1 exit with status 3 at step K of the first start
+ * (TORCHELASTIC_RESTART_COUNT unset or 0): the failure test/ddp tests inject.
+ *
  * Options: --steps N (40), --global-batch B (64), --bucket-mb X (4), --no-overlap,
  * --fp16-wire, --trace FILE (Chrome trace of the last step), --lr X (0.05, reached after a
  * linear warm-up of 5 steps), --hidden H (1024),
@@ -25,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +50,8 @@ struct opts {
   int steps, global_batch, overlap, fp16_wire, hidden, layers, threads;
   double bucket_mb, lr;
   const char *trace;
+  const char *checkpoint;
+  int checkpoint_every, fail_at_step;
 };
 
 static double now_s(void) {
@@ -53,11 +63,12 @@ static double now_s(void) {
 static void usage(void) {
   fprintf(stderr, "usage: ddp_train [--steps N] [--global-batch B] [--bucket-mb X] [--no-overlap]"
                   " [--fp16-wire] [--trace FILE] [--lr X] [--hidden H] [--layers L]"
-                  " [--threads T]\n");
+                  " [--threads T] [--checkpoint FILE] [--checkpoint-every K]"
+                  " [--fail-at-step K]\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
-  *o = (struct opts){40, 64, 1, 0, 1024, 5, 0, 4.0, 0.05, NULL};
+  *o = (struct opts){40, 64, 1, 0, 1024, 5, 0, 4.0, 0.05, NULL, NULL, 10, -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--no-overlap")) {
@@ -95,6 +106,12 @@ static int parse(int argc, char **argv, struct opts *o) {
       o->layers = atoi(v);
     else if (!strcmp(a, "--threads"))
       o->threads = atoi(v);
+    else if (!strcmp(a, "--checkpoint"))
+      o->checkpoint = v;
+    else if (!strcmp(a, "--checkpoint-every"))
+      o->checkpoint_every = atoi(v);
+    else if (!strcmp(a, "--fail-at-step"))
+      o->fail_at_step = atoi(v);
     else {
       fprintf(stderr, "ddp_train: option '%s' is not known\n", a);
       usage();
@@ -102,9 +119,10 @@ static int parse(int argc, char **argv, struct opts *o) {
     }
   }
   if (o->steps < 1 || o->global_batch < 1 || o->bucket_mb <= 0 || o->hidden < 1 || o->layers < 2 ||
-      o->layers > MLP_MAX_LAYERS) {
+      o->layers > MLP_MAX_LAYERS || o->checkpoint_every < 1) {
     fprintf(stderr,
-            "ddp_train: --steps, --global-batch, --bucket-mb and --hidden must be > 0 and "
+            "ddp_train: --steps, --global-batch, --bucket-mb, --hidden and --checkpoint-every "
+            "must be > 0 and "
             "--layers in 2..%d\n",
             MLP_MAX_LAYERS);
     return -1;
@@ -143,6 +161,51 @@ static HcclResult sum_over_ranks(HcclComm comm, float *v, int n) {
   return HcclAllReduce(v, v, (uint64_t)n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
 }
 
+#define CKPT_MAGIC 0x74706b6370646468ull /* "hddpckpt" */
+
+/* Writes the next step and every parameter to path, through path.tmp renamed over it, so a
+ * failure while writing leaves the previous checkpoint whole. Returns 0, or -1 (said). */
+static int checkpoint_save(const char *path, const mlp_t *m, const int *dims, int layers,
+                           int next_step) {
+  char tmp[1024];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  uint64_t head[3] = {CKPT_MAGIC, (uint64_t)layers, (uint64_t)next_step};
+  int ok = f && fwrite(head, sizeof(head), 1, f) == 1 &&
+           fwrite(dims, sizeof(int), (size_t)layers + 1, f) == (size_t)layers + 1;
+  for (int l = 0; ok && l < layers; l++) {
+    size_t nw = (size_t)dims[l] * dims[l + 1], nb = (size_t)dims[l + 1];
+    ok = fwrite(m->w[l], sizeof(float), nw, f) == nw && fwrite(m->b[l], sizeof(float), nb, f) == nb;
+  }
+  if (f && fclose(f) != 0) ok = 0;
+  if (ok && rename(tmp, path) == 0) return 0;
+  fprintf(stderr, "ddp_train: cannot write checkpoint %s\n", path);
+  return -1;
+}
+
+/* The next step from path, with the parameters loaded into m; 0 when there is no checkpoint,
+ * -1 (said) when it is not one of this model. */
+static int checkpoint_load(const char *path, mlp_t *m, const int *dims, int layers) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  uint64_t head[3];
+  int got[MLP_MAX_LAYERS + 1];
+  int ok = fread(head, sizeof(head), 1, f) == 1 && head[0] == CKPT_MAGIC &&
+           head[1] == (uint64_t)layers &&
+           fread(got, sizeof(int), (size_t)layers + 1, f) == (size_t)layers + 1 &&
+           memcmp(got, dims, sizeof(int) * ((size_t)layers + 1)) == 0;
+  for (int l = 0; ok && l < layers; l++) {
+    size_t nw = (size_t)dims[l] * dims[l + 1], nb = (size_t)dims[l + 1];
+    ok = fread(m->w[l], sizeof(float), nw, f) == nw && fread(m->b[l], sizeof(float), nb, f) == nb;
+  }
+  fclose(f);
+  if (!ok) {
+    fprintf(stderr, "ddp_train: %s is not a checkpoint of this model (--layers, --hidden)\n", path);
+    return -1;
+  }
+  return (int)head[2];
+}
+
 int main(int argc, char **argv) {
   struct opts o;
   if (parse(argc, argv, &o) != 0) return 2;
@@ -173,6 +236,13 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  int start = 0;
+  if (o.checkpoint && (start = checkpoint_load(o.checkpoint, &m, dims, o.layers)) < 0) return 1;
+  const char *restart = getenv("TORCHELASTIC_RESTART_COUNT");
+  bool first_start = !restart || atoi(restart) == 0;
+  if (rank == 0 && start > 0)
+    printf("ddp_train: resuming at step %d from %s\n", start, o.checkpoint);
+
   /* Parameters in forward order: w0, b0, w1, b1, ... */
   ddp_param params[2 * MLP_MAX_LAYERS];
   char names[2 * MLP_MAX_LAYERS][32];
@@ -201,7 +271,11 @@ int main(int argc, char **argv) {
   float *x = malloc((size_t)local * dims[0] * sizeof(float));
   int *labels = malloc((size_t)local * sizeof(int));
   double sum_step = 0, sum_bwd = 0, sum_comm = 0, sum_hidden = 0, sum_exposed = 0;
-  for (int step = 0; step < o.steps; step++) {
+  for (int step = start; step < o.steps; step++) {
+    if (step == o.fail_at_step && rank == 1 && first_start) {
+      fprintf(stderr, "ddp_train: rank 1 fails at step %d (--fail-at-step)\n", step);
+      exit(3);
+    }
     uint64_t first = (uint64_t)step * o.global_batch + first_row;
     mlp_make_batch(&m, first, local, DATA_SEED, x, labels);
     double t0 = now_s();
@@ -237,7 +311,10 @@ int main(int argc, char **argv) {
                   (float)st.exposed_s};
     CHECK(sum_over_ranks(comm, v, 6));
     if (rank == 0) printf("step %d loss %.6f\n", step, v[0] / o.global_batch);
-    if (step > 0 || o.steps == 1) { /* step 0 pays first touches of every buffer */
+    if (o.checkpoint && rank == 0 && (step + 1) % o.checkpoint_every == 0 &&
+        checkpoint_save(o.checkpoint, &m, dims, o.layers, step + 1) != 0)
+      return 1;
+    if (step > start || o.steps == 1) { /* the first step pays first touches of every buffer */
       sum_step += v[1] / nranks;
       sum_bwd += v[2] / nranks;
       sum_comm += v[3] / nranks;
@@ -253,7 +330,7 @@ int main(int argc, char **argv) {
   mlp_forward(&m, x, local);
   float final = (float)mlp_loss_backward(&m, labels, local);
   CHECK(sum_over_ranks(comm, &final, 1));
-  int timed = o.steps > 1 ? o.steps - 1 : 1;
+  int timed = o.steps - start > 1 ? o.steps - start - 1 : 1;
   if (rank == 0) {
     printf("final loss %.6f\n", final / o.global_batch);
     printf("step time %.2f ms (backward %.2f ms, communication %.2f ms of which exposed %.2f "

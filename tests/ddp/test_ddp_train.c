@@ -6,7 +6,8 @@
  * reach the 1-rank final loss within 1e-3 (relative), and the loss must fall by more than half.
  * --no-overlap must give the same numbers as overlap (only the timing differs), --fp16-wire a
  * close one (its difference is printed), --trace a Chrome trace file, and a batch that does
- * not split over the ranks a clear refusal.
+ * not split over the ranks a clear refusal. A rank that fails at step 12 under
+ * npu-launch --max-restarts 1 resumes from its checkpoint and ends at the same final loss.
  */
 #include <errno.h>
 #include <math.h>
@@ -44,13 +45,19 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs npu-launch --nproc-per-node n -- ddp_train extra..., stdout and stderr into r->out. */
-static void run_train(struct run *r, int n, const char *const *extra) {
+/* Runs npu-launch --nproc-per-node n launch... -- ddp_train extra..., stdout and stderr into
+ * r->out. launch may be NULL. */
+static void run_train_with(struct run *r, int n, const char *const *launch,
+                           const char *const *extra) {
   char nproc[16], port[16];
   snprintf(nproc, sizeof(nproc), "%d", n);
   snprintf(port, sizeof(port), "%u", harness_free_port());
-  const char *argv[32] = {LAUNCHER, "--nproc-per-node", nproc, "--master-port", port, "--", TRAIN};
-  int argc = 7;
+  const char *argv[40] = {LAUNCHER, "--nproc-per-node", nproc, "--master-port", port};
+  int argc = 5;
+  for (int k = 0; launch && launch[k]; k++)
+    argv[argc++] = launch[k];
+  argv[argc++] = "--";
+  argv[argc++] = TRAIN;
   for (int k = 0; extra[k]; k++)
     argv[argc++] = extra[k];
   argv[argc] = NULL;
@@ -96,6 +103,11 @@ static void run_train(struct run *r, int n, const char *const *extra) {
 }
 
 /* The number after `key` on the first line that starts with it, or NAN. */
+
+static void run_train(struct run *r, int n, const char *const *extra) {
+  run_train_with(r, n, NULL, extra);
+}
+
 static double number_after(const char *out, const char *key) {
   for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
     if (strncmp(p, key, strlen(key)) == 0) return atof(p + strlen(key));
@@ -131,6 +143,40 @@ static void test_ranks_agree(void **st) {
       assert_true(rel <= 1e-3);
     }
   }
+}
+
+/* An injected failure (rank 1 exits at step 12 of the first start) under npu-launch
+ * --max-restarts 1: every rank is started again, resumes from the checkpoint of step 10, and
+ * ends at the final loss of the 2-rank run that never stopped, to the printed digit. */
+static void test_resume_after_failure(void **st) {
+  (void)st;
+  char ck[64];
+  snprintf(ck, sizeof(ck), "/tmp/ddp_train_ckpt.%d", (int)getpid());
+  unlink(ck);
+  const char *extra[] = {"--steps",
+                         STEPS,
+                         "--global-batch",
+                         "64",
+                         "--checkpoint",
+                         ck,
+                         "--checkpoint-every",
+                         "5",
+                         "--fail-at-step",
+                         "12",
+                         NULL};
+  const char *launch[] = {"--max-restarts", "1", NULL};
+  struct run *r = malloc(sizeof(*r));
+  run_train_with(r, 2, launch, extra);
+  expect_ok(r, 2);
+  double a = number_after(r->out, "final loss "), b = number_after(g_runs[2].out, "final loss ");
+  printf("  2 ranks, rank 1 failed at step 12, resumed: final loss %.6f (never stopped: %.6f)\n", a,
+         b);
+  assert_non_null(strstr(r->out, "rank 1 fails at step 12"));
+  assert_non_null(strstr(r->out, "starting every rank again: restart 1 of 1"));
+  assert_non_null(strstr(r->out, "resuming at step 10 from"));
+  assert_true(a == b);
+  unlink(ck);
+  free(r);
 }
 
 static void test_no_overlap_same_loss(void **st) {
@@ -193,9 +239,9 @@ static void test_batch_must_split(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ranks_agree),      cmocka_unit_test(test_no_overlap_same_loss),
-      cmocka_unit_test(test_fp16_wire_loss),   cmocka_unit_test(test_trace_option),
-      cmocka_unit_test(test_batch_must_split),
+      cmocka_unit_test(test_ranks_agree),          cmocka_unit_test(test_no_overlap_same_loss),
+      cmocka_unit_test(test_resume_after_failure), cmocka_unit_test(test_fp16_wire_loss),
+      cmocka_unit_test(test_trace_option),         cmocka_unit_test(test_batch_must_split),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
