@@ -7,6 +7,12 @@ launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, DEVICE_ID, MASTER_ADDR and MAST
     (from a build tree: PYTHONPATH=build/python; after `cmake --install`, nothing to set)
 
 From gloo or NCCL the move is two lines: `import torch_hccl`, and backend="hccl".
+
+Restarts, as with torchrun: with --checkpoint FILE, rank 0 saves the model and the optimizer
+(momentum included) after every epoch, and every rank resumes from FILE when it exists; under
+`npu-launch --max-restarts N` a failed group starts again and picks up at the next epoch.
+--fail-at-epoch K makes rank 1 exit at the start of epoch K on the first start
+(TORCHELASTIC_RESTART_COUNT 0), to try it.
 """
 import argparse
 import os
@@ -35,7 +41,11 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64, help="per process")
     ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--checkpoint", help="save after every epoch; resume from it when present")
+    ap.add_argument("--fail-at-epoch", type=int, default=-1,
+                    help="rank 1 exits at the start of this epoch (1, 2, ...) on the first start")
     args = ap.parse_args()
+    first_start = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     device_id = int(os.environ.get("DEVICE_ID", local_rank))
@@ -50,14 +60,25 @@ def main():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(),
                           nn.Linear(128, 4))
+    start_epoch, saved = 0, None
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        saved = torch.load(args.checkpoint)
+        model.load_state_dict(saved["model"])
+        start_epoch = saved["epoch"]
+        if rank == 0:
+            print("resuming at epoch %d from %s" % (start_epoch + 1, args.checkpoint))
     model = DDP(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    if saved:
+        optimizer.load_state_dict(saved["optimizer"])
     criterion = nn.CrossEntropyLoss()
     if rank == 0:
         print("training on %d devices (rank 0 drives device %d), backend %s" % (
             world, device_id, dist.get_backend()))
 
-    for epoch in range(args.epochs):
+    for epoch in range(start_epoch, args.epochs):
+        if epoch + 1 == args.fail_at_epoch and rank == 1 and first_start:
+            raise SystemExit("rank 1 fails at epoch %d (--fail-at-epoch)" % (epoch + 1))
         sampler.set_epoch(epoch)
         model.train()
         start = time.time()
@@ -74,6 +95,10 @@ def main():
             print("epoch %d: loss %.4f accuracy %.3f (%d samples, %.2f s)" % (
                 epoch + 1, stats[0] / stats[2], stats[1] / stats[2], int(stats[2]),
                 time.time() - start))
+        if args.checkpoint and rank == 0:  # a whole file or the last one: never half of one
+            torch.save({"epoch": epoch + 1, "model": model.module.state_dict(),
+                        "optimizer": optimizer.state_dict()}, args.checkpoint + ".tmp")
+            os.replace(args.checkpoint + ".tmp", args.checkpoint)
     dist.destroy_process_group()
 
 

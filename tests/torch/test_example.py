@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """test_example.py - examples/torch_ddp.py runs as its docstring says, under npu-launch on 1, 2
-and 4 devices, and learns (accuracy well above chance)."""
+and 4 devices, and learns (accuracy well above chance); after an injected failure under
+npu-launch --max-restarts it resumes from its checkpoint to the same last epoch."""
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,6 +28,37 @@ class TestExample(unittest.TestCase):
                 acc = [float(a) for a in re.findall(r"accuracy ([0-9.]+)", p.stdout)]
                 self.assertEqual(len(acc), 2, p.stdout)
                 self.assertGreater(acc[-1], 0.6, p.stdout)  # 4 classes: chance is 0.25
+
+
+    def test_resume_after_failure(self):
+        """Rank 1 exits at the start of epoch 3 under npu-launch --max-restarts 1: the group
+        starts again, resumes from the epoch-2 checkpoint, and its epoch 3 is the one of a run
+        that never stopped, to the printed digit."""
+        env = dict(os.environ, PYTHONPATH=os.environ.get("TORCH_HCCL_PYTHONPATH", ""))
+        ck = tempfile.mktemp(prefix="torch_ddp_ckpt_")
+        base = [sys.executable, os.path.join(ROOT, "examples", "torch_ddp.py"), "--epochs", "3"]
+        runs = {}
+        for name, launch, extra in (
+                ("never stopped", [], []),
+                ("resumed", ["--max-restarts", "1"],
+                 ["--checkpoint", ck, "--fail-at-epoch", "3"])):
+            p = subprocess.run([os.path.join(BIN, "npu-launch")] + launch +
+                               ["--device-list", "0,1", "--"] + base + extra, env=env,
+                               timeout=240, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            runs[name] = p.stdout
+        try:
+            os.remove(ck)
+        except OSError:
+            pass
+        out = runs["resumed"]
+        self.assertIn("rank 1 fails at epoch 3", out)
+        self.assertIn("starting every rank again: restart 1 of 1", out)
+        self.assertIn("resuming at epoch 3 from", out)
+        last = [re.search(r"epoch 3: loss [0-9.]+ accuracy [0-9.]+", o) for o in runs.values()]
+        self.assertTrue(all(last), runs)
+        self.assertEqual(last[0].group(0), last[1].group(0), runs)
 
 
 if __name__ == "__main__":
