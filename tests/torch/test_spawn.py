@@ -47,6 +47,20 @@ def clean_env():
     return e
 
 
+def run_script(code, nranks, timeout=60):
+    """Runs `code` in nranks processes at once, each as `python -c code RANK URL` in a clean
+    environment (URL: a fresh tcp:// address for their group); returns [(exit code, output)]."""
+    url = "tcp://127.0.0.1:%d" % free_port()
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), url], env=clean_env(),
+                              text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for r in range(nranks)]
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=timeout)
+        results.append((p.returncode, out))
+    return results
+
+
 def losses(text):
     return [float(x) for x in re.findall(r"loss ([0-9.]+) accuracy", text)]
 
@@ -134,30 +148,23 @@ class TestSpawnRecipe(unittest.TestCase):
 
     def test_one_device_per_process(self):
         # Two processes given the same device by set_device: refused on both, naming the rule.
-        e = clean_env()
-        url = "tcp://127.0.0.1:%d" % free_port()
         code = ("import sys, datetime, torch.distributed as dist, torch_hccl\n"
-                "r = int(sys.argv[1]); torch_hccl.set_device(2)\n"
+                "torch_hccl.set_device(2)\n"
                 "try:\n"
-                "    dist.init_process_group('hccl', init_method=%r, world_size=2, rank=r,\n"
+                "    dist.init_process_group('hccl', init_method=sys.argv[2], world_size=2,\n"
+                "                            rank=int(sys.argv[1]),\n"
                 "                            timeout=datetime.timedelta(seconds=20))\n"
                 "except RuntimeError as e:\n"
-                "    print('REFUSED', e); sys.exit(3)\n" % url)
-        procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], env=e, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                 for r in range(2)]
-        for p in procs:
-            out, _ = p.communicate(timeout=60)
-            self.assertEqual(p.returncode, 3, out)
+                "    print('REFUSED', e); sys.exit(3)\n")
+        for rc, out in run_script(code, 2):
+            self.assertEqual(rc, 3, out)
             self.assertIn("both drive device 2", out)
             self.assertIn("from HcclSetDevice", out)
 
     def test_set_device_after_init(self):
         # The process's first group fixes its device; another device afterwards is refused.
-        e = clean_env()
-        url = "tcp://127.0.0.1:%d" % free_port()
         code = ("import sys, torch.distributed as dist, torch_hccl\n"
-                "dist.init_process_group('hccl', init_method=%r, world_size=1, rank=0)\n"
+                "dist.init_process_group('hccl', init_method=sys.argv[2], world_size=1, rank=0)\n"
                 "assert torch_hccl.current_device() == 0, torch_hccl.current_device()\n"
                 "torch_hccl.set_device('npu:0')\n"
                 "try:\n"
@@ -167,13 +174,12 @@ class TestSpawnRecipe(unittest.TestCase):
                 "try:\n"
                 "    torch_hccl.set_device('gpu5')\n"
                 "except ValueError as e:\n"
-                "    print('BAD', e)\n" % url)
-        p = subprocess.run([sys.executable, "-c", code], env=e, timeout=60, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.assertEqual(p.returncode, 0, p.stdout)
-        self.assertIn("REFUSED", p.stdout)
-        self.assertIn("already drive device 0", p.stdout)
-        self.assertIn("BAD torch_hccl.set_device('gpu5')", p.stdout)
+                "    print('BAD', e)\n")
+        [(rc, out)] = run_script(code, 1)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("REFUSED", out)
+        self.assertIn("already drive device 0", out)
+        self.assertIn("BAD torch_hccl.set_device('gpu5')", out)
 
 
 if __name__ == "__main__":
