@@ -71,7 +71,10 @@ static int hello_rule_broken(const struct hccl_tcp_hello *h) {
   if (h->version != g_expect.version) return 1;
   if (h->token_hash != g_expect.token_hash) return 2;
   if (h->comm_id != g_expect.comm_id) return 3;
-  if (h->rank >= NRANKS || h->channel > 1 || !g_may_connect[h->rank]) return 4;
+  /* A link comes from a lower rank, a callback (channel + 2) from a higher one. */
+  if (h->rank >= NRANKS || h->channel > 3 || !g_may_connect[h->rank] ||
+      (h->channel < 2 ? h->rank >= g_expect.rank : h->rank <= g_expect.rank))
+    return 4;
   if (h->slot_bytes != g_expect.slot_bytes) return 5;
   return -1;
 }
@@ -119,7 +122,7 @@ static uint64_t hello_run(const uint8_t *data, size_t size, uint32_t cut) {
   mix(&d, &ok, sizeof(ok));
   if (ok) {
     /* What the acceptor then indexes its tables with. */
-    FUZZ_CHECK(g.h.rank < NRANKS && g.h.channel < 2 && g_may_connect[g.h.rank],
+    FUZZ_CHECK(g.h.rank < NRANKS && g.h.channel < 4 && g_may_connect[g.h.rank],
                "accepted rank %u channel %u", g.h.rank, g.h.channel);
     return d;
   }

@@ -48,6 +48,7 @@
 #include "coll_check.h"
 #include "harness.h"
 #include "hccl.h"
+#include "comm.h"
 #include "settings.h"
 #include "tcp.h"
 
@@ -532,6 +533,77 @@ static int coll_body(int rank, int nranks, void *argp) {
   return 0;
 }
 
+/* ---- links made on first use (transport/links.c) ---- */
+
+/* 2 servers x 4: after init a rank has device links to its server and channel-0 links to its
+ * algorithms' partners only; a recv-any at rank 0 from all 7 others (most of them higher ranks
+ * with no link to it: each asks rank 0 to dial back), sends between ranks 3 apart (never
+ * partners), and an all-to-all (links made inside a collective) then all arrive right. */
+static int links_body(int rank, int nranks, void *argp) {
+  const struct job *j = argp;
+  if (enter_server(rank, j)) return 1;
+  HcclComm comm = NULL;
+  if (make_comm(rank, nranks, j, &comm)) return 1;
+  struct hccl_comm *c = comm;
+  bool need[8] = {false};
+  hccl__group_partners(&c->world, need);
+  hccl__group_partners(&c->cross, need);
+  int lazy = 0;
+  for (int r = 0; r < nranks; r++) {
+    if (r == rank) continue;
+    bool local = r / j->per == rank / j->per;
+    RANK_CHECK((c->links[r] != NULL) == (local || need[r]),
+               "after init the collective link to rank %d is %s (local %d, partner %d)", r,
+               c->links[r] ? "made" : "missing", local, need[r]);
+    RANK_CHECK((c->p2p[r] != NULL) == local, "after init the p2p link to rank %d is %s", r,
+               c->p2p[r] ? "made" : "missing");
+    lazy += !local && !need[r];
+  }
+  RANK_CHECK(lazy > 0, "every remote rank is a partner of rank %d: the test proves nothing", rank);
+
+  int32_t v = rank * 10 + 1;
+  if (rank == 0) {
+    bool seen[8] = {false};
+    for (int k = 1; k < nranks; k++) {
+      uint32_t src = 99;
+      OK(HcclRecvAny(&v, 1, HCCL_DATA_TYPE_INT32, &src, comm, NULL), "recv-any");
+      RANK_CHECK(src > 0 && src < 8 && !seen[src] && v == (int32_t)src * 10 + 1,
+                 "recv-any %d: %d from rank %u", k, v, src);
+      seen[src] = true;
+    }
+  } else {
+    OK(HcclSend(&v, 1, HCCL_DATA_TYPE_INT32, 0, comm, NULL), "send to rank 0");
+  }
+
+  int32_t out = rank * 1000 + 7, in = -1;
+  uint32_t to = (uint32_t)(rank + 3) % 8, from = (uint32_t)(rank + 5) % 8;
+  HcclRequest req = NULL;
+  OK(HcclSend(&out, 1, HCCL_DATA_TYPE_INT32, to, comm, &req), "send 3 ahead");
+  OK(HcclRecv(&in, 1, HCCL_DATA_TYPE_INT32, from, comm, NULL), "recv 3 behind");
+  OK(HcclRequestWait(req), "send 3 ahead");
+  RANK_CHECK(in == (int32_t)from * 1000 + 7, "got %d from rank %u", in, from);
+
+  int32_t sb[8], rb[8];
+  for (int k = 0; k < 8; k++)
+    sb[k] = rank * 100 + k;
+  OK(HcclAlltoAll(sb, 1, HCCL_DATA_TYPE_INT32, rb, 1, HCCL_DATA_TYPE_INT32, comm, NULL),
+     "all-to-all");
+  for (int k = 0; k < 8; k++)
+    RANK_CHECK(rb[k] == k * 100 + rank, "all-to-all: %d from rank %d", rb[k], k);
+  for (int r = 0; r < nranks; r++)
+    RANK_CHECK(r == rank || c->links[r], "after the all-to-all no link to rank %d", r);
+  OK(HcclCommDestroy(comm), "destroy");
+  return 0;
+}
+
+static void test_links_on_demand(void **st) {
+  (void)st;
+  NEED_NETNS();
+  struct job j = {.per = 4, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
+  memset(g_sh, 0, sizeof(*g_sh));
+  assert_int_equal(harness_run_ranks(8, RUN_TIMEOUT_S, links_body, &j), 0);
+}
+
 static void run_job(int nranks, struct job *j) {
   memset(g_sh, 0, sizeof(*g_sh));
   double t0 = cc_now();
@@ -741,6 +813,7 @@ int main(void) {
       cmocka_unit_test(test_coll_2x2),
       cmocka_unit_test(test_coll_2x1_ipv6),
       cmocka_unit_test(test_coll_2x2_root_info),
+      cmocka_unit_test(test_links_on_demand),
       cmocka_unit_test(test_coll_faults),
       cmocka_unit_test(test_foreign_hello),
       cmocka_unit_test(test_reset),

@@ -28,6 +28,9 @@
 #include "comm.h"
 #include "log.h"
 
+/* The channel-0 link to r, made now if this is its first use (links.c). */
+#define LINK(r, l) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_COLL, (r), HCCL_CONNECT_WAIT, &(l)))
+
 static size_t blk_off(const struct hccl_blocks *b, uint32_t j) {
   return (size_t)(b->displs ? b->displs[j] : (uint64_t)j * b->count) * b->esz;
 }
@@ -38,16 +41,18 @@ static size_t blk_bytes(const struct hccl_blocks *b, uint32_t j) {
 HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                                void *recv, size_t bytes, uint32_t root) {
   uint32_t n = c->nranks;
+  struct hccl_link *l;
   if (c->rank != root) {
-    HCCL_TRY(hccl__prim_sendrecv(p, c->links[root], send, bytes, NULL, NULL, NULL, 0));
-    return hccl__prim_drain(p, c->links[root]);
+    LINK(root, l);
+    HCCL_TRY(hccl__prim_sendrecv(p, l, send, bytes, NULL, NULL, NULL, 0));
+    return hccl__prim_drain(p, l);
   }
   char *out = recv;
   if (out + (size_t)root * bytes != send) memmove(out + (size_t)root * bytes, send, bytes);
   for (uint32_t k = 1; k < n; k++) {
     uint32_t r = (root + k) % n;
-    HCCL_TRY(
-        hccl__prim_sendrecv(p, NULL, NULL, 0, c->links[r], NULL, out + (size_t)r * bytes, bytes));
+    LINK(r, l);
+    HCCL_TRY(hccl__prim_sendrecv(p, NULL, NULL, 0, l, NULL, out + (size_t)r * bytes, bytes));
   }
   return HCCL_SUCCESS;
 }
@@ -55,13 +60,16 @@ HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, c
 HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
                                 void *recv, size_t bytes, uint32_t root) {
   uint32_t n = c->nranks;
-  if (c->rank != root)
-    return hccl__prim_sendrecv(p, NULL, NULL, 0, c->links[root], NULL, recv, bytes);
+  struct hccl_link *l;
+  if (c->rank != root) {
+    LINK(root, l);
+    return hccl__prim_sendrecv(p, NULL, NULL, 0, l, NULL, recv, bytes);
+  }
   const char *in = send;
   for (uint32_t k = 1; k < n; k++) {
     uint32_t r = (root + k) % n;
-    HCCL_TRY(
-        hccl__prim_sendrecv(p, c->links[r], in + (size_t)r * bytes, bytes, NULL, NULL, NULL, 0));
+    LINK(r, l);
+    HCCL_TRY(hccl__prim_sendrecv(p, l, in + (size_t)r * bytes, bytes, NULL, NULL, NULL, 0));
   }
   if (in + (size_t)root * bytes != recv) memmove(recv, in + (size_t)root * bytes, bytes);
   for (uint32_t k = 1; k < n; k++)
@@ -79,9 +87,11 @@ HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *
   if (blk_bytes(sb, me)) memcpy(out + blk_off(rb, me), in + blk_off(sb, me), blk_bytes(sb, me));
   for (uint32_t k = 1; k < n; k++) {
     uint32_t to = (me + k) % n, from = (me + n - k) % n;
-    HCCL_TRY(hccl__prim_sendrecv(p, c->links[to], in + blk_off(sb, to), blk_bytes(sb, to),
-                                 c->links[from], NULL, out + blk_off(rb, from),
-                                 blk_bytes(rb, from)));
+    struct hccl_link *lt, *lf;
+    LINK(to, lt);
+    LINK(from, lf);
+    HCCL_TRY(hccl__prim_sendrecv(p, lt, in + blk_off(sb, to), blk_bytes(sb, to), lf, NULL,
+                                 out + blk_off(rb, from), blk_bytes(rb, from)));
   }
   for (uint32_t k = 1; k < n; k++)
     HCCL_TRY(hccl__prim_drain(p, c->links[(me + k) % n]));

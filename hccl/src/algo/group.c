@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include "algo.h"
 #include "comm.h"
 #include "group.h"
 #include "log.h"
@@ -56,13 +57,33 @@ HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of) {
  * links exist; every group shares the communicator's links and scratch. */
 void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g) {
   g->links = c->links;
+  g->comm = c;
   g->chunk_bytes = DEFAULT_CHUNK;
   g->alpha_ns = g->beta_ns = 0;
   for (uint32_t k = 0; k < g->n; k++) {
-    const struct hccl_link *l = hccl__group_link(g, k);
+    const struct hccl_link *l = g->links[g->rank[k]]; /* the links made so far, none made here */
     if (!l) continue;
     if (l->slot_bytes < g->chunk_bytes) g->chunk_bytes = l->slot_bytes;
     if (l->ops->alpha_ns > g->alpha_ns) g->alpha_ns = l->ops->alpha_ns;
     if (l->ops->beta_ns > g->beta_ns) g->beta_ns = l->ops->beta_ns;
   }
+}
+
+void hccl__group_partners(const struct hccl_group *g, bool *need) {
+  if (g->n < 2) return;
+  uint32_t pos = g->pos[g->me];
+  need[g->rank[hccl__group_at(g, (int64_t)pos - 1)]] = true;
+  need[g->rank[hccl__group_at(g, (int64_t)pos + 1)]] = true;
+  hccl__hd_partners(g, need);
+}
+
+struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k) {
+  struct hccl_link *l = NULL;
+  if (hccl__link_get(g->comm, HCCL_CHANNEL_COLL, g->rank[k], HCCL_CONNECT_WAIT, &l) !=
+      HCCL_SUCCESS)
+    return NULL;
+  HCCL_WARN("rank %u made its link to rank %u on first use inside a collective: "
+            "hccl__group_partners missed it (a bug; the collective goes on)",
+            g->comm->rank, g->rank[k]);
+  return l;
 }

@@ -17,6 +17,7 @@
 #ifndef HCCL_GROUP_H
 #define HCCL_GROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,7 @@ struct hccl_group {
   struct hccl_link **links; /* indexed by GLOBAL rank (the communicator's channel-0 links) */
   size_t chunk_bytes;       /* largest message every link of the group takes */
   void *scratch;            /* chunk_bytes of scratch (binomial reduce) */
+  struct hccl_comm *comm;   /* whose links these are */
   /* Cost of one message hop and of one byte on this group's slowest link, for the cost
    * model (transport ops' alpha and beta). */
   double alpha_ns, beta_ns;
@@ -46,13 +48,23 @@ void hccl__group_free(struct hccl_group *g);
 /* The communicator's local and cross groups, once the world ring is set; server_of[r] is rank
  * r's server index. */
 HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of);
+/* Sets need[rank] (indexed by global rank) for every member an algorithm over g may exchange
+ * with, seen from g->me: ring neighbours (ring.c, zcopy.c) and hd.c's partners. The
+ * communicator makes these links at init, O(log n) of them; hccl__group_link makes any other
+ * on first use. */
+void hccl__group_partners(const struct hccl_group *g, bool *need);
 /* g's links (the communicator's channel-0 links), chunk (its smallest slot) and cost (its
  * slowest link's alpha and beta), once the links exist. */
 void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g);
 
+/* The link to member k not made at init: made now (hccl__link_get, waiting), counted in
+ * hccl_group.on_demand. NULL, logged, when it cannot be made. */
+struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k);
+
 /* The link to member k. */
 static inline struct hccl_link *hccl__group_link(const struct hccl_group *g, uint32_t k) {
-  return g->links[g->rank[k]];
+  struct hccl_link *l = g->links[g->rank[k]];
+  return l || k == g->me ? l : hccl__group_link_demand(g, k);
 }
 
 /* The member at ring position `pos` (any integer, taken modulo n). */

@@ -177,3 +177,26 @@ HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct 
   }
   return HCCL_SUCCESS;
 }
+
+void hccl__hd_partners(const struct hccl_group *g, bool *need) {
+  uint32_t np = g->n, pos = g->pos[g->me], p2 = 1;
+  if (np < 2) return;
+  while (p2 * 2 <= np)
+    p2 *= 2;
+  uint32_t r = np - p2;
+#define MARK(at) (need[g->rank[g->ring[(at) % np]]] = true)
+  /* Trees (any root) and the barrier: ring positions +-2^k away. */
+  for (uint32_t k = 1; k < np; k <<= 1) {
+    MARK(pos + k);
+    MARK(pos + np - k);
+  }
+  /* Halving-doubling: the fold partner, and the active partners v ^ mask. */
+  if (pos < 2 * r) MARK(pos % 2 ? pos - 1 : pos + 1);
+  if (pos < 2 * r && pos % 2 == 0) return;
+  uint32_t v = pos < 2 * r ? pos / 2 : pos - r;
+  for (uint32_t mask = 1; mask < p2; mask <<= 1) {
+    uint32_t w = v ^ mask;
+    MARK(w < r ? 2 * w + 1 : w + r);
+  }
+#undef MARK
+}

@@ -193,7 +193,13 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
-  HCCL_TRY(hccl__links_connect(c));
+  bool *need = calloc(c->nranks, sizeof(bool));
+  if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
+  hccl__group_partners(&c->world, need);
+  hccl__group_partners(&c->cross, need);
+  HcclResult lr = hccl__links_connect(c, need);
+  free(need);
+  HCCL_TRY(lr);
   HCCL_TRY(measure_groups(c));
   if (c->nranks > 1) {
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));

@@ -41,12 +41,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "log.h"
 #include "prims.h"
 #include "reduce.h"
 #include "request.h"
+#include "transport.h"
 
 #define SLICE_ONE_NS 10000000LL /* blocking slice with one thing to wait for */
 #define SLICE_MANY_NS 1000000LL /* with several, in rotation */
@@ -126,13 +128,36 @@ static void fail_all(struct hccl_p2p *e, HcclResult r, struct p2p_op *origin) {
   }
 }
 
+/* op's link, made on first use without waiting (links.c): NULL until it is there. Its chunk
+ * size is known from then on. */
+static HcclResult op_link(struct hccl_p2p *e, struct p2p_op *op, struct hccl_link **l) {
+  struct hccl_comm *c = e->comm;
+  HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_P2P, op->peer, HCCL_CONNECT_TRY, l));
+  if (*l && op->chunk == 0) {
+    struct hccl_prim p = {.esz = 1};
+    op->chunk = hccl__prim_chunk(&p, *l);
+    op->nchunks = hccl__prim_nchunks(op->bytes, op->chunk);
+  }
+  return HCCL_SUCCESS;
+}
+
+/* The p2p link to r for a recv-any: one that exists, or one r already made to send here. */
+static struct hccl_link *any_link(struct hccl_comm *c, uint32_t r) {
+  struct hccl_link *l = NULL;
+  if (!c->p2p[r] && hccl__link_get(c, HCCL_CHANNEL_P2P, r, HCCL_CONNECT_OFFERED, &l) != HCCL_SUCCESS)
+    return NULL;
+  return c->p2p[r];
+}
+
 /* Moves eligible op forward without waiting. Sets *moved when a chunk moved or op finished. */
 static HcclResult progress(struct hccl_p2p *e, struct p2p_op *op, bool *moved, bool *finished) {
   struct hccl_comm *c = e->comm;
   struct hccl_prim p = {.w = &op->w, .esz = 1};
   *finished = false;
   if (op->kind == P2P_SEND) {
-    struct hccl_link *l = c->p2p[op->peer];
+    struct hccl_link *l;
+    HCCL_TRY(op_link(e, op, &l));
+    if (!l) return HCCL_SUCCESS;
     while (op->next < op->nchunks && hccl__prim_can_send(l)) {
       HCCL_TRY(hccl__prim_step(&p, NULL, l, at(op->buf, op->next * op->chunk), NULL,
                                hccl__prim_chunk_len(op->bytes, op->chunk, op->next)));
@@ -145,15 +170,15 @@ static HcclResult progress(struct hccl_p2p *e, struct p2p_op *op, bool *moved, b
   if (op->peer == NO_PEER) {
     for (uint32_t k = 0; k < c->nranks && op->peer == NO_PEER; k++) {
       uint32_t r = (e->rotate + k) % c->nranks;
-      if (r != c->rank && hccl__prim_can_recv(c->p2p[r])) op->peer = r;
+      if (r != c->rank && any_link(c, r) && hccl__prim_can_recv(c->p2p[r])) op->peer = r;
     }
     if (op->peer == NO_PEER) return HCCL_SUCCESS;
-    op->chunk = hccl__prim_chunk(&p, c->p2p[op->peer]);
-    op->nchunks = hccl__prim_nchunks(op->bytes, op->chunk);
     snprintf(op->what, sizeof(op->what), "recv-any of %zu bytes (matched rank %u)", op->bytes,
              op->peer);
   }
-  struct hccl_link *l = c->p2p[op->peer];
+  struct hccl_link *l;
+  HCCL_TRY(op_link(e, op, &l));
+  if (!l) return HCCL_SUCCESS;
   while (op->next < op->nchunks && hccl__prim_can_recv(l)) {
     HCCL_TRY(hccl__prim_step(&p, l, NULL, NULL, at(op->buf, op->next * op->chunk),
                              hccl__prim_chunk_len(op->bytes, op->chunk, op->next)));
@@ -232,6 +257,11 @@ static HcclResult block(struct hccl_p2p *e, int nelig, struct p2p_op **which) {
   struct hccl_prim p = {.w = &w, .esz = 1};
   struct hccl_link *l = c->p2p[peer];
   HcclResult r;
+  if (!l || (op->peer != NO_PEER && op->chunk == 0)) {
+    /* Not linked yet (made on first use): progress() asks again after a short sleep. */
+    usleep((useconds_t)(SLICE_MANY_NS / 4000));
+    return hccl__now_ns() < op->w.deadline_ns ? HCCL_SUCCESS : timed_out(e, op);
+  }
   hccl__log_quiet(1);
   if (op->kind == P2P_SEND && op->next == op->nchunks) {
     r = hccl__prim_drain(&p, l);
@@ -436,11 +466,7 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
   op->src_out = src;
   op->buf = buf;
   op->bytes = (size_t)count * esz;
-  struct hccl_prim p = {.esz = 1};
-  if (kind != P2P_RECV_ANY) {
-    op->chunk = hccl__prim_chunk(&p, c->p2p[peer]);
-    op->nchunks = hccl__prim_nchunks(op->bytes, op->chunk);
-  }
+  /* op->chunk stays 0 until the engine has the link (made on first use). */
   if (kind == P2P_SEND)
     snprintf(op->what, sizeof(op->what), "send of %zu bytes to rank %u", op->bytes, peer);
   else if (kind == P2P_RECV)

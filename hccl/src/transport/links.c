@@ -1,8 +1,11 @@
 /*
- * links.c - a communicator's links: for every other rank, the first transport of the priority
- * table (transport.c) that can join the two is asked for a link on each channel, as NCCL's
- * transport selection does. Every rank asks for every peer today (a full mesh across servers:
- * docs/scaling.md says what that costs and what is to replace it).
+ * links.c - a communicator's links: for a peer, the first transport of the priority table
+ * (transport.c) that can join the two is asked for a link on a channel, as NCCL's transport
+ * selection does. At init a rank makes only the links its collectives use: both channels to
+ * the ranks of its server, and channel 0 to the partners of the algorithms over the world and
+ * cross groups (ring neighbours, halving-doubling and tree partners: O(log n) of them). Any
+ * other link (point-to-point, all-to-all, gather, scatter) is made on first use, which is what
+ * keeps a job of thousands of ranks from holding a full mesh of sockets (docs/scaling.md).
  */
 #include <stdio.h>
 
@@ -10,29 +13,43 @@
 #include "log.h"
 #include "transport.h"
 
-/* Connects c->links[r] and c->p2p[r] for every rank r but this one. Fails naming the pair when
- * no transport can join them, or with the transport's reason. */
-HcclResult hccl__links_connect(struct hccl_comm *c) {
+static HcclResult pick(const struct hccl_comm *c, uint32_t r,
+                       const struct hccl_transport_ops **out) {
+  for (int i = 0; hccl__transports[i]; i++)
+    if (hccl__transports[i]->can_connect(c, r)) {
+      *out = hccl__transports[i];
+      return HCCL_SUCCESS;
+    }
+  char tried[128] = "";
+  for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
+    n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",
+                  hccl__transports[i]->name);
+  return hccl__fail(HCCL_E_NOT_SUPPORT,
+                    "no transport joins rank %u (server %s) and rank %u (server %s): none of %s "
+                    "can connect them",
+                    c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
+}
+
+HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int mode,
+                          struct hccl_link **out) {
+  struct hccl_link **slot = channel == HCCL_CHANNEL_COLL ? &c->links[peer] : &c->p2p[peer];
+  *out = *slot;
+  if (*slot || peer == c->rank) return HCCL_SUCCESS;
+  const struct hccl_transport_ops *t = NULL;
+  HCCL_TRY(pick(c, peer, &t));
+  HCCL_TRY(t->connect(c, peer, channel, mode, slot));
+  *out = *slot;
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__links_connect(struct hccl_comm *c, const bool *need) {
+  uint64_t mine = c->peers[c->rank].host_hash;
+  struct hccl_link *l;
   for (uint32_t r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
-    const struct hccl_transport_ops *t = NULL;
-    for (int i = 0; hccl__transports[i]; i++)
-      if (hccl__transports[i]->can_connect(c, r)) {
-        t = hccl__transports[i];
-        break;
-      }
-    if (!t) {
-      char tried[128] = "";
-      for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
-        n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",
-                      hccl__transports[i]->name);
-      return hccl__fail(HCCL_E_NOT_SUPPORT,
-                        "no transport joins rank %u (server %s) and rank %u (server %s): none of "
-                        "%s can connect them",
-                        c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
-    }
-    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_COLL, &c->links[r]));
-    HCCL_TRY(t->connect(c, r, HCCL_CHANNEL_P2P, &c->p2p[r]));
+    bool local = c->peers[r].host_hash == mine;
+    if (local || need[r]) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_COLL, r, HCCL_CONNECT_INIT, &l));
+    if (local) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_P2P, r, HCCL_CONNECT_INIT, &l));
   }
   return HCCL_SUCCESS;
 }

@@ -4,17 +4,19 @@
  * Setup: a rank with peers on other servers listens on one socket (address from tcp_sock.c:
  * HCCL_IF_IP, HCCL_SOCKET_IFNAME, or the first plain interface that is up; port 0) and
  * publishes {family, port, address} as its conn blob. Connect: the lower rank of a pair
- * connects to the higher rank's listener and sends a hello {magic, version, the communicator's
- * identity, its rank, the channel, a hash of HCCL_JOB_TOKEN, the slot size}; the higher rank
- * accepts until the (peer, channel) it wants arrives, keeping those that came early, and turns
- * away (closes, one WARN naming the address) a hello of another job or none at all. A connect
- * never waits for the other side's accept (the backlog holds 2 connections per peer), so ranks
- * that make their links in the same order never deadlock. The listener is closed once every
- * rank has connected (`connected`).
+ * dials the higher rank's listener and sends a hello {magic, version, the communicator's
+ * identity, its rank, the channel, a hash of HCCL_JOB_TOKEN, the slot size}. The progress
+ * thread owns the listener for the communicator's whole life: it accepts, reads hellos, keeps a
+ * checked socket as pending until its link is asked for, and turns away (closes, one WARN
+ * naming the address) a hello of another job or none at all. A dial never waits for the other
+ * side's threads (the kernel completes it, the progress thread reads the hello), so links asked
+ * for in any order never deadlock.
  *
- * links.c asks for links to every other rank, so across servers this is a full mesh: n ranks on
- * s servers hold n(n - n/s) sockets. That is fine for the few servers a job here has; rings or
- * trees of servers would need connect_links to ask only for the links the algorithms use.
+ * links.c asks at init only for the links the algorithms use (O(log n) across servers); any
+ * other is made on first use. When the higher rank of a pair needs it first, it dials the lower
+ * rank's listener with a callback hello (channel + HCCL_TCP_CALLBACK) and closes; the lower
+ * rank's progress thread dials back, unless the link exists or is being made, and the higher
+ * rank waits for that socket. Both sides are bounded by HCCL_CONNECT_TIMEOUT.
  *
  * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
  * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to
@@ -29,8 +31,9 @@
  *
  * Failure: EOF, a reset or any error on a socket whose peer did not say BYE marks that peer dead
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's
- * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer (a full mesh: nobody
- * forwards), whose waits and check_abort then fail with HCCL_E_REMOTE. teardown sends BYE on
+ * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer linked, whose waits
+ * and check_abort then fail with HCCL_E_REMOTE; the first ABORT a rank hears goes on to its own
+ * linked peers (the links are not a full mesh, but they join every server). teardown sends BYE on
  * every link after whatever is still queued (an ACK a sender may be draining on), shuts the
  * sockets for writing and reads until the peers close (at most LINGER_MS), so that no unread
  * byte turns the close into a reset that could destroy frames the peer has not read yet.
@@ -244,6 +247,8 @@ static void state_free(struct tcp_state *st) {
   if (st->evfd >= 0) close(st->evfd);
   free(st->peers);
   free(st->all);
+  free(st->dial);
+  pthread_mutex_destroy(&st->lock);
   free(st);
 }
 
@@ -259,11 +264,13 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   if (!st) return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport");
   st->comm = comm;
   st->epfd = st->evfd = -1;
+  pthread_mutex_init(&st->lock, NULL);
   comm->tstate[HCCL_TRANSPORT_TCP] = st;
   HCCL_TRY(hccl__tcp_acceptor_init(&st->acc, comm->nranks));
   st->peers = calloc(comm->nranks, sizeof(*st->peers));
   st->all = calloc(2 * (size_t)comm->nranks, sizeof(*st->all));
-  if (!st->peers || !st->all)
+  st->dial = calloc(2 * (size_t)comm->nranks, sizeof(*st->dial));
+  if (!st->peers || !st->all || !st->dial)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport");
 
   size_t slot = comm->cfg.buffsize / ((size_t)HCCL_NCHANNELS * nremote * TCP_NSLOTS);
@@ -285,7 +292,7 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   acc->greet_timeout_ns = comm->cfg.connect_timeout_ms * 1000000LL;
   if (comm->cfg.whitelist_on)
     HCCL_TRY(hccl__whitelist_load(comm->cfg.whitelist_file, &acc->whitelist));
-  for (uint32_t r = 0; r < comm->rank; r++)
+  for (uint32_t r = 0; r < comm->nranks; r++)
     acc->may_connect[r] = tcp_can_connect(comm, r);
   st->spin_ns = hccl__wait_spin_budget(2 * (int)comm->local_nranks, comm->cfg.spin).poll_ns;
 
@@ -311,23 +318,25 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   if (st->epfd < 0 || st->evfd < 0)
     return hccl__fail(HCCL_E_SYSCALL, "epoll/eventfd for the TCP transport: %s", strerror(errno));
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0)
+  struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &st->acc};
+  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0 ||
+      epoll_ctl(st->epfd, EPOLL_CTL_ADD, acc->listen_fd, &lev) != 0)
     return hccl__fail(HCCL_E_SYSCALL, "epoll_ctl: %s", strerror(errno));
+  acc->epfd = st->epfd;
+  acc->ep_tag = &st->acc;
   if (pthread_create(&st->thread, NULL, hccl__tcp_progress_main, st) != 0)
     return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", comm->rank);
   st->thread_started = true;
   return HCCL_SUCCESS;
 }
 
-static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel,
-                              struct hccl_link **out) {
-  struct tcp_state *st = state_of(comm);
-  struct tcp_peer *p = &st->peers[peer];
+/* Fills p->addr (and this rank's own) for messages; false when the peer published none. */
+static bool peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_storage *to) {
+  struct hccl_comm *comm = st->comm;
   struct tcp_blob blob;
-  struct sockaddr_storage to;
   memcpy(&blob, comm->peers[peer].conn[HCCL_TRANSPORT_TCP], sizeof(blob));
-  blob_addr(&blob, &to);
-  hccl__tcp_addr_str(&to, p->addr, sizeof(p->addr));
+  blob_addr(&blob, to);
+  hccl__tcp_addr_str(to, st->peers[peer].addr, sizeof(st->peers[peer].addr));
   if (!st->peers[comm->rank].addr[0]) {
     struct tcp_blob mine;
     struct sockaddr_storage a;
@@ -335,36 +344,44 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     blob_addr(&mine, &a);
     hccl__tcp_addr_str(&a, st->peers[comm->rank].addr, sizeof(st->peers[comm->rank].addr));
   }
-  if (blob.family == 0)
+  return blob.family != 0;
+}
+
+/* Dials peer's listener and says hello on `channel` (0, 1, or + HCCL_TCP_CALLBACK to ask the
+ * peer to dial back), by HCCL_CONNECT_TIMEOUT. Any thread; logs and fails naming the pair. */
+static HcclResult dial(struct tcp_state *st, uint32_t peer, uint32_t channel, int *fd_out) {
+  struct hccl_comm *comm = st->comm;
+  struct sockaddr_storage to;
+  if (!peer_addr(st, peer, &to))
     return hccl__fail(HCCL_E_INTERNAL, "rank %u on server %s published no TCP address", peer,
                       comm->peers[peer].host);
+  const char *addr = st->peers[peer].addr;
   int64_t deadline = hccl__now_ns() + comm->cfg.connect_timeout_ms * 1000000LL;
-  int fd = -1;
-  if (comm->rank < peer) {
-    int err = 0;
-    if (hccl__tcp_connect(&to, deadline, &fd, &err) != HCCL_SUCCESS)
-      return hccl__fail(HCCL_E_TCP_CONNECT,
-                        "rank %u cannot connect to rank %u (host %s) at %s within %lld s "
-                        "(HCCL_CONNECT_TIMEOUT): %s; check that the servers reach each other at "
-                        "that address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                        comm->rank, peer, comm->peers[peer].host, p->addr,
-                        (long long)(comm->cfg.connect_timeout_ms / 1000), strerror(err));
-    struct hccl_tcp_hello h = st->acc.expect; /* the same ids, this rank, the channel */
-    h.channel = (uint32_t)channel;
-    if (hccl__tcp_write_all(fd, &h, sizeof(h), deadline) != HCCL_SUCCESS) {
-      int e = errno;
-      close(fd);
-      return hccl__fail(HCCL_E_TCP_CONNECT, "rank %u cannot send its hello to rank %u at %s: %s",
-                        comm->rank, peer, p->addr, strerror(e));
-    }
-  } else if (hccl__tcp_accept(&st->acc, peer, (uint32_t)channel, deadline, &fd) != HCCL_SUCCESS) {
-    return hccl__fail(HCCL_E_TIMEOUT,
-                      "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (host %s) to "
-                      "connect to %s; check that rank %u runs and that its server reaches this "
-                      "address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                      comm->rank, (long long)(comm->cfg.connect_timeout_ms / 1000), peer,
-                      comm->peers[peer].host, st->peers[comm->rank].addr, peer);
+  int fd = -1, err = 0;
+  if (hccl__tcp_connect(&to, deadline, &fd, &err) != HCCL_SUCCESS)
+    return hccl__fail(HCCL_E_TCP_CONNECT,
+                      "rank %u cannot connect to rank %u (host %s) at %s within %lld s "
+                      "(HCCL_CONNECT_TIMEOUT): %s; check that the servers reach each other at "
+                      "that address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
+                      comm->rank, peer, comm->peers[peer].host, addr,
+                      (long long)(comm->cfg.connect_timeout_ms / 1000), strerror(err));
+  struct hccl_tcp_hello h = st->acc.expect; /* the same ids, this rank, the channel */
+  h.channel = channel;
+  if (hccl__tcp_write_all(fd, &h, sizeof(h), deadline) != HCCL_SUCCESS) {
+    int e = errno;
+    close(fd);
+    return hccl__fail(HCCL_E_TCP_CONNECT, "rank %u cannot send its hello to rank %u at %s: %s",
+                      comm->rank, peer, addr, strerror(e));
   }
+  *fd_out = fd;
+  return HCCL_SUCCESS;
+}
+
+/* Makes the link over a socket whose hellos are done, publishes it to the progress thread.
+ * Called with st->lock held. */
+static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, int fd,
+                            struct hccl_link **out) {
+  struct hccl_comm *comm = st->comm;
   struct tcp_link *l = calloc(1, sizeof(*l));
   if (!l) {
     close(fd);
@@ -380,6 +397,8 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
                       peer, TCP_NSLOTS * st->slot_bytes);
   }
   hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, comm->nranks);
+  struct sockaddr_storage to;
+  peer_addr(st, peer, &to); /* its address, for the messages of a failure */
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;
@@ -392,18 +411,95 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     link_free(l);
     return hccl__fail(HCCL_E_SYSCALL, "epoll_ctl for the link to rank %u: %s", peer, strerror(e));
   }
-  p->link[channel] = l;
+  st->peers[peer].link[channel] = l;
   int n = atomic_load(&st->nlinks);
   st->all[n] = l;
   atomic_store_explicit(&st->nlinks, n + 1, memory_order_release);
+  poke(st);
+  HCCL_DEBUG("TCP link: rank %u to rank %u (%s) channel %d, link %d of this rank", comm->rank,
+             peer, st->peers[peer].addr, channel, n + 1);
   *out = &l->base;
   return HCCL_SUCCESS;
 }
 
-/* Every rank has connected: the listener and any stray connection are closed. */
-static void tcp_connected(struct hccl_comm *comm) {
+/* The lower rank of a pair dials its link; the higher one waits for it. At init both ask for
+ * it, so the higher one only waits. On first use the higher one asks the lower one's progress
+ * thread to dial (a callback) and waits for that, so it never depends on the lower rank's own
+ * threads reaching the same call: a send to a rank that receives from any rank, a gather's
+ * root, and an all-to-all all connect without deadlock. */
+static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel, int mode,
+                              struct hccl_link **out) {
   struct tcp_state *st = state_of(comm);
-  if (st) hccl__tcp_acceptor_close(&st->acc);
+  struct tcp_dial *d = &st->dial[peer * 2 + channel];
+  HcclResult r = HCCL_SUCCESS;
+  *out = NULL;
+  pthread_mutex_lock(&st->lock);
+  int fd = hccl__tcp_acceptor_take(&st->acc, peer, (uint32_t)channel);
+  if (fd < 0 && mode == HCCL_CONNECT_OFFERED) goto out;
+  if (!d->since_ns) d->since_ns = hccl__now_ns();
+  if (fd < 0 && comm->rank < peer && d->state == DIAL_NONE) {
+    d->state = DIAL_BUSY;
+    pthread_mutex_unlock(&st->lock);
+    r = dial(st, peer, (uint32_t)channel, &fd);
+    pthread_mutex_lock(&st->lock);
+    d->state = DIAL_NONE;
+    if (r != HCCL_SUCCESS) goto out;
+  } else if (fd < 0 && comm->rank > peer && mode != HCCL_CONNECT_INIT && d->state == DIAL_NONE) {
+    d->state = DIAL_ASKED;
+    pthread_mutex_unlock(&st->lock);
+    int ask = -1;
+    r = dial(st, peer, (uint32_t)channel + HCCL_TCP_CALLBACK, &ask);
+    if (ask >= 0) close(ask);
+    pthread_mutex_lock(&st->lock);
+    if (r != HCCL_SUCCESS) goto out;
+  }
+  int64_t deadline = d->since_ns + comm->cfg.connect_timeout_ms * 1000000LL;
+  while (fd < 0 && mode != HCCL_CONNECT_TRY && hccl__now_ns() < deadline) {
+    pthread_mutex_unlock(&st->lock);
+    usleep(500);
+    pthread_mutex_lock(&st->lock);
+    fd = hccl__tcp_acceptor_take(&st->acc, peer, (uint32_t)channel);
+  }
+  if (fd >= 0) {
+    r = link_make(st, peer, channel, fd, out);
+  } else if (hccl__now_ns() >= deadline) {
+    peer_addr(st, peer, &(struct sockaddr_storage){0});
+    r = hccl__fail(HCCL_E_TIMEOUT,
+                   "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (host %s) to "
+                   "connect to %s; check that rank %u runs and that its server reaches this "
+                   "address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
+                   comm->rank, (long long)(comm->cfg.connect_timeout_ms / 1000), peer,
+                   comm->peers[peer].host, st->peers[comm->rank].addr, peer);
+  }
+out:
+  pthread_mutex_unlock(&st->lock);
+  return r;
+}
+
+/* The progress thread's turn at the listener: new connections and hellos, then the callbacks
+ * asked of this rank, each dialled unless its link exists or is being made. */
+void hccl__tcp_serve(struct tcp_state *st) {
+  struct hccl_tcp_acceptor *a = &st->acc;
+  pthread_mutex_lock(&st->lock);
+  st->served_ns = hccl__now_ns();
+  hccl__tcp_acceptor_step(a);
+  for (uint32_t k = 0; a->ncallback > 0 && k < 2 * a->nranks; k++) {
+    if (!a->callback[k]) continue;
+    a->callback[k] = false;
+    a->ncallback--;
+    struct tcp_dial *d = &st->dial[k];
+    if (a->pending[k] >= 0 || a->taken[k] || d->state != DIAL_NONE ||
+        atomic_load(&st->peers[k / 2].link[k % 2]))
+      continue; /* made, being made, or waiting to be taken */
+    d->state = DIAL_BUSY;
+    pthread_mutex_unlock(&st->lock);
+    int fd = -1;
+    HcclResult r = dial(st, k / 2, k % 2, &fd);
+    pthread_mutex_lock(&st->lock);
+    d->state = DIAL_NONE;
+    if (r == HCCL_SUCCESS) a->pending[k] = fd; /* taken when this rank uses the link */
+  }
+  pthread_mutex_unlock(&st->lock);
 }
 
 /* ---- abort and teardown ---- */
@@ -411,7 +507,7 @@ static void tcp_connected(struct hccl_comm *comm) {
 static void tcp_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) {
   struct tcp_state *st = state_of(comm);
   if (!st) return;
-  /* A failure that came from another rank's abort: every peer heard it from that rank. */
+  /* A failure that came from another rank's abort: the progress thread passed it on. */
   if (atomic_load(&st->abort_origin) != 0) return;
   const char *reason = HcclGetLastErrorMessage();
   hccl__tcp_mark_abort(st, origin, code, reason && *reason ? reason : HcclGetErrorString(code));
@@ -444,7 +540,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .can_connect = tcp_can_connect,
     .setup = tcp_setup,
     .connect = tcp_connect,
-    .connected = tcp_connected,
+    .connected = NULL, /* the listener stays: links are made on first use */
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,
     .recv_acquire = tcp_recv_acquire,

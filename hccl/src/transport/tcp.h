@@ -89,6 +89,10 @@ HcclResult hccl__tcp_write_all(int fd, const void *buf, size_t len, int64_t dead
 #define HCCL_TCP_VERSION 1
 #define HCCL_TCP_GREET_MAX 64 /* accepted sockets whose hello is still being read */
 
+/* Added to a hello's channel by a higher rank that needs a link made on first use: "dial me on
+ * channel (channel - HCCL_TCP_CALLBACK)". The socket carries nothing else and is closed. */
+#define HCCL_TCP_CALLBACK 2
+
 /* What the connecting (lower) rank sends first on each socket. Host byte order: the magic
  * reads differently in the other order, so such a peer is refused, never misread. */
 struct hccl_tcp_hello {
@@ -118,24 +122,31 @@ char *hccl__tcp_greet_space(struct hccl_tcp_greet *g, size_t *len);
 bool hccl__tcp_greet_got(struct hccl_tcp_greet *g, size_t n);
 
 /* Whether a whole hello may become a link on this rank. expect holds this rank's magic,
- * version, communicator id, token hash and slot size; may_connect[nranks] the ranks that
- * connect to this one (lower ranks on other servers). Accepted: the magic, version, token hash,
- * communicator id and slot size are expect's, rank < nranks with may_connect[rank], channel 0 or
- * 1. Refused (false): why[len] (len >= 64) holds a non-empty reason for the warning, the first
- * rule broken in that order. Whether (rank, channel) is already connected is the acceptor's own
+ * version, communicator id, token hash and slot size; may_connect[nranks] the ranks on other
+ * servers. Accepted: the magic, version, token hash, communicator id and slot size are
+ * expect's, rank < nranks with may_connect[rank], and either channel 0 or 1 from a lower rank
+ * (a link) or channel 2 or 3 from a higher rank (a callback, HCCL_TCP_CALLBACK). Refused
+ * (false): why[len] (len >= 64) holds a non-empty reason for the warning, the first rule broken
+ * in that order. Whether (rank, channel) is already connected is the acceptor's own
  * check, after this one. Pure: no I/O, no logging. (tcp_wire.c) */
 bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_tcp_hello *expect,
                            const bool *may_connect, uint32_t nranks, char *why, size_t len);
 
 /* The accepting side of one communicator's links: the listener, the sockets whose hello is
- * being read, and those whose hello came before their link was asked for. */
+ * being read, those whose hello came before their link was asked for, and the callbacks asked
+ * of this rank. Driven by the progress thread (hccl__tcp_acceptor_step) under the transport's
+ * lock; the listener and the sockets being read are in its epoll set (epfd, tagged ep_tag). */
 struct hccl_tcp_acceptor {
   int listen_fd;
   struct hccl_tcp_hello expect; /* magic, version, ids and slot size; rank = this rank */
   uint32_t nranks;
-  bool *may_connect; /* [nranks]: lower ranks on other servers; filled by the caller */
-  int *pending;      /* [nranks][2] accepted, hello checked, not yet asked for; -1 = none */
+  bool *may_connect; /* [nranks]: ranks on other servers; filled by the caller */
+  int *pending;      /* [nranks][2] a socket ready to be the link, not yet taken; -1 = none */
   bool *taken;       /* [nranks][2] handed out */
+  bool *callback;    /* [nranks][2] a higher rank asked this one to dial it */
+  uint32_t ncallback;
+  int epfd; /* -1: not in an epoll set */
+  void *ep_tag;
   int64_t greet_timeout_ns;
   /* HCCL's whitelist (HCCL_WHITELIST_DISABLE=0), owned; NULL = every address may connect. */
   struct hccl_whitelist *whitelist;
@@ -146,12 +157,14 @@ struct hccl_tcp_acceptor {
 /* Allocates the tables for nranks (listen_fd -1). HCCL_E_MEMORY, logged. */
 HcclResult hccl__tcp_acceptor_init(struct hccl_tcp_acceptor *a, uint32_t nranks);
 
-/* Accepts until (peer, channel) has said hello, keeping those that come first and refusing
- * (closing, one WARN naming the address and why) a hello of another protocol, job or
- * communicator, a rank that does not connect here, a duplicate, and a connection that says
- * nothing within greet_timeout_ns. HCCL_E_TIMEOUT, not logged, at deadline_ns. */
-HcclResult hccl__tcp_accept(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t channel,
-                            int64_t deadline_ns, int *fd_out);
+/* Without waiting: accepts what the listener has and reads what the sockets being read have,
+ * keeping a whole hello's socket as pending (or, for a callback, noting it and closing the
+ * socket) and refusing (closing, one WARN naming the address and why) a hello of another
+ * protocol, job or communicator, a rank that does not connect here, a duplicate, and a
+ * connection that says nothing within greet_timeout_ns. */
+void hccl__tcp_acceptor_step(struct hccl_tcp_acceptor *a);
+/* The pending socket of (peer, channel), now taken, or -1. */
+int hccl__tcp_acceptor_take(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t channel);
 
 /* Closes the listener and every socket not handed out (a WARN for a checked one: a link
  * nobody asked for). The tables stay until hccl__tcp_acceptor_free. */
@@ -284,9 +297,22 @@ struct tcp_peer {
   char addr[80];                                 /* its listener, for messages */
 };
 
+/* Where a (peer, channel) link stands before it exists (tcp.c). */
+enum { DIAL_NONE = 0, DIAL_BUSY = 1 /* a thread is dialling it */, DIAL_ASKED = 2 /* callback sent */ };
+struct tcp_dial {
+  uint8_t state;
+  int64_t since_ns; /* first asked for: HCCL_CONNECT_TIMEOUT runs from here */
+};
+
 struct tcp_state {
   struct hccl_comm *comm;
   size_t slot_bytes;
+  /* Guards acc, dial[], the appending of links to all[] and peers[].link[]: the progress thread
+   * accepts and dials callbacks while the collective and point-to-point threads make links on
+   * first use. */
+  pthread_mutex_t lock;
+  struct tcp_dial *dial; /* [nranks][2] */
+  int64_t served_ns;     /* the progress thread's last acceptor step */
   struct tcp_peer *peers; /* [nranks] */
   struct hccl_tcp_acceptor acc;
 
@@ -309,9 +335,13 @@ struct tcp_state {
 
 /* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
 void *hccl__tcp_progress_main(void *arg);
-/* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored. */
-void hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
+/* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored.
+ * Returns whether this one was the first. */
+bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
                           const char *reason);
+/* The progress thread's turn at the listener (tcp.c): an acceptor step, then the callbacks it
+ * found dialled. */
+void hccl__tcp_serve(struct tcp_state *st);
 /* Wakes every waiter on every link (an abort). */
 void hccl__tcp_wake_all(struct tcp_state *st);
 

@@ -31,6 +31,7 @@
 
 #define FLUSH_MS 2000 /* teardown: time to write what is queued, then BYE */
 #define LINGER_MS 500 /* teardown: time to wait for the peers to close */
+#define SERVE_MS 250  /* the listener's turn at least this often (silent connections' deadline) */
 
 /* ---- failures ---- */
 
@@ -45,13 +46,14 @@ void hccl__tcp_wake_all(struct tcp_state *st) {
     wake_link(st->all[i]);
 }
 
-void hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
+bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
                           const char *reason) {
   uint32_t expect = 0;
-  if (!atomic_compare_exchange_strong(&st->abort_origin, &expect, origin + 1)) return;
+  if (!atomic_compare_exchange_strong(&st->abort_origin, &expect, origin + 1)) return false;
   atomic_store(&st->abort_code, (int32_t)code);
   snprintf(st->abort_reason, sizeof(st->abort_reason), "%s", reason);
   atomic_store(&st->abort_ready, 1);
+  return true;
 }
 
 /* The peer of l is gone (progress thread): record why, wake everyone waiting on it. */
@@ -214,7 +216,10 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     hccl__post(&l->acked, &l->send_waiting, l->rx.acked);
     break;
   case HCCL_TCP_RX_ABORT:
-    hccl__tcp_mark_abort(st, l->rx.abort_origin, (HcclResult)l->rx.abort_code, l->rx.abort_text);
+    /* Links are not a full mesh: the first ABORT heard goes on to every other peer linked. */
+    if (hccl__tcp_mark_abort(st, l->rx.abort_origin, (HcclResult)l->rx.abort_code,
+                             l->rx.abort_text))
+      atomic_store(&st->abort_send, 1);
     hccl__tcp_wake_all(st);
     break;
   case HCCL_TCP_RX_BYE: {
@@ -312,8 +317,7 @@ static void queue_aborts(struct tcp_state *st) {
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     struct tcp_link *l = st->all[i];
-    if (l->channel == HCCL_CHANNEL_COLL && !l->down && !l->wr_shut)
-      ctl_push(l, &f, st->abort_reason);
+    if (!l->down && !l->wr_shut && l->base.peer != f.arg) ctl_push(l, &f, st->abort_reason);
   }
 }
 
@@ -369,8 +373,13 @@ void *hccl__tcp_progress_main(void *arg) {
     }
     int got = epoll_wait(st->epfd, ev, 32, timeout);
     atomic_store(&st->sleeping, 0);
+    bool serve = now - st->served_ns > SERVE_MS * 1000000LL;
     for (int i = 0; i < got; i++) {
       struct tcp_link *l = ev[i].data.ptr;
+      if ((void *)l == (void *)&st->acc) {
+        serve = true;
+        continue;
+      }
       if (!l) {
         uint64_t v;
         ssize_t k = read(st->evfd, &v, sizeof(v));
@@ -384,6 +393,7 @@ void *hccl__tcp_progress_main(void *arg) {
       }
       if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= link_read(l);
     }
+    if (serve && !st->stopping) hccl__tcp_serve(st);
     if (got > 0) idle_since = 0;
   }
   return NULL;

@@ -2,9 +2,10 @@
  * tcp_sock.c - the socket steps of the TCP transport (tcp.c): which address a rank listens on
  * (HCCL_IF_IP, else HCCL_SOCKET_IFNAME in NCCL's syntax, else the first plain interface that
  * is up, else loopback), listening, connecting and writing under a deadline, the accepting
- * side of the hello (a poll over the listener and every socket whose hello is still coming, so
- * a connection that says nothing delays nobody; reading and judging a hello are tcp_wire.c's),
- * and the system call table tests replace. See tcp.h.
+ * side of the hello (non-blocking steps the progress thread takes whenever the listener or a
+ * socket whose hello is still coming is readable, so a connection that says nothing delays
+ * nobody; reading and judging a hello are tcp_wire.c's), and the system call table tests
+ * replace. See tcp.h.
  */
 #define _GNU_SOURCE
 #include "tcp.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -270,11 +272,13 @@ HcclResult hccl__tcp_write_all(int fd, const void *buf, size_t len, int64_t dead
 HcclResult hccl__tcp_acceptor_init(struct hccl_tcp_acceptor *a, uint32_t nranks) {
   memset(a, 0, sizeof(*a));
   a->listen_fd = -1;
+  a->epfd = -1;
   a->nranks = nranks;
   a->may_connect = calloc(nranks, sizeof(bool));
   a->pending = malloc(2 * sizeof(int) * nranks);
   a->taken = calloc(2 * (size_t)nranks, sizeof(bool));
-  if (!a->may_connect || !a->pending || !a->taken)
+  a->callback = calloc(2 * (size_t)nranks, sizeof(bool));
+  if (!a->may_connect || !a->pending || !a->taken || !a->callback)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport's listener");
   for (uint32_t i = 0; i < 2 * nranks; i++)
     a->pending[i] = -1;
@@ -283,6 +287,7 @@ HcclResult hccl__tcp_acceptor_init(struct hccl_tcp_acceptor *a, uint32_t nranks)
 
 static void greet_drop(struct hccl_tcp_acceptor *a, int i, bool close_fd) {
   if (close_fd) close(a->greet[i].fd);
+  else if (a->epfd >= 0) epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->greet[i].fd, NULL);
   a->greet[i] = a->greet[--a->ngreet];
 }
 
@@ -314,6 +319,15 @@ static bool greet_make_room(struct hccl_tcp_acceptor *a) {
   return true;
 }
 
+/* Listens or not: the listener stays in the epoll set only while the greet table has room (a
+ * full table leaves connections in the backlog, and a readable listener would spin). */
+static void listen_watch(struct hccl_tcp_acceptor *a) {
+  if (a->epfd < 0 || a->listen_fd < 0) return;
+  struct epoll_event ev = {.events = a->ngreet < HCCL_TCP_GREET_MAX ? EPOLLIN : 0,
+                           .data.ptr = a->ep_tag};
+  epoll_ctl(a->epfd, EPOLL_CTL_MOD, a->listen_fd, &ev);
+}
+
 static void accept_some(struct hccl_tcp_acceptor *a) {
   for (;;) {
     if (a->ngreet == HCCL_TCP_GREET_MAX && !greet_make_room(a)) return;
@@ -335,17 +349,28 @@ static void accept_some(struct hccl_tcp_acceptor *a) {
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (a->epfd >= 0) {
+      struct epoll_event ev = {.events = EPOLLIN, .data.ptr = a->ep_tag};
+      epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev);
+    }
     a->greet[a->ngreet++] =
         (struct hccl_tcp_greet){.fd = fd, .from = from, .since_ns = hccl__now_ns()};
   }
 }
 
-/* A whole hello arrived on greet[i]: keep its socket as pending, or refuse it. */
+/* A whole hello arrived on greet[i]: keep its socket as pending, note a callback, or refuse. */
 static void greet_done(struct hccl_tcp_acceptor *a, int i) {
   const struct hccl_tcp_hello *h = &a->greet[i].h;
   char why[160];
   if (!hccl__tcp_hello_check(h, &a->expect, a->may_connect, a->nranks, why, sizeof(why))) {
     greet_refuse(a, i, why);
+    return;
+  }
+  if (h->channel >= HCCL_TCP_CALLBACK) {
+    uint32_t k = h->rank * 2 + h->channel - HCCL_TCP_CALLBACK;
+    if (!a->callback[k]) a->ncallback++;
+    a->callback[k] = true;
+    greet_drop(a, i, true);
     return;
   }
   int *slot = &a->pending[h->rank * 2 + h->channel];
@@ -372,36 +397,28 @@ static void greet_read(struct hccl_tcp_acceptor *a, int i) {
   }
 }
 
-HcclResult hccl__tcp_accept(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t channel,
-                            int64_t deadline_ns, int *fd_out) {
+void hccl__tcp_acceptor_step(struct hccl_tcp_acceptor *a) {
+  int64_t now = hccl__now_ns();
+  for (int i = a->ngreet - 1; i >= 0; i--)
+    if (now - a->greet[i].since_ns > a->greet_timeout_ns)
+      greet_refuse(a, i, "no hello within HCCL_CONNECT_TIMEOUT");
+  /* Hellos first, from the last (a dropped one is replaced by the last, already read). */
+  for (int i = a->ngreet - 1; i >= 0; i--)
+    greet_read(a, i);
+  if (a->listen_fd >= 0) accept_some(a);
+  for (int i = a->ngreet - 1; i >= 0; i--)
+    greet_read(a, i);
+  listen_watch(a);
+}
+
+int hccl__tcp_acceptor_take(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t channel) {
   int *slot = &a->pending[peer * 2 + channel];
-  for (;;) {
-    if (*slot >= 0) {
-      *fd_out = *slot;
-      *slot = -1;
-      a->taken[peer * 2 + channel] = true;
-      return HCCL_SUCCESS;
-    }
-    int64_t now = hccl__now_ns();
-    if (now >= deadline_ns) return HCCL_E_TIMEOUT;
-    for (int i = a->ngreet - 1; i >= 0; i--)
-      if (now - a->greet[i].since_ns > a->greet_timeout_ns)
-        greet_refuse(a, i, "no hello within HCCL_CONNECT_TIMEOUT");
-    /* The listener is polled only while the greet table has room (it would stay readable);
-     * when full, accept_some still runs each round to evict a connection silent for 1 s. */
-    struct pollfd pf[1 + HCCL_TCP_GREET_MAX];
-    bool full = a->ngreet == HCCL_TCP_GREET_MAX;
-    pf[0] = (struct pollfd){.fd = full ? -1 : a->listen_fd, .events = POLLIN};
-    int n = 1;
-    for (int i = 0; i < a->ngreet; i++)
-      pf[n++] = (struct pollfd){.fd = a->greet[i].fd, .events = POLLIN};
-    int64_t left_ms = (deadline_ns - now) / 1000000 + 1;
-    if (poll(pf, (nfds_t)n, left_ms > 100 ? 100 : (int)left_ms) < 0) continue;
-    /* Hellos first, from the last (a dropped one is replaced by the last, already seen). */
-    for (int i = n - 1; i >= 1; i--)
-      if (pf[i].revents) greet_read(a, i - 1);
-    if (pf[0].revents || full) accept_some(a);
+  int fd = *slot;
+  if (fd >= 0) {
+    *slot = -1;
+    a->taken[peer * 2 + channel] = true;
   }
+  return fd;
 }
 
 void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a) {
@@ -411,7 +428,8 @@ void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a) {
     greet_drop(a, a->ngreet - 1, true);
   for (uint32_t i = 0; a->pending && i < 2 * a->nranks; i++)
     if (a->pending[i] >= 0) {
-      HCCL_WARN("rank %u closed a connection of rank %u channel %u that no link asked for",
+      /* A link made for a first use that never came (a callback's, or a peer that stopped). */
+      HCCL_INFO("rank %u closed a connection of rank %u channel %u that no link took",
                 a->expect.rank, i / 2, i % 2);
       close(a->pending[i]);
       a->pending[i] = -1;
@@ -425,6 +443,8 @@ void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a) {
   free(a->may_connect);
   free(a->pending);
   free(a->taken);
+  free(a->callback);
+  a->callback = NULL;
   a->may_connect = NULL;
   a->pending = NULL;
   a->taken = NULL;

@@ -36,7 +36,8 @@ bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_t
     snprintf(why, len, "a different job token (HCCL_JOB_TOKEN): another job's process");
   else if (h->comm_id != e->comm_id)
     snprintf(why, len, "it belongs to another communicator");
-  else if (h->rank >= nranks || h->channel >= 2 || !may_connect[h->rank])
+  else if (h->rank >= nranks || h->channel >= 2 + HCCL_TCP_CALLBACK || !may_connect[h->rank] ||
+           (h->channel < HCCL_TCP_CALLBACK ? h->rank >= e->rank : h->rank <= e->rank))
     snprintf(why, len, "it claims rank %u channel %u, which does not connect here", h->rank,
              h->channel);
   else if (h->slot_bytes != e->slot_bytes)

@@ -50,6 +50,18 @@ enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
 
 enum hccl_channel { HCCL_CHANNEL_COLL = 0, HCCL_CHANNEL_P2P = 1, HCCL_NCHANNELS = 2 };
 
+/* How a link is asked for (links.c). At init both ends of a pair ask for it (the algorithms'
+ * partners are the same set seen from either end), so each waits for the other. On first use
+ * only one end may ask: it must not depend on the other's thread, so a transport whose link is
+ * made by one end (tcp: the lower rank dials) has the other end ask the peer's transport to
+ * dial (a callback), and waits for that. */
+enum hccl_connect_mode {
+  HCCL_CONNECT_INIT = 0,    /* both ends ask, at init: wait for the link */
+  HCCL_CONNECT_WAIT = 1,    /* first use: make it or have it made, wait for it */
+  HCCL_CONNECT_TRY = 2,     /* first use, never waiting: start it, *out NULL until it is there */
+  HCCL_CONNECT_OFFERED = 3  /* only if the peer already made it (a receive from any rank) */
+};
+
 /* Opaque to transports: written by send_commit's caller, returned by recv_acquire. */
 struct hccl_stamp {
   uint64_t w[2];
@@ -90,10 +102,13 @@ struct hccl_transport_ops {
   /* Before the peer infos are exchanged: make local resources (state in comm->tstate[index])
    * and describe them in self->conn[index]. */
   HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
-  /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel). */
-  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, struct hccl_link **out);
-  /* After every rank has connected every link (a store barrier): drop what was only needed
-   * to connect (e.g. the descriptors peers opened). May be NULL. */
+  /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel), as `mode`
+   * says (enum hccl_connect_mode). *out stays NULL when the mode does not wait and the link is
+   * not there yet; the caller asks again. */
+  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, int mode,
+                        struct hccl_link **out);
+  /* After every rank has made its links of init (a store barrier): drop what was only needed
+   * for them (e.g. the descriptors peers opened). May be NULL. */
   void (*connected)(struct hccl_comm *comm);
 
   HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
@@ -136,9 +151,17 @@ struct hccl_transport_ops {
   double alpha_ns, beta_ns;
 };
 
-/* Connects the communicator's links to every other rank on both channels (links.c), each with
- * the first transport in the table that can join the pair. */
-HcclResult hccl__links_connect(struct hccl_comm *c);
+/* Connects the links a communicator makes at init (links.c): both channels to every rank of
+ * this server (the device links), and channel 0 to every rank with need[rank] set (the partners
+ * of the collective algorithms, algo/group.c). Every other link is made on first use. */
+HcclResult hccl__links_connect(struct hccl_comm *c, const bool *need);
+
+/* The link to `peer` on `channel` (c->links or c->p2p), made now if it is not there, with the
+ * first transport in the table that can join the pair. *out is NULL when `mode` does not wait
+ * and the link is not made yet. Fails naming the pair (no transport, the transport's reason,
+ * HCCL_CONNECT_TIMEOUT). */
+HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int mode,
+                          struct hccl_link **out);
 
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
