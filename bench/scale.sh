@@ -7,6 +7,8 @@
 #   bash bench/scale.sh [build] ["4 8 16 32 64 128"] ["1 2"] [max ranks=128]
 #
 # Needs root (namespaces). Prints one table row per (S, D); a failed or wrong job prints FAIL.
+# At the end bench/scale_plot.py draws the table (scale.svg beside the outputs) and prints how
+# init time grows with n (its log-log slope, and init / (n log2 n)).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
@@ -17,7 +19,7 @@ MAX_RANKS=${4:-128}
 OUT=$(mktemp -d /tmp/scale.XXXXXX)
 port=$((30000 + RANDOM % 5000))
 
-printf '%-8s %-4s %-6s %9s %9s %13s %8s %9s\n' servers D ranks wall_s init_ms first_call_ms sockets rss_kib
+printf '%-8s %-4s %-6s %9s %9s %13s %8s %8s %9s\n' servers D ranks wall_s init_ms first_call_ms sockets others rss_kib
 for S in $SERVERS; do
   for D in $DEVS; do
     [ $((S * D)) -le "$MAX_RANKS" ] || continue
@@ -38,8 +40,9 @@ for S in $SERVERS; do
     wall=$(echo "$(date +%s.%N) - $t0" | bc)
     line=$(grep -h "^scale_probe:" "$OUT/S$S.D$D.0")
     if [ $bad = 0 ] && [[ $line == *" ok" ]]; then
-      read -r _ _ n _ init _ first _ socks _ rss _ <<<"$line"
-      printf '%-8s %-4s %-6s %9.2f %9s %13s %8s %9s\n' "$S" "$D" "$n" "$wall" "$init" "$first" "$socks" "$rss"
+      read -r _ _ n _ init _ first _ socks _ rss _ others _ <<<"$line"
+      printf '%-8s %-4s %-6s %9.2f %9s %13s %8s %8s %9s\n' "$S" "$D" "$n" "$wall" "$init" "$first" \
+        "$socks" "$others" "$rss" | tee -a "$OUT/table.txt"
     else
       printf '%-8s %-4s %-6s FAIL (%d launchers failed; see %s)\n' "$S" "$D" $((S * D)) "$bad" "$OUT"
     fi
@@ -47,3 +50,4 @@ for S in $SERVERS; do
   done
 done
 echo "# load at the end: $(cut -d' ' -f1-3 /proc/loadavg); outputs in $OUT"
+python3 "$HERE/scale_plot.py" "$OUT/table.txt" "$OUT/scale.svg"

@@ -5,7 +5,10 @@
  * the largest value of each over the job (gathered with an allreduce MAX, after a check that
  * the first call's result is right):
  *
- *   scale_probe: ranks 64 init_ms 812.4 first_call_ms 3.1 sockets 127 rss_kib 9216 ok
+ *   scale_probe: ranks 64 init_ms 812.4 first_call_ms 3.1 sockets 84 rss_kib 9216 other_sockets 19 ok
+ *
+ * (sockets: the most any rank holds; other_sockets: the most a rank other than 0 holds, rank 0
+ * also serving the bootstrap store)
  *
  * Started like any rank (npu-launch, torchrun's variables). Exit 0 when every step succeeded.
  */
@@ -74,13 +77,16 @@ int main(void) {
   int wrong = 0;
   for (int i = 0; i < 1024; i++)
     wrong += one[i] != (int32_t)((int64_t)n * (n - 1) / 2 + (int64_t)n * i);
-  /* int32 MAX of: init us, first call us, sockets, RSS KiB, wrong elements. */
-  int32_t m[5] = {(int32_t)((t1 - t0) * 1000), (int32_t)((t2 - t1) * 1000), count_sockets(),
-                  (int32_t)rss_kib(), wrong};
-  CHECK(HcclAllReduce(m, m, 5, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, comm, NULL));
+  /* int32 MAX of: init us, first call us, sockets, RSS KiB, wrong elements, and the sockets of
+   * ranks other than 0 (rank 0 also serves the bootstrap store). */
+  int socks = count_sockets();
+  int32_t m[6] = {(int32_t)((t1 - t0) * 1000), (int32_t)((t2 - t1) * 1000), socks,
+                  (int32_t)rss_kib(), wrong, rank ? socks : 0};
+  CHECK(HcclAllReduce(m, m, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, comm, NULL));
   if (rank == 0)
-    printf("scale_probe: ranks %u init_ms %.1f first_call_ms %.2f sockets %d rss_kib %d %s\n", n,
-           m[0] / 1000.0, m[1] / 1000.0, m[2], m[3], m[4] ? "WRONG" : "ok");
+    printf("scale_probe: ranks %u init_ms %.1f first_call_ms %.2f sockets %d rss_kib %d "
+           "other_sockets %d %s\n",
+           n, m[0] / 1000.0, m[1] / 1000.0, m[2], m[3], m[5], m[4] ? "WRONG" : "ok");
   CHECK(HcclCommDestroy(comm));
   return m[4] ? 1 : 0;
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test_scale.sh - one job across many pretend servers (network namespaces, tests/multi/netns.sh),
 # one and two ranks each, one npu-launch per server: a small checked allreduce must complete
-# with every result right and every rank listed by rank 0.
+# with every result right and every rank listed by rank 0; at one rank a server, so must a
+# checked all-to-all and send/recv ring (their links are made on first use), and a rank other
+# than 0 must hold no more than 2 log2(n) + 2 sockets after an allreduce (links only to the
+# algorithms' partners; rank 0 also serves the store).
 #
 #   bash tests/multi/test_scale.sh BUILD_DIR [SERVERS=64]
 #
@@ -25,36 +28,61 @@ port=$((29000 + NETNS_ID % 1000))
 passed=0
 failed=0
 
-# run_case DEVICES: one npu-launch per server with --device-list DEVICES, all at once.
+# run_case DEVICES PROGRAM ARGS...: one npu-launch per server with --device-list DEVICES, all
+# at once, each running PROGRAM. Passes when every launcher exits 0 and rank 0's output has
+# PASS_RE and lists every rank (LISTED=0: the program lists none).
+PASS_RE="# Out of bounds values : 0 OK"
+LISTED=1
 run_case() {
-  local devs=$1 d k t0=$SECONDS bad=0 listed pids=()
+  local devs=$1 prog=$2 d k t0=$SECONDS bad=0 listed pids=() name
+  shift 2
   d=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
+  name=$prog.$d
   port=$((port + 1))
   for ((k = 0; k < servers; k++)); do
     netns_exec "$k" env HCCL_CONNECT_TIMEOUT=60 HCCL_EXEC_TIMEOUT=60 OMP_NUM_THREADS=1 \
       timeout -k 5 120 "$bin/npu-launch" --nnodes "$servers" --node-rank "$k" \
       --master-addr "$(netns_addr 0)" --master-port "$port" --device-list "$devs" -- \
-      "$bin/allreduce_perf" -b 4K -e 4K -c 1 -n 2 -w 1 -d int32 -o sum >"$work/out.$d.$k" 2>&1 &
+      "$bin/$prog" "$@" >"$work/out.$name.$k" 2>&1 &
     pids+=($!)
   done
   for k in "${!pids[@]}"; do
     wait "${pids[$k]}" || { bad=$((bad + 1)); echo "  server $k's launcher failed"; }
   done
-  listed=$(grep -cE '^#  Rank +[0-9]+ ' "$work/out.$d.0")
-  if [ $bad = 0 ] && grep -q "# Out of bounds values : 0 OK" "$work/out.$d.0" &&
-    [ "$listed" = $((servers * d)) ]; then
-    echo "ok   $servers servers x $d: allreduce right on every rank ($((SECONDS - t0)) s)"
+  listed=$(grep -cE '^#  Rank +[0-9]+ ' "$work/out.$name.0")
+  if [ $bad = 0 ] && grep -qE "$PASS_RE" "$work/out.$name.0" &&
+    { [ "$LISTED" = 0 ] || [ "$listed" = $((servers * d)) ]; }; then
+    echo "ok   $servers servers x $d: $prog right on every rank ($((SECONDS - t0)) s)"
     passed=$((passed + 1))
     return
   fi
-  echo "FAIL $servers servers x $d: $bad launchers failed, rank 0 listed $listed ranks"
-  for k in 0 1 $((servers - 1)); do sed "s/^/  [server $k] /" "$work/out.$d.$k" | tail -8; done
+  echo "FAIL $servers servers x $d: $prog: $bad launchers failed, rank 0 listed $listed ranks"
+  for k in 0 1 $((servers - 1)); do sed "s/^/  [server $k] /" "$work/out.$name.$k" | tail -8; done
   failed=$((failed + 1))
 }
 
-run_case 0
+small=(-b 4K -e 4K -c 1 -n 2 -w 1)
+run_case 0 allreduce_perf "${small[@]}" -d int32 -o sum
 # Two ranks a server: a rank's listener gets more than 64 connections at once (its TCP
 # acceptor used to refuse some whose hello had arrived, then wait for them until the timeout).
-run_case 0,1
+run_case 0,1 allreduce_perf "${small[@]}" -d int32 -o sum
+# Every pair linked on first use inside a collective, and point-to-point links on first use.
+run_case 0 alltoall_perf "${small[@]}"
+run_case 0 sendrecv_perf "${small[@]}"
+# Sockets per rank after init and one allreduce: the partners' links, not a full mesh.
+log2=0
+while [ $((1 << (log2 + 1))) -le "$servers" ]; do log2=$((log2 + 1)); done
+PASS_RE="^scale_probe: .* other_sockets ([0-9]|1[0-9]|2[0-9]) ok"
+LISTED=0
+run_case 0 scale_probe
+line=$(grep -h "^scale_probe:" "$work/out.scale_probe.1.0")
+others=$(sed -n 's/.* other_sockets \([0-9]*\).*/\1/p' <<<"$line")
+if [ -n "$others" ] && [ "$others" -le $((2 * log2 + 2)) ]; then
+  echo "ok   $servers servers x 1: a rank holds at most $others sockets (bound 2 log2 n + 2 = $((2 * log2 + 2)))"
+  passed=$((passed + 1))
+else
+  echo "FAIL $servers servers x 1: sockets per rank: '$line' (bound $((2 * log2 + 2)))"
+  failed=$((failed + 1))
+fi
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
