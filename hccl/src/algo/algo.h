@@ -53,6 +53,12 @@ HcclResult hccl__binomial_broadcast(const struct hccl_group *g, const struct hcc
 HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                                  const void *send, void *recv, size_t count, uint32_t root);
 HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p);
+/* Allgather of `count` elements a member by Bruck's algorithm: ceil(log2 n) steps for any n
+ * (the ring takes n - 1), one message each way per step over the ring positions 2^k away;
+ * recv as hccl__ring_allgather's (member k's block at k * count). Needs n x count elements of
+ * memory of its own for the blocks in rotated order. */
+HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_prim *p,
+                                 const void *send, void *recv, size_t count);
 /* Sets need[rank] for every member the algorithms of this file may exchange with over g, seen
  * from g->me: halving-doubling's fold and exchange partners, and the ring positions 2^k away
  * either side (binomial trees of any root, the barrier). */
@@ -138,5 +144,8 @@ struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_
 bool hccl__plan_zcopy(const struct hccl_comm *c, size_t bytes);
 /* Broadcast and reduce: chain or binomial tree over every rank. */
 enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes);
+/* The allgather of `bytes` a rank: HCCL_ALGO_KIND_HD (Bruck's, log2 steps) or the ring, by the
+ * cost model, or as HCCL_ALGO forces ("ring", "hd"/"tree"). */
+enum hccl_algo_kind hccl__select_allgather(const struct hccl_comm *c, size_t bytes);
 
 #endif

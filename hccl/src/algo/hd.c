@@ -14,6 +14,7 @@
  * a power of two, the first 2r positions (r = p - p2) pair up: the even one hands its vector
  * to the odd one before, and gets the result back after.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
@@ -176,6 +177,43 @@ HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct 
     HCCL_TRY(hccl__prim_step(p, from, NULL, NULL, NULL, 0));
   }
   return HCCL_SUCCESS;
+}
+
+/* Bruck's allgather: ceil(log2 p) steps for any p. A rank at ring position q keeps the blocks
+ * in relative order, tmp[i] = the block of position q + i; in the step of distance d it sends
+ * tmp[0, m) to position q - d and receives tmp[d, d + m) from position q + d, m = min(d, p - d),
+ * one message each way; at the end each block is copied to its member's place in recv. Its
+ * partners are the ring positions 2^k away, as the trees' and the barrier's. */
+HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_prim *p,
+                                 const void *send, void *recv, size_t count) {
+  uint32_t np = g->n, q = g->pos[g->me];
+  size_t blk = count * p->esz;
+  char *out = recv;
+  if (blk == 0) {
+    /* Still one empty message per step, so that every rank meets every call. */
+    for (uint32_t d = 1; d < np; d <<= 1)
+      HCCL_TRY(hccl__prim_step(p, link_at(g, (q + d) % np), link_at(g, (q + np - d) % np), NULL,
+                               NULL, 0));
+    return HCCL_SUCCESS;
+  }
+  char *tmp = malloc((size_t)np * blk);
+  if (!tmp)
+    return hccl__fail(HCCL_E_MEMORY, "allgather: out of memory for %u blocks of %zu bytes", np,
+                      blk);
+  memcpy(tmp, send, blk);
+  HcclResult r = HCCL_SUCCESS;
+  for (uint32_t d = 1; d < np && r == HCCL_SUCCESS; d <<= 1) {
+    uint32_t m = d < np - d ? d : np - d;
+    r = hccl__prim_sendrecv(p, link_at(g, (q + np - d) % np), tmp, (size_t)m * blk,
+                            link_at(g, (q + d) % np), NULL, tmp + (size_t)d * blk,
+                            (size_t)m * blk);
+  }
+  for (uint32_t i = 0; i < np && r == HCCL_SUCCESS; i++) {
+    char *dst = out + (size_t)g->ring[(q + i) % np] * blk;
+    if (dst != tmp + (size_t)i * blk) memcpy(dst, tmp + (size_t)i * blk, blk);
+  }
+  free(tmp);
+  return r;
 }
 
 void hccl__hd_partners(const struct hccl_group *g, bool *need) {

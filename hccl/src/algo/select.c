@@ -8,6 +8,9 @@
  *   ring                  2(p-1) a + 2(p-1)/p n b
  *   recursive doubling    log2(p) (a + n b)                 (n up to one slot)
  *   halving-doubling      2 log2(p) a + 2(p-1)/p n b * 1.5  (its halves stride the buffer)
+ *   allgather, N = p n bytes out:
+ *     ring                (p-1) a + (p-1)/p N b
+ *     Bruck               ceil(log2 p) a + (p-1)/p N b + N c (c: a local copy, COST_COPY_NS)
  *   two-level, L ranks on each of S servers (hier.c):
  *                         2 [(L-1) a_l + (L-1)/L n b_l]     reduce-scatter, allgather inside
  *                       + the best flat allreduce of n/L bytes over the S servers
@@ -18,6 +21,8 @@
 #include "comm.h"
 
 #define COST_HD_PENALTY 1.5
+/* A byte of local copy (memcpy at about 10 GB/s on this machine, bench/membw.c). */
+#define COST_COPY_NS 0.1
 /* From this size (of a rank's larger buffer) a call inside one server first offers the
  * zero-copy path (zcopy.c), which costs two short synchronisations (2 log2(p) message hops)
  * before any data moves. It beat the ring and halving-doubling allreduce from 64 KiB at 2, 4
@@ -98,4 +103,16 @@ enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes)
   if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
   if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
   return bytes <= c->world.chunk_bytes ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+enum hccl_algo_kind hccl__select_allgather(const struct hccl_comm *c, size_t bytes) {
+  enum hccl_algo_choice forced = flat_choice(c);
+  if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
+  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  const struct hccl_group *g = &c->world;
+  double p = g->n, steps = 0, N = p * (double)bytes;
+  while ((1u << (unsigned)steps) < g->n)
+    steps += 1;
+  double ring = (p - 1) * g->alpha_ns, bruck = steps * g->alpha_ns + N * COST_COPY_NS;
+  return g->n > 2 && bruck < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
 }

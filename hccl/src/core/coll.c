@@ -148,6 +148,8 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
   case HCCL_K_REDUCE_SCATTER:
     return hccl__ring_reduce_scatter(g, &p, o->send, o->recv, o->count);
   case HCCL_K_ALLGATHER:
+    if (hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD)
+      return hccl__bruck_allgather(g, &p, o->send, o->recv, o->count);
     return hccl__ring_allgather(g, &p, o->send, o->recv, o->count);
   case HCCL_K_BROADCAST:
     if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
