@@ -147,5 +147,9 @@ enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes)
 /* The allgather of `bytes` a rank: HCCL_ALGO_KIND_HD (Bruck's, log2 steps) or the ring, by the
  * cost model, or as HCCL_ALGO forces ("ring", "hd"/"tree"). */
 enum hccl_algo_kind hccl__select_allgather(const struct hccl_comm *c, size_t bytes);
+/* The reduce-scatter of `bytes` a rank: HCCL_ALGO_KIND_HD (a recursive doubling allreduce of
+ * the whole, log2 steps, when the whole fits a slot) or the ring, by the cost model or as
+ * HCCL_ALGO forces. */
+enum hccl_algo_kind hccl__select_reduce_scatter(const struct hccl_comm *c, size_t bytes);
 
 #endif

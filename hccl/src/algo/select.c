@@ -11,6 +11,10 @@
  *   allgather, N = p n bytes out:
  *     ring                (p-1) a + (p-1)/p N b
  *     Bruck               ceil(log2 p) a + (p-1)/p N b + N c (c: a local copy, COST_COPY_NS)
+ *   reduce-scatter, N = p n bytes in:
+ *     ring                (p-1) a + (p-1)/p N b
+ *     by allreduce        the recursive doubling allreduce of N (N up to a slot), then the
+ *                         own block: log2(p) (a + N b) + N c
  *   two-level, L ranks on each of S servers (hier.c):
  *                         2 [(L-1) a_l + (L-1)/L n b_l]     reduce-scatter, allgather inside
  *                       + the best flat allreduce of n/L bytes over the S servers
@@ -115,4 +119,14 @@ enum hccl_algo_kind hccl__select_allgather(const struct hccl_comm *c, size_t byt
     steps += 1;
   double ring = (p - 1) * g->alpha_ns, bruck = steps * g->alpha_ns + N * COST_COPY_NS;
   return g->n > 2 && bruck < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+enum hccl_algo_kind hccl__select_reduce_scatter(const struct hccl_comm *c, size_t bytes) {
+  enum hccl_algo_choice forced = flat_choice(c);
+  const struct hccl_group *g = &c->world;
+  double p = g->n, N = p * (double)bytes;
+  if (forced == HCCL_ALGO_RING || N > (double)g->chunk_bytes) return HCCL_ALGO_KIND_RING;
+  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  double ring = cost_ring(g, N) / 2, rd = cost_hd(g, N) + N * COST_COPY_NS;
+  return g->n > 2 && rd < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
 }

@@ -146,6 +146,16 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     return hccl__ring_allreduce(g, &p, o->send, o->recv, o->count);
   }
   case HCCL_K_REDUCE_SCATTER:
+    if (bytes && hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD) {
+      /* Small: the whole reduced in log2(n) steps, then this rank's block of it. */
+      char *all = malloc(bytes * n);
+      if (!all)
+        return hccl__fail(HCCL_E_MEMORY, "reduce-scatter: out of memory for %zu bytes", bytes * n);
+      HcclResult r = hccl__hd_allreduce(g, &p, o->send, all, o->count * n);
+      if (r == HCCL_SUCCESS) memmove(o->recv, all + bytes * c->rank, bytes);
+      free(all);
+      return r;
+    }
     return hccl__ring_reduce_scatter(g, &p, o->send, o->recv, o->count);
   case HCCL_K_ALLGATHER:
     if (hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD)
