@@ -168,7 +168,10 @@ static bool frame_allowed(const struct link *l, const struct tcp_frame *f) {
   case FRAME_ABORT:
     return f->size >= 1 && f->size <= HCCL_REASON_MAX && f->arg < NRANKS;
   case FRAME_BYE:
+  case FRAME_PROGQ:
     return f->size == 0;
+  case FRAME_PROGA:
+    return f->size >= 1 && f->size <= HCCL_REASON_MAX && f->arg <= NRANKS;
   default:
     return false;
   }
@@ -211,8 +214,10 @@ static void check_event(struct link *l, const struct hccl_tcp_rx *before, enum h
   static const uint32_t type_of[] = {[HCCL_TCP_RX_DATA] = FRAME_DATA,
                                      [HCCL_TCP_RX_ACK] = FRAME_ACK,
                                      [HCCL_TCP_RX_ABORT] = FRAME_ABORT,
-                                     [HCCL_TCP_RX_BYE] = FRAME_BYE};
-  FUZZ_CHECK(ev <= HCCL_TCP_RX_BYE && type_of[ev] == f.type, "event %d for frame type %u", ev,
+                                     [HCCL_TCP_RX_BYE] = FRAME_BYE,
+                                     [HCCL_TCP_RX_PROGQ] = FRAME_PROGQ,
+                                     [HCCL_TCP_RX_PROGA] = FRAME_PROGA};
+  FUZZ_CHECK(ev <= HCCL_TCP_RX_PROGA && type_of[ev] == f.type, "event %d for frame type %u", ev,
              f.type);
   switch (ev) {
   case HCCL_TCP_RX_DATA: {
@@ -248,6 +253,18 @@ static void check_event(struct link *l, const struct hccl_tcp_rx *before, enum h
   case HCCL_TCP_RX_BYE:
     FUZZ_CHECK(l->rx.bye, "BYE not recorded");
     break;
+  case HCCL_TCP_RX_PROGQ:
+    FUZZ_CHECK(l->rx.progq_seq == f.arg, "PROGQ seq %u after one of %u", l->rx.progq_seq, f.arg);
+    break;
+  case HCCL_TCP_RX_PROGA: {
+    size_t len = strnlen(l->rx.report, sizeof(l->rx.report));
+    size_t sent = strnlen((const char *)pay, f.size - 1);
+    FUZZ_CHECK(len < sizeof(l->rx.report) && len == sent && memcmp(l->rx.report, pay, len) == 0 &&
+                   l->rx.report_next == f.arg,
+               "report of %zu bytes, %zu sent, next %u", len, sent, l->rx.report_next);
+    mix(d, l->rx.report, len);
+    break;
+  }
   default:
     FUZZ_CHECK(0, "event %d", ev);
   }
@@ -289,11 +306,13 @@ static struct outcome frames_run(const uint8_t *data, size_t size, uint32_t base
       if (c < n) n = c;
     }
     if (direct) {
-      /* Only inside a payload, exactly to its end: the current slot or the abort text. */
+      /* Only inside a payload, exactly to its end: the current slot, the abort text, the report. */
       struct tcp_frame f = l->rx.cur;
-      char *dst = f.type == FRAME_DATA ? l->slots + (size_t)(l->rx.arrived % TCP_NSLOTS) * SLOT
-                                       : l->rx.abort_text;
-      FUZZ_CHECK((f.type == FRAME_DATA || f.type == FRAME_ABORT) && dlen > 0 &&
+      char *dst = f.type == FRAME_DATA    ? l->slots + (size_t)(l->rx.arrived % TCP_NSLOTS) * SLOT
+                  : f.type == FRAME_PROGA ? l->rx.report
+                                          : l->rx.abort_text;
+      FUZZ_CHECK((f.type == FRAME_DATA || f.type == FRAME_ABORT || f.type == FRAME_PROGA) &&
+                     dlen > 0 &&
                      direct + dlen == dst + f.size,
                  "direct space of %zu bytes for frame type %u size %u", dlen, f.type, f.size);
     } else {
@@ -333,7 +352,8 @@ static struct outcome frames_run(const uint8_t *data, size_t size, uint32_t base
   if (!o.error && pos - start >= sizeof(struct tcp_frame)) {
     /* The stream ended inside a frame: its header was allowed, its payload is not whole. */
     struct tcp_frame f = header_at(data + start);
-    FUZZ_CHECK((f.type == FRAME_DATA || f.type == FRAME_ABORT) && pos - start < sizeof(f) + f.size,
+    FUZZ_CHECK((f.type == FRAME_DATA || f.type == FRAME_ABORT || f.type == FRAME_PROGA) &&
+                   pos - start < sizeof(f) + f.size,
                "%zu bytes of a frame type %u size %u never completed", pos - start, f.type, f.size);
   }
   o.consumed = pos;

@@ -728,6 +728,52 @@ static void test_killed_rank(void **st) {
   assert_int_equal(harness_run_ranks_kill(4, RUN_TIMEOUT_S, fail_body, &j, 1, 600000), 0);
 }
 
+/* ---- a frozen rank named across servers (core/progress.c, PROGQ / PROGA frames) ---- */
+
+#define FROZEN_RANK 3
+
+/* 2 servers x 2: rank 3 (server 1) is stopped (SIGSTOP) in the middle of a run of allreduces;
+ * every other rank's call times out after HCCL_EXEC_TIMEOUT (3 s), and the ranks of server 0,
+ * whose records of server 1 are out of reach, name rank 3 all the same: their peer on server 1
+ * answers a progress query with its own chain of waits, or rank 3 itself does not answer. */
+static int frozen_body(int rank, int nranks, void *argp) {
+  const struct job *j = argp;
+  if (enter_server(rank, j)) return 1;
+  setenv("HCCL_EXEC_TIMEOUT", "3", 1);
+  HcclComm comm = NULL;
+  if (make_comm(rank, nranks, j, &comm)) return 1;
+  float buf[256];
+  HcclResult rc = HCCL_SUCCESS;
+  double t0 = cc_now(), t_last = t0;
+  while (cc_now() - t0 < 40) {
+    for (int i = 0; i < 256; i++)
+      buf[i] = 1.0f;
+    t_last = cc_now();
+    rc = HcclAllReduce(buf, buf, 256, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    if (rc != HCCL_SUCCESS) break;
+  }
+  const char *msg = HcclGetLastErrorMessage();
+  printf("  rank %d: %d (%s) after %.1f s in the call: %s\n", rank, rc, HcclGetErrorString(rc),
+         cc_now() - t_last, msg);
+  RANK_CHECK(rc != HCCL_SUCCESS, "allreduces kept succeeding for 40 s with rank %d stopped",
+             FROZEN_RANK);
+  RANK_CHECK(cc_now() - t_last < 3 + 2 * 1.5 + 2, "the failure took %.1f s (exec timeout 3 s)",
+             cc_now() - t_last);
+  RANK_CHECK(cc_msg_names_rank(msg, FROZEN_RANK), "the message does not name rank %d: %s",
+             FROZEN_RANK, msg);
+  HcclCommDestroy(comm);
+  return 0;
+}
+
+static void test_frozen_rank_named(void **st) {
+  (void)st;
+  NEED_NETNS();
+  struct job j = {.per = 2, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
+  memset(g_sh, 0, sizeof(*g_sh));
+  assert_int_equal(
+      harness_run_ranks_signal(4, RUN_TIMEOUT_S, frozen_body, &j, FROZEN_RANK, 2500, SIGSTOP), 0);
+}
+
 /* ---- (e) HCCL_SOCKET_IFNAME ---- */
 
 static struct hccl_tcp_if iface(const char *name, bool up, bool lo, const char *addr) {
@@ -818,6 +864,7 @@ int main(void) {
       cmocka_unit_test(test_foreign_hello),
       cmocka_unit_test(test_reset),
       cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_frozen_rank_named),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -158,7 +158,7 @@ static int feed(struct rx_fixture *x, const struct stream *s, size_t step, bool 
 
 static void test_frames(void **st) {
   (void)st;
-  char full[SLOT], reason[] = "allreduce on rank 1 failed";
+  char full[SLOT], reason[] = "allreduce on rank 1 failed", report[] = "rank 3 is behind";
   for (int i = 0; i < SLOT; i++)
     full[i] = (char)(i * 7 + 1);
   struct stream s = {.n = 0};
@@ -168,10 +168,12 @@ static void test_frames(void **st) {
   put(&s, FRAME_DATA, SLOT, 0, 0, full, SLOT);
   put(&s, FRAME_ACK, 0, 4, 0, NULL, 0);
   put(&s, FRAME_ABORT, sizeof(reason), 1, HCCL_E_TIMEOUT, reason, sizeof(reason));
+  put(&s, FRAME_PROGQ, 0, 57, 0, NULL, 0);
+  put(&s, FRAME_PROGA, sizeof(report), 3 + 1, 0, report, sizeof(report));
   put(&s, FRAME_BYE, 0, 0, 0, NULL, 0);
   static const enum hccl_tcp_rx_event want[] = {
-      HCCL_TCP_RX_DATA, HCCL_TCP_RX_DATA,  HCCL_TCP_RX_ACK, HCCL_TCP_RX_DATA,
-      HCCL_TCP_RX_ACK,  HCCL_TCP_RX_ABORT, HCCL_TCP_RX_BYE};
+      HCCL_TCP_RX_DATA,  HCCL_TCP_RX_DATA,  HCCL_TCP_RX_ACK,   HCCL_TCP_RX_DATA, HCCL_TCP_RX_ACK,
+      HCCL_TCP_RX_ABORT, HCCL_TCP_RX_PROGQ, HCCL_TCP_RX_PROGA, HCCL_TCP_RX_BYE};
   static const size_t steps[] = {0, 1, 5, 33};
   for (size_t i = 0; i < 4; i++) {
     struct rx_fixture x;
@@ -179,7 +181,7 @@ static void test_frames(void **st) {
     enum hccl_tcp_rx_event ev[16];
     size_t taken;
     int k = feed(&x, &s, steps[i], false, ev, 16, &taken);
-    assert_int_equal(k, 7);
+    assert_int_equal(k, 9);
     assert_memory_equal(ev, want, sizeof(want));
     assert_int_equal(taken, s.n);
     assert_int_equal(x.rx.arrived, 3);
@@ -193,6 +195,9 @@ static void test_frames(void **st) {
     assert_int_equal(x.rx.abort_origin, 1);
     assert_int_equal(x.rx.abort_code, HCCL_E_TIMEOUT);
     assert_string_equal(x.rx.abort_text, reason);
+    assert_int_equal(x.rx.progq_seq, 57);
+    assert_int_equal(x.rx.report_next, 3 + 1);
+    assert_string_equal(x.rx.report, report);
   }
 }
 
@@ -280,6 +285,12 @@ static void test_frame_errors(void **st) {
   broken(&none, 0, FRAME_ABORT, 4, 8, 0, "broke the protocol (an ABORT from rank 8 of 8)");
   broken(&none, 0, FRAME_ABORT, 4, 0xffffffffu, 0,
          "broke the protocol (an ABORT from rank 4294967295 of 8)");
+  /* A progress query carries nothing; a report names a rank of the communicator, or none. */
+  broken(&none, 0, FRAME_PROGQ, 1, 0, 0, "broke the protocol (frame type 5, 1 bytes)");
+  broken(&none, 0, FRAME_PROGA, 0, 0, 0, "broke the protocol (frame type 6, 0 bytes)");
+  broken(&none, 0, FRAME_PROGA, HCCL_REASON_MAX + 1, 0, 0,
+         "broke the protocol (frame type 6, 513 bytes)");
+  broken(&none, 0, FRAME_PROGA, 4, 9, 0, "broke the protocol (a report naming rank 8 of 8)");
 
   /* Released messages free their slots: 8 land, each released, then 8 more. */
   struct stream s = eight;

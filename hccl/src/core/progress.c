@@ -5,6 +5,7 @@
 #include "progress.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "comm.h"
 #include "fingerprint.h"
@@ -52,15 +53,61 @@ static void call_name(const struct hccl_progress *pg, uint64_t call, char *buf, 
     snprintf(buf, len, "call %llu (%s, root %u)", (unsigned long long)(call >> 8), kind, root);
 }
 
-void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len) {
-  char path[192] = "", what[96];
+/* How long a timed-out rank waits for a peer on another server to answer a progress query. */
+#define ASK_MS 1500
+
+/* A record of this server's, or NULL; this rank's own without setting c->progress (the TCP
+ * progress thread calls this too). */
+static struct hccl_progress *record_in_reach(struct hccl_comm *c, uint32_t rank) {
+  struct hccl_progress *p = record_of(c, rank);
+  if (!p && rank == c->rank) p = c->progress ? c->progress : &c->progress_private;
+  return p;
+}
+
+/* Follows the chain of waits from rank `p` (call number `seq` is the one waited in) through the
+ * records in reach, writing who is behind into buf. A rank out of reach (another server): with
+ * `ask`, its own answer over the transport (its progress thread's report), whose chain is
+ * followed on from where it leaves that server; without, *out_of_reach is set to it (else
+ * UINT32_MAX) and the text says where the chain left. */
+static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *buf, size_t len,
+                 uint32_t *out_of_reach) {
+  char path[320] = "", what[96], answer[HCCL_REASON_MAX];
   size_t pn = 0;
   uint32_t seen[64];
-  uint32_t nseen = 0, p = peer;
+  uint32_t nseen = 0, asked = 0;
   int64_t now_ms = hccl__now_ns() / 1000000;
+  if (out_of_reach) *out_of_reach = UINT32_MAX;
   for (uint32_t hop = 0; hop <= c->nranks; hop++) {
-    struct hccl_progress *pg = record_of(c, p);
+    struct hccl_progress *pg = record_in_reach(c, p);
+    if (!pg && ask && asked < 4) {
+      uint32_t next = UINT32_MAX;
+      int got = -1;
+      for (int i = 0; hccl__transports[i] && got < 0; i++)
+        if (hccl__transports[i]->ask_progress)
+          got = hccl__transports[i]->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer,
+                                                  sizeof(answer), &next);
+      asked++;
+      if (got == 0) {
+        snprintf(buf, len,
+                 "rank %u (server %s) is behind: it did not answer a progress query within "
+                 "%.1f s, so its process is stopped or frozen%s",
+                 p, c->peers[p].host, ASK_MS / 1000.0, path);
+        return;
+      }
+      if (got > 0 && (next == UINT32_MAX || next >= c->nranks || next == c->rank)) {
+        snprintf(buf, len, "%s%s%s", answer, *path ? " (seen from here:" : "", path);
+        if (*path && strlen(buf) + 1 < len) strcat(buf, ")");
+        return;
+      }
+      if (got > 0) {
+        if (pn < sizeof(path))
+          pn += (size_t)snprintf(path + pn, sizeof(path) - pn, "; rank %u reports: %s", p, answer);
+        p = next;
+        continue;
+      }
+    }
     if (!pg) {
+      if (out_of_reach) *out_of_reach = p;
       snprintf(buf, len, "rank %u did not reach this call, or is stuck%s", p, path);
       return;
     }
@@ -70,9 +117,9 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
     int64_t beat = atomic_load_explicit(&pg->beat_ms, memory_order_relaxed);
     call_name(pg, call, what, sizeof(what));
     if (!inside) {
-      if (call >> 8 < c->coll_seq)
+      if (call >> 8 < seq)
         snprintf(buf, len, "rank %u is behind: it has not started call %llu; its last was %s%s", p,
-                 (unsigned long long)c->coll_seq, call ? what : "none", path);
+                 (unsigned long long)seq, call ? what : "none", path);
       else
         snprintf(buf, len, "rank %u is outside the library after %s%s", p, what, path);
       return;
@@ -84,7 +131,7 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
                p, what, path);
       return;
     }
-    if (now_ms - beat > STALE_MS) {
+    if (now_ms - beat > STALE_MS && p != c->rank) {
       snprintf(buf, len,
                "rank %u is behind: it is in %s, waiting for rank %u, but has not run for %.1f s "
                "(stopped?)%s",
@@ -92,7 +139,7 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
       return;
     }
     uint32_t next = wf - 1;
-    int cycle = next == c->rank;
+    int cycle = next == c->rank && p != c->rank;
     for (uint32_t i = 0; i < nseen && !cycle; i++)
       cycle = seen[i] == next;
     if (pn < sizeof(path))
@@ -106,7 +153,16 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
     seen[nseen++] = p;
     p = next;
   }
-  snprintf(buf, len, "rank %u did not reach this call, or is stuck", peer);
+  snprintf(buf, len, "rank %u did not reach this call, or is stuck", p);
+}
+
+void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len) {
+  walk(c, peer, c->coll_seq, true, buf, len, NULL);
+}
+
+void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,
+                           uint32_t *next) {
+  walk(c, c->rank, seq, false, buf, len, next);
 }
 
 uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, size_t len,

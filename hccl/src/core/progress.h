@@ -27,9 +27,17 @@ void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint
 void hccl__progress_leave(struct hccl_comm *c);
 
 /* Writes into buf why this rank's wait for `peer` in its current call may have timed out:
- * which rank is behind and how the waits chain to it, or, when the records do not reach
- * (a peer on another server), that `peer` did not reach this call or is stuck. */
+ * which rank is behind and how the waits chain to it. A rank on another server is asked over
+ * the transport (ask_progress: its own account, hccl__progress_report), up to 4 servers along
+ * the chain; one that does not answer within 1.5 s is named as stopped or frozen. */
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len);
+
+/* This rank's own account, for a peer on another server whose wait for it timed out in call
+ * number `seq` (the TCP progress thread answers a query with it): the chain of waits from this
+ * rank through the records of this server, and in *next the rank on another server where the
+ * chain leaves it (UINT32_MAX when it ends here). */
+void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,
+                           uint32_t *next);
 
 /* Whether this rank, asleep waiting for `peer`, is in a deadlock: the chain of waits from
  * `peer` comes back to this rank, every rank on it asleep in a wait (a fresh heartbeat) and its

@@ -516,6 +516,32 @@ static void tcp_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   hccl__tcp_wake_all(st);
 }
 
+static int tcp_ask_progress(struct hccl_comm *comm, uint32_t peer, uint32_t seq, int64_t wait_ms,
+                            char *buf, size_t len, uint32_t *next) {
+  struct tcp_state *st = state_of(comm);
+  if (!st || peer >= comm->nranks) return -1;
+  struct tcp_peer *p = &st->peers[peer];
+  if (!atomic_load(&p->link[HCCL_CHANNEL_COLL]) && !atomic_load(&p->link[HCCL_CHANNEL_P2P]))
+    return -1;
+  if (atomic_load(&p->dead)) {
+    snprintf(buf, len, "rank %u %s", peer, p->reason);
+    *next = UINT32_MAX;
+    return 1;
+  }
+  atomic_store(&p->answered, 0);
+  atomic_store(&p->ask, (uint64_t)seq + 1);
+  atomic_store(&st->ask_send, 1);
+  poke_always(st);
+  int64_t end = hccl__now_ns() + wait_ms * 1000000LL;
+  while (!atomic_load_explicit(&p->answered, memory_order_acquire)) {
+    if (hccl__now_ns() >= end) return 0;
+    usleep(1000);
+  }
+  snprintf(buf, len, "%s", p->report);
+  *next = p->report_next;
+  return 1;
+}
+
 static void tcp_close(struct hccl_link *base) {
   /* The progress thread may still be writing this link's last frames (ACKs, BYE): links live
    * until teardown, which stops the thread first. */
@@ -554,6 +580,9 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     /* No progress records cross servers: a timeout names the peer without following it
      * further (progress.c copes with NULL). */
     .progress = NULL,
+    /* ... but a timed-out rank asks its peer on another server, whose progress thread answers
+     * with its own account (PROGQ / PROGA frames). */
+    .ask_progress = tcp_ask_progress,
     .close = tcp_close,
     .teardown = tcp_teardown,
     /* Measured over a veth pair between network namespaces on the 2-core machine: an 8-byte

@@ -178,7 +178,12 @@ void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 #define TCP_DIRECT 8192u      /* payload left from which a read goes straight to the slot */
 #define TCP_CTL_BYTES 4096    /* queued control frames (ACK, ABORT, BYE) */
 
-enum { FRAME_DATA = 1, FRAME_ACK = 2, FRAME_ABORT = 3, FRAME_BYE = 4 };
+/* PROGQ {arg = the asker's call number}: "why are you not there?" (a timeout, progress.c);
+ * PROGA {arg = the rank the answerer's chain of waits left its server for, + 1, or 0; a text}:
+ * the answer, written by the progress thread, so a rank whose threads are stopped says
+ * nothing. */
+enum { FRAME_DATA = 1, FRAME_ACK = 2, FRAME_ABORT = 3, FRAME_BYE = 4, FRAME_PROGQ = 5,
+       FRAME_PROGA = 6 };
 
 struct tcp_frame {
   uint32_t type;
@@ -207,6 +212,8 @@ enum hccl_tcp_rx_event {
   HCCL_TCP_RX_ACK,      /* acked is the peer's new released count */
   HCCL_TCP_RX_ABORT,    /* abort_origin, abort_code and abort_text (NUL-terminated) are set */
   HCCL_TCP_RX_BYE,      /* the peer destroyed its communicator; bye is set */
+  HCCL_TCP_RX_PROGQ,    /* the peer asks for this rank's progress report; progq_seq is set */
+  HCCL_TCP_RX_PROGA,    /* the peer's progress report: report (NUL-terminated), report_next */
   HCCL_TCP_RX_ERROR     /* the peer broke the protocol: why says how; the stream ends here */
 };
 
@@ -226,6 +233,9 @@ struct hccl_tcp_rx {
   uint32_t abort_origin;
   int32_t abort_code;
   char abort_text[HCCL_REASON_MAX];
+  uint32_t progq_seq;          /* PROGQ: the asker's call number */
+  uint32_t report_next;        /* PROGA: arg */
+  char report[HCCL_REASON_MAX]; /* PROGA: its text */
   char why[160]; /* once ERROR: "broke the protocol (...)", said of the peer */
   /* The decoder's own: the frame being read, then its payload's destination. */
   struct tcp_frame cur;
@@ -292,6 +302,12 @@ struct tcp_link {
 
 struct tcp_peer {
   struct tcp_link *_Atomic link[HCCL_NCHANNELS]; /* written at connect, read by the thread */
+  /* A progress query to this peer: ask = the asker's call number + 1 until the thread sent it;
+   * answered = 1 once report and report_next hold the peer's answer. */
+  _Atomic uint64_t ask;
+  _Atomic int answered;
+  uint32_t report_next;
+  char report[HCCL_REASON_MAX];
   _Atomic int dead;                              /* set after reason is written */
   char reason[160];                              /* "closed the connection", ... */
   char addr[80];                                 /* its listener, for messages */
@@ -325,6 +341,7 @@ struct tcp_state {
   _Atomic int sleeping;   /* the thread may be in epoll_wait: write the eventfd */
   _Atomic int stop;       /* teardown asked */
   _Atomic int abort_send; /* abort() asked for ABORT frames */
+  _Atomic int ask_send;   /* a peer's `ask` is set */
   bool stopping;          /* progress thread: BYE and linger under way */
 
   _Atomic uint32_t abort_origin; /* origin + 1; 0 = no abort */

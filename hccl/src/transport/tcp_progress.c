@@ -26,6 +26,7 @@
 
 #include "comm.h"
 #include "log.h"
+#include "progress.h"
 #include "tcp.h"
 #include "wait.h"
 
@@ -222,6 +223,24 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
       atomic_store(&st->abort_send, 1);
     hccl__tcp_wake_all(st);
     break;
+  case HCCL_TCP_RX_PROGQ: {
+    /* Answered here, so a rank whose threads are stopped does not answer. */
+    struct tcp_frame f = {.type = FRAME_PROGA};
+    char text[HCCL_REASON_MAX];
+    uint32_t next;
+    hccl__progress_report(st->comm, l->rx.progq_seq, text, sizeof(text), &next);
+    f.arg = next == UINT32_MAX ? 0 : next + 1;
+    f.size = (uint32_t)strlen(text) + 1;
+    ctl_push(l, &f, text);
+    break;
+  }
+  case HCCL_TCP_RX_PROGA: {
+    struct tcp_peer *p = &st->peers[l->base.peer];
+    snprintf(p->report, sizeof(p->report), "%s", l->rx.report);
+    p->report_next = l->rx.report_next ? l->rx.report_next - 1 : UINT32_MAX;
+    atomic_store_explicit(&p->answered, 1, memory_order_release);
+    break;
+  }
   case HCCL_TCP_RX_BYE: {
     struct tcp_peer *p = &st->peers[l->base.peer];
     bool all = true;
@@ -321,6 +340,18 @@ static void queue_aborts(struct tcp_state *st) {
   }
 }
 
+/* Progress queries the algorithm's threads asked for: a PROGQ on the peer's first link. */
+static void queue_asks(struct tcp_state *st) {
+  for (uint32_t r = 0; r < st->comm->nranks; r++) {
+    uint64_t ask = atomic_exchange(&st->peers[r].ask, 0);
+    if (!ask) continue;
+    struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
+    if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
+    struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
+    if (l && !l->down && !l->wr_shut) ctl_push(l, &f, NULL);
+  }
+}
+
 static bool any_output(struct tcp_state *st, int n) {
   for (int i = 0; i < n; i++)
     if (!st->all[i]->out_blocked && link_has_output(st->all[i])) return true;
@@ -340,6 +371,7 @@ void *hccl__tcp_progress_main(void *arg) {
     int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
     int64_t now = hccl__now_ns();
     if (atomic_exchange(&st->abort_send, 0) && atomic_load(&st->abort_ready)) queue_aborts(st);
+    if (atomic_exchange(&st->ask_send, 0)) queue_asks(st);
     if (atomic_load(&st->stop) && !st->stopping) {
       st->stopping = true;
       flush_end = now + FLUSH_MS * 1000000LL;
@@ -364,7 +396,7 @@ void *hccl__tcp_progress_main(void *arg) {
     } else if (now - idle_since >= st->spin_ns) {
       timeout = st->stopping ? 10 : 1000;
       atomic_store(&st->sleeping, 1);
-      if (any_output(st, n) || atomic_load(&st->abort_send) ||
+      if (any_output(st, n) || atomic_load(&st->abort_send) || atomic_load(&st->ask_send) ||
           atomic_load(&st->stop) != st->stopping ||
           atomic_load_explicit(&st->nlinks, memory_order_acquire) != n) {
         atomic_store(&st->sleeping, 0);

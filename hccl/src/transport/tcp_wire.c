@@ -104,6 +104,21 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
     if (f->size != 0) break;
     rx->bye = true;
     return HCCL_TCP_RX_BYE;
+  case FRAME_PROGQ:
+    if (f->size != 0) break;
+    rx->progq_seq = f->arg;
+    return HCCL_TCP_RX_PROGQ;
+  case FRAME_PROGA:
+    if (f->size == 0 || f->size > sizeof(rx->report)) break;
+    if (f->arg > rx->nranks) {
+      snprintf(rx->why, sizeof(rx->why), "broke the protocol (a report naming rank %u of %u)",
+               f->arg - 1, rx->nranks);
+      return rx_error(rx);
+    }
+    rx->pay = rx->report;
+    rx->pay_len = f->size;
+    rx->pay_got = 0;
+    return HCCL_TCP_RX_MORE;
   default:
     break;
   }
@@ -120,6 +135,11 @@ static enum hccl_tcp_rx_event frame_end(struct hccl_tcp_rx *rx) {
     rx->hdr[rx->arrived % TCP_NSLOTS] = *f;
     rx->arrived++;
     return HCCL_TCP_RX_DATA;
+  }
+  if (f->type == FRAME_PROGA) {
+    rx->report[f->size - 1] = '\0';
+    rx->report_next = f->arg;
+    return HCCL_TCP_RX_PROGA;
   }
   rx->abort_text[f->size - 1] = '\0';
   rx->abort_origin = f->arg;

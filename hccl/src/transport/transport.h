@@ -138,6 +138,13 @@ struct hccl_transport_ops {
   /* The progress record of `rank` as this transport shares it: this rank's own (to write) or
    * a peer's (to read); NULL when the transport has none for that rank. May be NULL. */
   struct hccl_progress *(*progress)(struct hccl_comm *comm, uint32_t rank);
+  /* Asks `peer`'s side of this transport for the peer's own account of where it is, for the
+   * message of a timeout (core/progress.c): its text in buf, and in *next the rank on another
+   * server its chain of waits leads to (UINT32_MAX: none). Waits up to wait_ms. Returns 1
+   * answered, 0 no answer in time (the peer's process does not run), -1 not reachable this
+   * way (no link). May be NULL. */
+  int (*ask_progress)(struct hccl_comm *comm, uint32_t peer, uint32_t seq, int64_t wait_ms,
+                      char *buf, size_t len, uint32_t *next);
   /* Maps the peer's window w into this process and returns where its buffer starts; the
    * mapping is kept (a few per link) for the peer's next calls. NULL where the transport
    * cannot share memory (tcp). */
