@@ -12,6 +12,7 @@
  *     exits with that rank's code (128 + signal number for a signal).
  *   - SIGINT, SIGTERM or SIGHUP sent to the launcher is sent on to every rank's group, with the
  *     same grace period; a second one sends SIGKILL at once. Exit code 128 + that signal.
+ *   - SIGUSR1 is sent on to every rank and stops nothing (the flight recorder's dump).
  *   - No orphans: the launcher is a child subreaper (PR_SET_CHILD_SUBREAPER), so processes a
  *     rank leaves behind become its children; once every rank has ended, whatever is still in
  *     a rank's group is stopped the same way, and adopted strays are killed. Each rank also has
@@ -111,7 +112,7 @@ static void child_exec(struct supervisor *s, int i, int out_w, int err_w, int lo
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != s->self) _exit(LAUNCH_EXIT_NOT_FOUND); /* the launcher is already gone */
-  static const int reset[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGTSTP};
+  static const int reset[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD, SIGTSTP, SIGUSR1};
   for (size_t k = 0; k < sizeof(reset) / sizeof(reset[0]); k++)
     signal(reset[k], SIG_DFL);
   sigprocmask(SIG_SETMASK, &s->orig_mask, NULL);
@@ -228,6 +229,13 @@ static void on_signal(struct supervisor *s, int sig) {
     return;
   }
   launch_signal_name(sig, name, sizeof(name));
+  if (sig == SIGUSR1) {
+    /* Not a stop: the ranks' flight recorders write their files (HCCL_FLIGHT_RECORDER_DIR). */
+    launch_note("received SIGUSR1; sending it to every rank (flight recorder dump)");
+    for (int i = 0; i < s->nstarted; i++)
+      if (s->p[i].alive) kill(s->p[i].pid, SIGUSR1);
+    return;
+  }
   if (s->kill_at == 0) {
     s->interrupted_by = sig;
     launch_note("received %s; sending it to every rank (SIGKILL after %g s)", name,
@@ -380,6 +388,7 @@ int launch_run(struct launch_job *j) {
   sigaddset(&mask, SIGINT);
   sigaddset(&mask, SIGTERM);
   sigaddset(&mask, SIGHUP);
+  sigaddset(&mask, SIGUSR1);
   sigprocmask(SIG_BLOCK, &mask, &s.orig_mask);
   s.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (s.sfd < 0) {

@@ -14,7 +14,7 @@ step() { echo "== $*"; }
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
 libdir=$(dirname "$(find "$prefix" -name 'libhccl.so' | head -1)")
-for f in include/hccl.h include/ddp.h bin/npu-launch bin/allreduce_perf bin/all_gather_perf \
+for f in include/hccl.h include/ddp.h bin/npu-launch bin/hccl-fr bin/allreduce_perf bin/all_gather_perf \
   bin/reduce_scatter_perf bin/broadcast_perf bin/reduce_perf bin/alltoall_perf bin/sendrecv_perf; do
   test -e "$prefix/$f" || { echo "missing $prefix/$f"; exit 1; }
 done

@@ -749,6 +749,28 @@ static void test_signal_forwarding(void **state) {
   assert_true(gone_within(pid_from_file(path_in_dir("deaf1")), 2));
 }
 
+/* SIGUSR1 stops nothing: each rank gets it (the flight recorder's dump) and the job goes on to
+ * its own end, exit 0. */
+static void test_sigusr1_passed_on(void **state) {
+  (void)state;
+  char prog[400];
+  snprintf(prog, sizeof(prog),
+           "n=0; trap 'n=$((n+1))' USR1; echo $$ > %s/usr1_$RANK; "
+           "while [ $n = 0 ]; do sleep 0.05; done; echo got $RANK",
+           g_dir);
+  const char *args[] = {"--master-port", g_port, "--device-list", "0,1", "sh", "-c", prog, NULL};
+  int o, e;
+  double t0 = mono();
+  pid_t pid = start(args, NULL, &o, &e);
+  assert_true(wait_for_file(path_in_dir("usr1_0"), 10) && wait_for_file(path_in_dir("usr1_1"), 10));
+  usleep(100000); /* the traps are set before the files are written; give sh a moment */
+  kill(pid, SIGUSR1);
+  assert_int_equal(finish(pid, o, e, t0, 20, &g_run), 0);
+  ASSERT_HAS(g_run.out, "got 0");
+  ASSERT_HAS(g_run.out, "got 1");
+  ASSERT_HAS(g_run.err, "received SIGUSR1; sending it to every rank");
+}
+
 static void test_no_orphans(void **state) {
   (void)state;
   char prog[400];
@@ -914,6 +936,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_max_restarts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_fast_signal_and_grace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_signal_forwarding, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sigusr1_passed_on, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_orphans, setup, teardown),
       cmocka_unit_test_setup_teardown(test_log_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_tag_output, setup, teardown),

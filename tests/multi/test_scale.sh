@@ -84,5 +84,45 @@ else
   echo "FAIL $servers servers x 1: sockets per rank: '$line' (bound $((2 * log2 + 2)))"
   failed=$((failed + 1))
 fi
+# A hang at 64 ranks: rank HUNG is stopped (SIGSTOP) in a run of allreduces; every other rank
+# times out (HCCL_EXEC_TIMEOUT=4) and its flight recorder writes its file; hccl-fr must name
+# the stopped rank from the files (it wrote none: a stopped process cannot).
+hang_case() {
+  local hung=$((servers / 2 + 1)) fr=$work/fr k pids=() t0=$SECONDS pid found=""
+  mkdir -p "$fr"
+  port=$((port + 1))
+  for ((k = 0; k < servers; k++)); do
+    netns_exec "$k" env HCCL_CONNECT_TIMEOUT=60 HCCL_EXEC_TIMEOUT=4 OMP_NUM_THREADS=1 \
+      HCCL_FLIGHT_RECORDER_DIR="$fr" timeout -k 5 120 "$bin/npu-launch" --nnodes "$servers" \
+      --node-rank "$k" --master-addr "$(netns_addr 0)" --master-port "$port" --device-list 0 -- \
+      "$bin/allreduce_perf" -b 4K -e 4K -n 1000000 -w 0 >"$work/out.hang.$k" 2>&1 &
+    pids+=($!)
+  done
+  sleep 3
+  for pid in $(pgrep -f "$bin/allreduce_perf -b 4K -e 4K -n 1000000"); do
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$hung"; then
+      kill -STOP "$pid" && found=$pid
+    fi
+  done
+  # Every other server's launcher ends when its rank fails; the stopped rank's would wait for
+  # it: it is killed once the others are done (one rank a server: server k runs rank k).
+  for k in "${!pids[@]}"; do [ "$k" = "$hung" ] || wait "${pids[$k]}"; done
+  [ -n "$found" ] && kill -KILL "$found" 2>/dev/null
+  wait "${pids[$hung]}"
+  "$bin/hccl-fr" "$fr" >"$work/fr.txt" 2>&1
+  local files
+  files=$(find "$fr" -name 'hccl-fr-*.jsonl' | wc -l)
+  if [ -n "$found" ] && [ "$files" = $((servers - 1)) ] &&
+    grep -q "no file from rank $hung:" "$work/fr.txt" && grep -qx "  => look at rank $hung" "$work/fr.txt"; then
+    echo "ok   $servers servers x 1: rank $hung stopped; $files flight recorder files, hccl-fr names rank $hung ($((SECONDS - t0)) s)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL $servers servers x 1: hang: stopped pid '$found', $files files; hccl-fr said:"
+    head -20 "$work/fr.txt" | sed 's/^/  /'
+    failed=$((failed + 1))
+  fi
+}
+hang_case
+
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]

@@ -13,6 +13,7 @@
 #include "coll.h"
 #include "comm.h"
 #include "fingerprint.h"
+#include "flight.h"
 #include "log.h"
 #include "progress.h"
 #include "request.h"
@@ -34,6 +35,7 @@ struct hccl_op {
    * call run at once; a copy, freed when the call is done, for a queued one. */
   const uint64_t *v;
   bool v_owned;
+  uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
 };
 
 /* The zero-copy form of o (algo/zcopy.c), or false when o's collective has none. */
@@ -220,16 +222,30 @@ static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
     return "pairwise";
   case HCCL_K_BARRIER:
     return "dissemination";
+  case HCCL_K_ALLGATHER:
+    return hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD ? "Bruck" : "ring";
+  case HCCL_K_REDUCE_SCATTER:
+    return bytes && hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD
+               ? "recursive doubling allreduce"
+               : "ring";
   default:
     return "ring";
   }
 }
 
+static bool reduces(const struct hccl_op *o) {
+  return o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
+         o->kind == HCCL_K_REDUCE_SCATTER;
+}
+
+static bool rooted(const struct hccl_op *o) {
+  return o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_GATHER ||
+         o->kind == HCCL_K_SCATTER;
+}
+
 static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0) {
-  bool reduces =
-      o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER;
   hccl__trace_call(c->trace, hccl__coll_kind_name(o->kind), t0, hccl__now_ns(), c->coll_seq,
-                   o->count, o->dt, reduces ? (int)o->op : -1, o->root, algo_name(c, o), r);
+                   o->count, o->dt, reduces(o) ? (int)o->op : -1, o->root, algo_name(c, o), r);
 }
 
 /* Runs one call and, on failure, breaks the communicator and tells the peers. */
@@ -245,12 +261,20 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
-  bool rooted = o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
-                o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER;
-  hccl__progress_enter(c, c->coll_seq, o->kind, rooted ? o->root : UINT32_MAX);
+  hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
+  uint64_t fr = 0;
+  if (c->fr) {
+    fr = o->fr_id ? o->fr_id
+                  : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+                                     rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
+    struct hccl_stamp st =
+        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
+    hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
+  }
   if (r == HCCL_SUCCESS) r = run_op(c, o);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
+  if (fr) hccl__fr_end(c, fr, r, algo_name(c, o));
   if (c->trace) trace_call(c, o, r, t0);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
@@ -313,6 +337,8 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   q->op = *o;
+  q->op.fr_id = hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+                                 rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
   if (o->v) {
     /* The caller may free its arrays as soon as the call returns. */
     size_t len = 4 * (size_t)c->nranks * sizeof(uint64_t);

@@ -23,6 +23,7 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "flight.h"
 #include "log.h"
 #include "p2p.h"
 #include "place.h"
@@ -160,6 +161,7 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 
 static void comm_free(struct hccl_comm *c) {
   hccl__trace_close(c);
+  hccl__fr_close(c);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
@@ -241,6 +243,7 @@ static HcclResult bootstrap(struct hccl_comm *c) {
    * needs a core as much as the rank does. */
   c->spin = hccl__wait_spin_budget((int)c->local_nranks * (c->nservers > 1 ? 2 : 1), c->cfg.spin);
   HCCL_TRY(hccl__trace_open(c));
+  HCCL_TRY(hccl__fr_open(c));
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);
   return HCCL_SUCCESS;

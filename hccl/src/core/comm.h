@@ -94,6 +94,7 @@ struct hccl_comm {
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
+  struct hccl_fr *fr;                    /* HCCL_FLIGHT_RECORDER_DIR ring, or NULL (flight.h) */
   pthread_t worker;
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */

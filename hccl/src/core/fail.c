@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "comm.h"
+#include "flight.h"
 
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
   /* Two threads (the collective worker or caller, and the p2p engine) may fail at once: the
@@ -18,6 +19,9 @@ void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
   if (atomic_compare_exchange_strong(&comm->failing, &expect, 1)) {
     snprintf(comm->broken_msg, sizeof(comm->broken_msg), "%s", HcclGetLastErrorMessage());
     atomic_store(&comm->broken, (int)code);
+    hccl__fr_dump(comm, code == HCCL_E_TIMEOUT  ? "timeout"
+                        : code == HCCL_E_REMOTE ? "peer failure"
+                                                : "failure");
   }
   for (int i = 0; hccl__transports[i]; i++)
     if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);

@@ -108,7 +108,10 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
     }
     if (!pg) {
       if (out_of_reach) *out_of_reach = p;
-      snprintf(buf, len, "rank %u did not reach this call, or is stuck%s", p, path);
+      snprintf(buf, len,
+               "the waits lead to rank %u on server %s, which rank %u cannot ask (no link to "
+               "it): it did not reach this call, or is stuck%s",
+               p, c->peers[p].host, c->rank, path);
       return;
     }
     uint64_t call = atomic_load_explicit(&pg->call, memory_order_relaxed);

@@ -300,6 +300,10 @@ static HcclResult load_common(struct hccl_settings *s) {
   env_str("HCCL_SOCKET_IFNAME", s->socket_ifname, sizeof(s->socket_ifname));
 
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
+  env_str("HCCL_FLIGHT_RECORDER_DIR", s->fr_dir, sizeof(s->fr_dir));
+  v = 2048;
+  HCCL_TRY(env_int("HCCL_FLIGHT_RECORDER_ENTRIES", 1, 1000000, &v, NULL));
+  s->fr_entries = (uint32_t)v;
   env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
   v = 0;
   HCCL_TRY(env_int("MASTER_PORT", 1, 65535, &v, NULL));

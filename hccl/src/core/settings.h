@@ -38,6 +38,8 @@ struct hccl_settings {
   char socket_ifname[256];       /* HCCL_SOCKET_IFNAME, "" = automatic (transport/tcp.h) */
   int spin;                      /* HCCL_SPIN: microseconds of polling, -1 = automatic */
   char trace_file[512];          /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
+  char fr_dir[512];              /* HCCL_FLIGHT_RECORDER_DIR, "" = off (core/flight.h) */
+  uint32_t fr_entries;           /* HCCL_FLIGHT_RECORDER_ENTRIES */
   char job_token[129];           /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
   bool whitelist_on;             /* HCCL_WHITELIST_DISABLE=0 */
   char whitelist_file[512];      /* HCCL_WHITELIST_FILE */
