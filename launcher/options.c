@@ -253,6 +253,19 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   /* Under srun (one npu-launch per server), Slurm says what the flags did not. */
   const char *nn = getenv("SLURM_NNODES"), *nid = getenv("SLURM_NODEID");
   const char *nodes = getenv("SLURM_JOB_NODELIST");
+  const char *steptasks = getenv("SLURM_STEP_NUM_TASKS"), *stepnodes = getenv("SLURM_STEP_NUM_NODES");
+  long ntasks_step, nnodes_step;
+  if (!nnodes_given && !node_rank_given && steptasks && stepnodes &&
+      launch_parse_long(steptasks, 1, 1 << 24, &ntasks_step) &&
+      launch_parse_long(stepnodes, 1, 65536, &nnodes_step) && ntasks_step > nnodes_step)
+    return usage_error(err, errlen,
+                       "srun started %ld npu-launch tasks on %ld server%s "
+                       "(SLURM_STEP_NUM_TASKS=%s, SLURM_STEP_NUM_NODES=%s); npu-launch starts "
+                       "every rank of its server, so start one per server (srun "
+                       "--ntasks-per-node 1 npu-launch ...), or let srun start the ranks "
+                       "themselves (srun --ntasks-per-node 8 ./train); --nnodes and --node-rank "
+                       "given on the command line skip this check",
+                       ntasks_step, nnodes_step, nnodes_step > 1 ? "s" : "", steptasks, stepnodes);
   if (!nnodes_given && nn && *nn) {
     if (!launch_parse_long(nn, 1, 65536, &v))
       return usage_error(err, errlen, "SLURM_NNODES='%s' is not a number of servers", nn);
