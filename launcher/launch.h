@@ -63,6 +63,7 @@ struct launch_rank {
   bool bound; /* false with --cpu-bind none */
   cpu_set_t cpus;
   int ncpus; /* CPUs bound to (or the fair share when unbound); the OMP_NUM_THREADS value */
+  _Atomic int pid; /* while it runs (supervise.c writes, elastic.c's watcher reads); 0 before */
 };
 
 /* Everything decided before any process starts. */
@@ -83,6 +84,20 @@ struct launch_var {
   const char *name;
   char value[LAUNCH_VALUE_MAX];
 };
+
+/* ---- elastic.c: --max-restarts across servers ---- */
+
+/* Serves (server 0) and joins the launchers' store on --master-port + 1, and sets the token of
+ * start 0. -1 with the message in err. */
+int launch_elastic_open(struct launch_job *j, char *err, size_t errlen);
+/* j->job_token for start j->restart: the job's base token and the start's number. */
+void launch_elastic_token(struct launch_job *j);
+/* Starts (on) or stops the thread that stops this server's ranks once another server's failed. */
+void launch_elastic_watch(struct launch_job *j, bool on);
+/* After launch_run returned `code`: agrees with the other servers on what happens next. Sets
+ * *again when every server starts its ranks again; else returns the job's exit code. */
+int launch_elastic_decide(struct launch_job *j, int code, bool *again);
+void launch_elastic_close(void);
 
 /* ---- options.c ---- */
 

@@ -65,14 +65,29 @@ int main(int argc, char **argv) {
     return refuse(LAUNCH_EXIT_USAGE, err);
   if (job.o.report_bindings) launch_report_bindings(&job);
   /* torchrun's --max-restarts: after a rank's failure every rank was stopped; start the whole
-   * group again, with a new job token (a straggler of the last start cannot join the next). */
+   * group again, with a new job token (a straggler of the last start cannot join the next).
+   * Across servers the launchers agree through their store (elastic.c). */
+  bool elastic = job.o.max_restarts > 0 && job.o.nnodes > 1;
+  if (elastic && launch_elastic_open(&job, err, sizeof(err))) return refuse(1, err);
   for (;;) {
+    if (elastic) launch_elastic_watch(&job, true);
     int code = launch_run(&job);
-    if (code == 0 || !job.rank_failed || job.restart >= job.o.max_restarts) return code;
+    bool again = code != 0 && job.rank_failed && job.restart < job.o.max_restarts;
+    if (elastic) {
+      launch_elastic_watch(&job, false);
+      code = launch_elastic_decide(&job, code, &again);
+    }
+    if (!again) {
+      if (elastic) launch_elastic_close();
+      return code;
+    }
     job.restart++;
     launch_note("starting every rank again: restart %d of %d (--max-restarts)", job.restart,
                 job.o.max_restarts);
-    make_job_token(&job);
+    if (elastic)
+      launch_elastic_token(&job);
+    else
+      make_job_token(&job);
     for (int tries = 0;
          job.o.node_rank == 0 &&
          launch_probe_master_port(job.master_addr, job.o.master_port, err, sizeof(err)) != 0;

@@ -97,7 +97,8 @@ static const char usage_text[] =
     "                         those still running after SEC seconds (default 5)\n"
     "  --max-restarts N       when a rank fails, stop every rank and start the whole group\n"
     "                         again, up to N times (torchrun's meaning; default 0); ranks see\n"
-    "                         TORCHELASTIC_RESTART_COUNT and NPU_LAUNCH_RESTART_COUNT\n"
+    "                         TORCHELASTIC_RESTART_COUNT and NPU_LAUNCH_RESTART_COUNT; across\n"
+    "                         servers the launchers agree on --master-port + 1\n"
     "  --dry-run              print each rank's command, variables and CPUs; start nothing\n"
     "  -h, --help             this text\n"
     "  -V, --version          the version\n"
@@ -293,12 +294,11 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   }
   if (o->nnodes > 1 && !node_rank_given)
     launch_note("--nnodes %d without --node-rank: this server is taken as server 0", o->nnodes);
-  if (o->nnodes > 1 && o->max_restarts > 0)
+  if (o->nnodes > 1 && o->max_restarts > 0 && o->master_port >= 65535)
     return usage_error(err, errlen,
-                       "--max-restarts %d with --nnodes %d: restarting a job across servers (the "
-                       "launchers agreeing through the job's store) is not supported yet; restart "
-                       "it from your scheduler, or run one server",
-                       o->max_restarts, o->nnodes);
+                       "--max-restarts %d with --nnodes %d: the launchers meet on --master-port + "
+                       "1, and --master-port is %d; choose a lower one",
+                       o->max_restarts, o->nnodes, o->master_port);
 
   if (!o->topology) {
     const char *env = getenv("HCCL_TOPO_FILE");

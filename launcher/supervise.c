@@ -184,6 +184,7 @@ static int spawn(struct supervisor *s, int i) {
   if (pid == 0) child_exec(s, i, out[1], err[1], log_fd);
   setpgid(pid, pid); /* also done in the child: whichever runs first wins the race */
   p->pid = pid;
+  s->j->ranks[i].pid = pid;
   p->alive = true;
   if (j->o.tag_output) {
     close(out[1]);

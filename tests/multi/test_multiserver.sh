@@ -10,7 +10,8 @@
 # Cases: the issue's own (2 servers x 4 devices, allreduce_perf -d all -o all); 2x1, 2x2,
 # 4x2 and 3x2 (6 ranks: halving-doubling between servers folds a count that is not a power of
 # two); the two-level allreduce forced with ring and halving-doubling between servers, and a
-# flat ring; every other collective program that was built. A server's rank killed in the
+# flat ring; every other collective program that was built; npu-launch --max-restarts across
+# both servers (ddp_train resumes from its checkpoint). A server's rank killed in the
 # middle of a run must stop every server's launcher with an error within seconds. Skipped
 # (exit 77, which ctest reports as skipped) where network namespaces cannot be made.
 set -u
@@ -157,6 +158,59 @@ fault() {
 fault killed KILL 60 10
 # Frozen: found by HCCL_EXEC_TIMEOUT (5 s here); then server 1's launcher stops its ranks.
 fault frozen STOP 5 25
+
+# Elastic restarts across servers: ddp_train on 2 servers x 2, rank 1 (server 0) exits at step
+# 12 on the first start; both launchers (--max-restarts 1) agree through their store on server
+# 0, every rank starts again from the step-10 checkpoint, and the job ends at the final loss of
+# the same job run without a failure.
+restart_job() {
+  local name=$1 k pids=() bad=0
+  shift
+  port=$((port + 2)) # the launchers' store takes --master-port + 1
+  for k in 0 1; do
+    netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=30 timeout -k 5 200 \
+      "$bin/npu-launch" --max-restarts 1 --nnodes 2 --node-rank "$k" --master-addr "$(netns_addr 0)" \
+      --master-port "$port" --device-list 0,1 -- "$@" \
+      >"$work/$name.$k" 2>&1 &
+    pids+=($!)
+  done
+  for k in 0 1; do wait "${pids[$k]}" || bad=$((bad + 1)); done
+  return $bad
+}
+cases=$((cases + 1))
+t0=$SECONDS
+train=("$bin/ddp_train" --steps 16 --global-batch 64)
+restart_job plain "${train[@]}"
+restart_job resumed "${train[@]}" --checkpoint "$work/ckpt" --checkpoint-every 5 --fail-at-step 12
+rc=$?
+want=$(sed -n 's/.*final loss \([0-9.]*\).*/\1/p' "$work/plain.0" | head -1)
+got=$(sed -n 's/.*final loss \([0-9.]*\).*/\1/p' "$work/resumed.0" | head -1)
+if [ "$rc" = 0 ] && [ -n "$want" ] && [ "$got" = "$want" ] &&
+  grep -q "starting every rank again: restart 1 of 1" "$work/resumed.1" &&
+  grep -q "resuming at step 10" "$work/resumed.0"; then
+  echo "ok   restart: rank 1 failed at step 12, both servers started again, final loss $got = $want ($((SECONDS - t0)) s)"
+else
+  failures=$((failures + 1))
+  echo "FAIL restart: exit $rc, final loss '$got' against '$want'"
+  for k in 0 1; do sed "s/^/  [server $k] /" "$work/resumed.$k" | tail -12; done
+fi
+
+# The same when the other server's ranks would never fail by themselves (they call no
+# collective): its launcher learns of the failure from the store and stops them.
+cases=$((cases + 1))
+t0=$SECONDS
+restart_job idle sh -c 'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then
+    [ "$RANK" = 1 ] && exit 3; sleep 100; fi; echo "rank $RANK done in start $TORCHELASTIC_RESTART_COUNT"'
+rc=$?
+if [ "$rc" = 0 ] && [ $((SECONDS - t0)) -lt 60 ] &&
+  grep -q "a rank on another server failed (start 0): stopping this server's ranks" "$work/idle.1" &&
+  grep -q "rank 3 done in start 1" "$work/idle.1" && grep -q "rank 0 done in start 1" "$work/idle.0"; then
+  echo "ok   restart_idle: server 1's sleeping ranks stopped through the launchers' store, all done in start 1 ($((SECONDS - t0)) s)"
+else
+  failures=$((failures + 1))
+  echo "FAIL restart_idle: exit $rc after $((SECONDS - t0)) s"
+  for k in 0 1; do sed "s/^/  [server $k] /" "$work/idle.$k" | tail -8; done
+fi
 
 echo "$((cases - failures)) passed, $failures failed"
 [ "$failures" = 0 ]
