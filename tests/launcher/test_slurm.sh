@@ -99,18 +99,24 @@ echo "Slurm $(sinfo -V | cut -d' ' -f2) up: node $host idle"
 
 passed=0
 failed=0
-# check NAME RANKS OUTPUT_FILE STATUS
-check() {
-  local name=$1 ranks=$2 out=$3 rc=$4 listed
-  listed=$(grep -cE '^#  Rank +[0-9]+ ' "$out")
-  if [ "$rc" = 0 ] && grep -q "# Out of bounds values : 0 OK" "$out" && [ "$listed" = "$ranks" ]; then
-    echo "ok   $name: $ranks ranks, every result right"
+# verdict OK NAME OUTPUT_FILE: counts the case, printing the end of its output when it failed.
+verdict() {
+  if [ "$1" = 1 ]; then
+    echo "ok   $2"
     passed=$((passed + 1))
   else
-    echo "FAIL $name: exit $rc, $listed ranks listed"
-    sed 's/^/  /' "$out" | tail -15
+    echo "FAIL $2"
+    sed 's/^/  /' "$3" | tail -15
     failed=$((failed + 1))
   fi
+}
+# check NAME RANKS OUTPUT_FILE STATUS: a job that must succeed, every result right, every rank
+# listed.
+check() {
+  local listed ok=0
+  listed=$(grep -cE '^#  Rank +[0-9]+ ' "$3")
+  [ "$4" = 0 ] && grep -q "# Out of bounds values : 0 OK" "$3" && [ "$listed" = "$2" ] && ok=1
+  verdict $ok "$1: exit $4, $listed of $2 ranks listed, results checked" "$3"
 }
 
 timeout 120 srun -n 4 -t 2 env MASTER_PORT="$(free_port)" "$bin/allreduce_perf" -b 8 -e 1M -f 32 \
@@ -127,13 +133,8 @@ check "srun -n 1 npu-launch --device-list 0-3 -- allreduce_perf" 4 "$dir/l.out" 
 timeout 120 srun -N 1 -n 2 -t 2 "$bin/npu-launch" --master-port "$(free_port)" --device-list 0,1 \
   -- "$bin/allreduce_perf" -b 8 -e 8 >"$dir/r.out" 2>&1
 rc=$?
-if [ "$rc" != 0 ] && grep -q "srun started 2 npu-launch tasks on 1 server" "$dir/r.out"; then
-  echo "ok   srun -n 2 npu-launch on one server: refused, naming SLURM_STEP_NUM_TASKS"
-  passed=$((passed + 1))
-else
-  echo "FAIL srun -n 2 npu-launch on one server: exit $rc"
-  sed 's/^/  /' "$dir/r.out" | tail -5
-  failed=$((failed + 1))
-fi
+ok=0
+[ "$rc" != 0 ] && grep -q "srun started 2 npu-launch tasks on 1 server" "$dir/r.out" && ok=1
+verdict $ok "srun -n 2 npu-launch on one server: exit $rc, refused naming SLURM_STEP_NUM_TASKS" "$dir/r.out"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -166,35 +166,35 @@ uint64_t hccl__fr_enqueue(struct hccl_comm *c, unsigned kind, uint64_t count, Hc
   return id;
 }
 
-void hccl__fr_start(struct hccl_comm *c, uint64_t id, uint64_t seq, uint64_t fp) {
+/* Moves entry `id` to `state` (started: with its number and fingerprint; ended: with its
+ * result and algorithm), unless the ring has moved past it. */
+static void update(struct hccl_comm *c, uint64_t id, int state, uint64_t seq, uint64_t fp,
+                   HcclResult result, const char *algo) {
   struct hccl_fr *fr = c->fr;
   if (!fr || !id) return;
   int64_t now = real_us();
   pthread_mutex_lock(&fr->lock);
   struct fr_entry *e = &fr->e[id % fr->cap];
-  if (e->id == id) {
+  if (e->id == id && state == FR_STARTED) {
     e->seq = seq;
     e->fp = fp;
     e->t_start_us = now;
-    e->state = FR_STARTED;
-  }
-  pthread_mutex_unlock(&fr->lock);
-}
-
-void hccl__fr_end(struct hccl_comm *c, uint64_t id, HcclResult result, const char *algo) {
-  struct hccl_fr *fr = c->fr;
-  if (!fr || !id) return;
-  int64_t now = real_us();
-  pthread_mutex_lock(&fr->lock);
-  struct fr_entry *e = &fr->e[id % fr->cap];
-  if (e->id == id) {
+  } else if (e->id == id) {
     if (!e->t_start_us) e->t_start_us = now;
     e->t_end_us = now;
     e->result = (int32_t)result;
     e->algo = algo;
-    e->state = result == HCCL_SUCCESS ? FR_FINISHED : FR_FAILED;
   }
+  if (e->id == id) e->state = (uint8_t)state;
   pthread_mutex_unlock(&fr->lock);
+}
+
+void hccl__fr_start(struct hccl_comm *c, uint64_t id, uint64_t seq, uint64_t fp) {
+  update(c, id, FR_STARTED, seq, fp, HCCL_SUCCESS, NULL);
+}
+
+void hccl__fr_end(struct hccl_comm *c, uint64_t id, HcclResult result, const char *algo) {
+  update(c, id, result == HCCL_SUCCESS ? FR_FINISHED : FR_FAILED, 0, 0, result, algo);
 }
 
 /* s as a JSON string's contents. */
