@@ -574,6 +574,9 @@ static int links_body(int rank, int nranks, void *argp) {
   } else {
     OK(HcclSend(&v, 1, HCCL_DATA_TYPE_INT32, 0, comm, NULL), "send to rank 0");
   }
+  /* Rank 5's next send goes to rank 0 as well: not before rank 0's receives from any rank are
+   * done, which one of them could otherwise match. */
+  OK(HcclBarrier(comm, NULL), "barrier");
 
   int32_t out = rank * 1000 + 7, in = -1;
   uint32_t to = (uint32_t)(rank + 3) % 8, from = (uint32_t)(rank + 5) % 8;

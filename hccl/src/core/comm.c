@@ -141,6 +141,7 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->links = calloc(nranks, sizeof(*c->links));
   c->p2p = calloc(nranks, sizeof(*c->p2p));
   pthread_mutex_init(&c->qlock, NULL);
+  pthread_mutex_init(&c->report_lock, NULL);
   pthread_cond_init(&c->qcond, NULL);
   c->world.me = rank;
   c->world.links = c->links;
@@ -160,6 +161,9 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 }
 
 static void comm_free(struct hccl_comm *c) {
+  pthread_mutex_lock(&c->report_lock);
+  c->closing = true;
+  pthread_mutex_unlock(&c->report_lock);
   hccl__trace_close(c);
   hccl__fr_close(c);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
@@ -172,6 +176,7 @@ static void comm_free(struct hccl_comm *c) {
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
+  pthread_mutex_destroy(&c->report_lock);
   pthread_cond_destroy(&c->qcond);
   free(c->scratch);
   free(c->peers);

@@ -73,6 +73,10 @@ struct hccl_comm {
   /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
    * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
    * caller) is running a call now, so no other may start one. */
+  /* A transport's thread answering a peer's progress query (progress.c) reads the records
+   * through the links; destroy sets `closing` under report_lock before it closes any link. */
+  pthread_mutex_t report_lock;
+  bool closing;
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
   struct hccl_coll_req *qhead, *qtail;

@@ -165,7 +165,18 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
 
 void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,
                            uint32_t *next) {
-  walk(c, c->rank, seq, false, buf, len, next);
+  pthread_mutex_lock(&c->report_lock);
+  if (atomic_load(&c->broken)) {
+    /* Its failure already says who was behind. */
+    snprintf(buf, len, "rank %u failed: %s", c->rank, c->broken_msg);
+    *next = UINT32_MAX;
+  } else if (c->closing) {
+    snprintf(buf, len, "rank %u is destroying its communicator", c->rank);
+    *next = UINT32_MAX;
+  } else {
+    walk(c, c->rank, seq, false, buf, len, next);
+  }
+  pthread_mutex_unlock(&c->report_lock);
 }
 
 uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, size_t len,

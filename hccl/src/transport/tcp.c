@@ -534,6 +534,19 @@ static int tcp_ask_progress(struct hccl_comm *comm, uint32_t peer, uint32_t seq,
   poke_always(st);
   int64_t end = hccl__now_ns() + wait_ms * 1000000LL;
   while (!atomic_load_explicit(&p->answered, memory_order_acquire)) {
+    /* A rank that timed out at the same moment fails, tells its peers why (ABORT) and may
+     * destroy its communicator before it could answer: its reason is the answer. */
+    uint32_t origin = atomic_load(&st->abort_origin);
+    if (origin && atomic_load(&st->abort_ready)) {
+      snprintf(buf, len, "rank %u failed: %s", origin - 1, st->abort_reason);
+      *next = UINT32_MAX;
+      return 1;
+    }
+    if (atomic_load(&p->dead)) {
+      snprintf(buf, len, "rank %u %s", peer, p->reason);
+      *next = UINT32_MAX;
+      return 1;
+    }
     if (hccl__now_ns() >= end) return 0;
     usleep(1000);
   }
