@@ -160,7 +160,10 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
 }
 
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len) {
-  walk(c, peer, c->coll_seq, true, buf, len, NULL);
+  /* This rank's call number from its own record, not c->coll_seq: the point-to-point engine
+   * explains its waits too, while the collective thread counts calls. */
+  struct hccl_progress *self = record_in_reach(c, c->rank);
+  walk(c, peer, atomic_load_explicit(&self->call, memory_order_relaxed) >> 8, true, buf, len, NULL);
 }
 
 void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,
