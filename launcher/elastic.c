@@ -52,18 +52,20 @@ static int store_err(char *err, size_t errlen, const char *what) {
   return -1;
 }
 
-/* The count under `key` for start k, reading without adding. */
-static int count(struct hccl_store *st, const char *what, int k, int64_t *v) {
+/* Adds delta (0: only reads) to the count `what` of start k; its value in *v. */
+static int add(struct hccl_store *st, const char *what, int k, int64_t delta, int64_t *v) {
   char key[64];
   snprintf(key, sizeof(key), "npu-launch/%s/%d", what, k);
-  return hccl__store_add(st, key, 0, v) == HCCL_SUCCESS ? 0 : -1;
+  return hccl__store_add(st, key, delta, v) == HCCL_SUCCESS ? 0 : -1;
+}
+
+static int count(struct hccl_store *st, const char *what, int k, int64_t *v) {
+  return add(st, what, k, 0, v);
 }
 
 static int bump(struct hccl_store *st, const char *what, int k) {
-  char key[64];
   int64_t v;
-  snprintf(key, sizeof(key), "npu-launch/%s/%d", what, k);
-  return hccl__store_add(st, key, 1, &v) == HCCL_SUCCESS ? 0 : -1;
+  return add(st, what, k, 1, &v);
 }
 
 int launch_elastic_open(struct launch_job *j, char *err, size_t errlen) {

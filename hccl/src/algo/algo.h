@@ -55,8 +55,9 @@ HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_p
 HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p);
 /* Allgather of `count` elements a member by Bruck's algorithm: ceil(log2 n) steps for any n
  * (the ring takes n - 1), one message each way per step over the ring positions 2^k away;
- * recv as hccl__ring_allgather's (member k's block at k * count). Needs n x count elements of
- * memory of its own for the blocks in rotated order. */
+ * recv as hccl__ring_allgather's (member k's block at k * count); count > 0 (a call of 0
+ * returns before any algorithm). The blocks in rotated order take n x count elements of the
+ * communicator's temp memory (hccl__group_temp). */
 HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_prim *p,
                                  const void *send, void *recv, size_t count);
 /* Sets need[rank] for every member the algorithms of this file may exchange with over g, seen

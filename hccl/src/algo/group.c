@@ -77,6 +77,16 @@ void hccl__group_partners(const struct hccl_group *g, bool *need) {
   hccl__hd_partners(g, need);
 }
 
+void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {
+  struct hccl_comm *c = g->comm;
+  if (bytes <= c->temp_bytes) return c->temp;
+  free(c->temp);
+  c->temp = malloc(bytes);
+  c->temp_bytes = c->temp ? bytes : 0;
+  if (!c->temp) hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of a collective's", bytes);
+  return c->temp;
+}
+
 struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k) {
   struct hccl_link *l = NULL;
   if (hccl__link_get(g->comm, HCCL_CHANNEL_COLL, g->rank[k], HCCL_CONNECT_WAIT, &l) !=

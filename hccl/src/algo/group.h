@@ -57,6 +57,11 @@ void hccl__group_partners(const struct hccl_group *g, bool *need);
  * slowest link's alpha and beta), once the links exist. */
 void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g);
 
+/* `bytes` of memory for the collective running on g's communicator (one runs at a time): a
+ * buffer the communicator keeps and grows, so that calls of the same size allocate nothing.
+ * NULL (logged) when out of memory. */
+void *hccl__group_temp(const struct hccl_group *g, size_t bytes);
+
 /* The link to member k not made at init: made now (hccl__link_get, waiting), counted in
  * hccl_group.on_demand. NULL, logged, when it cannot be made. */
 struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k);

@@ -14,7 +14,6 @@
  * a power of two, the first 2r positions (r = p - p2) pair up: the even one hands its vector
  * to the odd one before, and gets the result back after.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
@@ -188,18 +187,8 @@ HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_p
                                  const void *send, void *recv, size_t count) {
   uint32_t np = g->n, q = g->pos[g->me];
   size_t blk = count * p->esz;
-  char *out = recv;
-  if (blk == 0) {
-    /* Still one empty message per step, so that every rank meets every call. */
-    for (uint32_t d = 1; d < np; d <<= 1)
-      HCCL_TRY(hccl__prim_step(p, link_at(g, (q + d) % np), link_at(g, (q + np - d) % np), NULL,
-                               NULL, 0));
-    return HCCL_SUCCESS;
-  }
-  char *tmp = malloc((size_t)np * blk);
-  if (!tmp)
-    return hccl__fail(HCCL_E_MEMORY, "allgather: out of memory for %u blocks of %zu bytes", np,
-                      blk);
+  char *out = recv, *tmp = hccl__group_temp(g, (size_t)np * blk);
+  if (!tmp) return HCCL_E_MEMORY;
   memcpy(tmp, send, blk);
   HcclResult r = HCCL_SUCCESS;
   for (uint32_t d = 1; d < np && r == HCCL_SUCCESS; d <<= 1) {
@@ -212,7 +201,6 @@ HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_p
     char *dst = out + (size_t)g->ring[(q + i) % np] * blk;
     if (dst != tmp + (size_t)i * blk) memcpy(dst, tmp + (size_t)i * blk, blk);
   }
-  free(tmp);
   return r;
 }
 

@@ -148,15 +148,13 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
     return hccl__ring_allreduce(g, &p, o->send, o->recv, o->count);
   }
   case HCCL_K_REDUCE_SCATTER:
-    if (bytes && hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD) {
+    if (hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD) {
       /* Small: the whole reduced in log2(n) steps, then this rank's block of it. */
-      char *all = malloc(bytes * n);
-      if (!all)
-        return hccl__fail(HCCL_E_MEMORY, "reduce-scatter: out of memory for %zu bytes", bytes * n);
-      HcclResult r = hccl__hd_allreduce(g, &p, o->send, all, o->count * n);
-      if (r == HCCL_SUCCESS) memmove(o->recv, all + bytes * c->rank, bytes);
-      free(all);
-      return r;
+      char *all = hccl__group_temp(g, bytes * n);
+      if (!all) return HCCL_E_MEMORY;
+      HCCL_TRY(hccl__hd_allreduce(g, &p, o->send, all, o->count * n));
+      memcpy(o->recv, all + bytes * c->rank, bytes);
+      return HCCL_SUCCESS;
     }
     return hccl__ring_reduce_scatter(g, &p, o->send, o->recv, o->count);
   case HCCL_K_ALLGATHER:
@@ -225,7 +223,7 @@ static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
   case HCCL_K_ALLGATHER:
     return hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD ? "Bruck" : "ring";
   case HCCL_K_REDUCE_SCATTER:
-    return bytes && hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD
+    return hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD
                ? "recursive doubling allreduce"
                : "ring";
   default:

@@ -179,6 +179,7 @@ static void comm_free(struct hccl_comm *c) {
   pthread_mutex_destroy(&c->report_lock);
   pthread_cond_destroy(&c->qcond);
   free(c->scratch);
+  free(c->temp);
   free(c->peers);
   free(c->local_index);
   free(c->links);

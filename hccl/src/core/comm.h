@@ -55,6 +55,8 @@ struct hccl_comm {
   struct hccl_group world, local, cross;
   struct hccl_spin spin; /* how this rank's waits poll (wait.c) */
   void *scratch;         /* the groups' scratch: the largest chunk of any group */
+  void *temp;            /* hccl__group_temp's buffer: grows, kept for the next collective */
+  size_t temp_bytes;
 
   void *tstate[HCCL_MAX_TRANSPORTS]; /* each transport's state, by its index (transport.h) */
 

@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "fingerprint.h"
 #include "log.h"
+#include "progress.h"
 #include "reduce.h"
 
 enum { FR_ENQUEUED = 0, FR_STARTED, FR_FINISHED, FR_FAILED };
@@ -221,7 +222,7 @@ void hccl__fr_dump(struct hccl_comm *c, const char *reason) {
               tmp, strerror(errno));
     return;
   }
-  struct hccl_progress *pg = c->progress ? c->progress : &c->progress_private;
+  struct hccl_progress *pg = hccl__progress_mine(c);
   uint32_t wf = atomic_load(&pg->waiting_for);
   fprintf(f,
           "{\"format\": \"hccl-flight-recorder\", \"version\": 1, \"rank\": %u, \"nranks\": %u, "

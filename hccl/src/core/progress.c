@@ -23,11 +23,14 @@ static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
   return NULL;
 }
 
+struct hccl_progress *hccl__progress_mine(struct hccl_comm *c) {
+  if (c->progress) return c->progress;
+  struct hccl_progress *p = record_of(c, c->rank);
+  return p ? p : &c->progress_private;
+}
+
 struct hccl_progress *hccl__progress_self(struct hccl_comm *c) {
-  if (!c->progress) {
-    c->progress = record_of(c, c->rank);
-    if (!c->progress) c->progress = &c->progress_private;
-  }
+  if (!c->progress) c->progress = hccl__progress_mine(c);
   return c->progress;
 }
 
@@ -56,12 +59,9 @@ static void call_name(const struct hccl_progress *pg, uint64_t call, char *buf, 
 /* How long a timed-out rank waits for a peer on another server to answer a progress query. */
 #define ASK_MS 1500
 
-/* A record of this server's, or NULL; this rank's own without setting c->progress (the TCP
- * progress thread calls this too). */
+/* A record of this server's, or NULL (the TCP progress thread calls this too). */
 static struct hccl_progress *record_in_reach(struct hccl_comm *c, uint32_t rank) {
-  struct hccl_progress *p = record_of(c, rank);
-  if (!p && rank == c->rank) p = c->progress ? c->progress : &c->progress_private;
-  return p;
+  return rank == c->rank ? hccl__progress_mine(c) : record_of(c, rank);
 }
 
 /* Follows the chain of waits from rank `p` (call number `seq` is the one waited in) through the
@@ -162,7 +162,7 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len) {
   /* This rank's call number from its own record, not c->coll_seq: the point-to-point engine
    * explains its waits too, while the collective thread counts calls. */
-  struct hccl_progress *self = record_in_reach(c, c->rank);
+  struct hccl_progress *self = hccl__progress_mine(c);
   walk(c, peer, atomic_load_explicit(&self->call, memory_order_relaxed) >> 8, true, buf, len, NULL);
 }
 

@@ -18,7 +18,10 @@
 
 struct hccl_comm;
 
-/* This rank's record (the shared one when a transport has it, else a private one). */
+/* This rank's record (the shared one when a transport has it, else a private one), without
+ * storing where it is: any thread may call it (the flight recorder's, a transport's). */
+struct hccl_progress *hccl__progress_mine(struct hccl_comm *c);
+/* The same, stored in c->progress for the calls' own thread. */
 struct hccl_progress *hccl__progress_self(struct hccl_comm *c);
 
 /* Marks call number seq of collective `kind` (with `root`, UINT32_MAX for none) started / ended
