@@ -24,7 +24,7 @@ static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
 }
 
 struct hccl_progress *hccl__progress_mine(struct hccl_comm *c) {
-  if (c->progress) return c->progress;
+  /* Not c->progress: the calls' thread stores it on first use, while this may run elsewhere. */
   struct hccl_progress *p = record_of(c, c->rank);
   return p ? p : &c->progress_private;
 }
