@@ -5,6 +5,7 @@ misses a call (the group's timeout), a peer that is killed.
 """
 import datetime
 import os
+import re
 import signal
 import sys
 import time
@@ -30,16 +31,18 @@ def bad_args_case():
     import torch.distributed as dist
     from torch.distributed import ReduceOp
     rank, n = H.init()
-    for dt in (torch.float64, torch.int64, torch.bfloat16, torch.bool, torch.uint8):
-        name = str(dt)
-        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dt)), name,
-                           "torch.int8, torch.int32, torch.float16 and torch.float32"))
-        expect_error(lambda: dist.reduce(torch.ones(4, dtype=dt), 0), name)
+    # torch 2.x's unsigned 32-bit integers are no type hccl reduces (torch 1.13 has no dtype
+    # left that hccl does not reduce: test_ops' dtype sweep): refused by name, by each reduction.
+    dt = getattr(torch, "uint32", None)
+    if dt is not None:
+        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dt)), "torch.uint32",
+                           "is not supported for reductions", "torch.bfloat16"))
+        expect_error(lambda: dist.reduce(torch.ones(4, dtype=dt), 0), "torch.uint32")
         expect_error(lambda: dist.reduce_scatter_tensor(torch.ones(1, dtype=dt),
-                                                        torch.ones(n, dtype=dt)), name)
+                                                        torch.ones(n, dtype=dt)), "torch.uint32")
     for op in ("BAND", "BOR", "BXOR"):
-        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32),
-                                                   op=getattr(ReduceOp, op)), op, "SUM, PRODUCT"))
+        print(expect_error(lambda: dist.all_reduce(torch.ones(4), op=getattr(ReduceOp, op)), op,
+                           "torch.float32", "integer types"))
     print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=ReduceOp.AVG),
                        "AVG", "torch.int32"))
     expect_error(lambda: dist.all_gather_into_tensor(torch.ones(3), torch.ones(2)), "elements")
@@ -84,10 +87,20 @@ def timeout_case():
     if rank == 1:
         time.sleep(8)  # misses the call for longer than the group's timeout
     start = time.monotonic()
-    msg = expect_error(lambda: dist.all_reduce(torch.ones(10)), "hccl allreduce failed")
+    try:
+        dist.all_reduce(torch.ones(10))
+        raise AssertionError("rank %d: no error" % rank)
+    except RuntimeError as e:
+        msg = str(e)
+        # torch 2.x: the type torch's own backends raise, which code catching them catches.
+        if hasattr(dist, "DistBackendError"):
+            assert isinstance(e, dist.DistBackendError), type(e)
     took = time.monotonic() - start
     print("rank %d: after %.1f s: %s" % (rank, took, msg))
+    assert "hccl allreduce" in msg, msg
     if rank == 0:
+        # torch's tests and users match " (Timed out|closed|timeout) " in a timeout's message.
+        assert re.search(" (Timed out|closed|timeout) ", msg), msg
         assert "timed out after 3 s" in msg and "rank 1" in msg and "execTimeoutMs" in msg, msg
         assert 2.5 < took < 7, took
     else:

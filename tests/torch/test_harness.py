@@ -145,8 +145,12 @@ class HcclHarness(MultiProcessTestCase):
         # The harness turns on DDP's ReplicatedTensor mode, whose module (torch.distributed.
         # _shard) does not import on Debian's Python 3.11 (a dataclass with a mutable default),
         # whatever the backend: plain DDP, as users run it.
-        from torch.nn.parallel._replicated_tensor_ddp_utils import _set_ddp_with_replicated_tensor
-        _set_ddp_with_replicated_tensor(False)
+        try:  # torch 1.13 only (the module is gone in 2.x)
+            from torch.nn.parallel._replicated_tensor_ddp_utils import \
+                _set_ddp_with_replicated_tensor
+            _set_ddp_with_replicated_tensor(False)
+        except ImportError:
+            pass
         self.init()
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))

@@ -23,6 +23,7 @@
  * copy-on-write pages returned at once), and an inherited arena is released with its last one.
  */
 #include "allocator.hpp"
+#include "compat.hpp"
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -320,7 +321,12 @@ class SharedCpuAllocator final : public c10::Allocator {
  public:
   explicit SharedCpuAllocator(c10::Allocator* prev) : prev_(prev) {}
 
+  /* torch 2.x made allocate non-const and added copy_data. */
+#if TORCH_HCCL_BACKEND_API
+  c10::DataPtr allocate(size_t n) override {
+#else
   c10::DataPtr allocate(size_t n) const override {
+#endif
     if (n >= g_min_bytes && n > 0) {
       if (void* p = g_cache->alloc(n)) {
         c10::profiledCPUMemoryReporter().New(p, n);
@@ -335,6 +341,11 @@ class SharedCpuAllocator final : public c10::Allocator {
   /* Frees both kinds: a block of ours, or (by the previous allocator's raw deleter) a
    * delegated request that raw_allocate returned. */
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+#if TORCH_HCCL_BACKEND_API
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
 
  private:
   c10::Allocator* prev_;

@@ -15,7 +15,9 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "libhccl's ProcessGroup for torch.distributed";
   /* torch.distributed registers the ProcessGroup base class with pybind. */
   py::module::import("torch.distributed");
-  py::class_<torch_hccl::ProcessGroupHCCL, c10d::ProcessGroup,
+  /* torch 2.x: a c10d::Backend, which torch puts inside its own ProcessGroup for "cpu";
+   * torch 1.13: the ProcessGroup itself (compat.hpp). */
+  py::class_<torch_hccl::ProcessGroupHCCL, torch_hccl::BackendBase,
              c10::intrusive_ptr<torch_hccl::ProcessGroupHCCL>>(m, "ProcessGroupHCCL")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::duration<float> timeout, const std::string& name) {
@@ -40,6 +42,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_stats", &torch_hccl::allocator_stats);
   m.def("_empty_cache", &torch_hccl::allocator_empty_cache);
   m.def("_allocator_arenas", &torch_hccl::allocator_arenas);
+  m.attr("TORCH_BACKEND_API") = py::bool_(TORCH_HCCL_BACKEND_API != 0);
   m.attr("HCCL_VERSION") = py::make_tuple(HCCL_VERSION_MAJOR, HCCL_VERSION_MINOR,
                                           HCCL_VERSION_PATCH);
 }

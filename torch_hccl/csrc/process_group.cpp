@@ -5,12 +5,15 @@
  * Staging: the library takes one contiguous buffer per side. A contiguous tensor is passed as
  * it is; a non-contiguous one (or a list of tensors) goes through a contiguous copy, and the
  * work's success step copies results back. Operations that only move bytes (broadcast,
- * gathers, scatter, all-to-all, send/recv) move any dtype as bytes; reductions take int8,
- * int32, float16 and float32 (torch's AVG on the float types is SUM, then a division by the
- * group size in the success step, as NCCL defines it). Tags of send/recv are accepted and not
- * used: messages between two ranks match in the order they were posted, as with NCCL.
+ * gathers, scatter, all-to-all, send/recv) move any dtype as bytes; reductions follow the
+ * routes of reduce_route.hpp (the card's four types directly, others widened or reduced by
+ * blocks; torch's AVG on floating types is SUM, then a division by the group size in the
+ * success step, as NCCL defines it). Tags of send/recv are accepted and not used: messages
+ * between two ranks match in the order they were posted, as with NCCL.
  */
 #include "process_group.hpp"
+
+#include "reduce_route.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -21,73 +24,6 @@
 
 namespace torch_hccl {
 namespace {
-
-const char* dtypeName(at::ScalarType t) {
-  switch (t) {
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kShort: return "torch.int16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kBool: return "torch.bool";
-    default: return c10::toString(t);
-  }
-}
-
-const char* opName(c10d::ReduceOp::RedOpType op) {
-  switch (op) {
-    case c10d::ReduceOp::SUM: return "SUM";
-    case c10d::ReduceOp::AVG: return "AVG";
-    case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-    case c10d::ReduceOp::MIN: return "MIN";
-    case c10d::ReduceOp::MAX: return "MAX";
-    case c10d::ReduceOp::BAND: return "BAND";
-    case c10d::ReduceOp::BOR: return "BOR";
-    case c10d::ReduceOp::BXOR: return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNUSED";
-  }
-}
-
-/* The library's type for a reduction on t, or a RuntimeError naming the dtype. */
-HcclDataType reduceType(const at::Tensor& t, const char* what) {
-  switch (t.scalar_type()) {
-    case at::kChar: return HCCL_DATA_TYPE_INT8;
-    case at::kInt: return HCCL_DATA_TYPE_INT32;
-    case at::kHalf: return HCCL_DATA_TYPE_FP16;
-    case at::kFloat: return HCCL_DATA_TYPE_FP32;
-    default:
-      TORCH_CHECK(false, "hccl ", what, ": dtype ", dtypeName(t.scalar_type()),
-                  " is not supported for reductions; hccl reduces torch.int8, torch.int32, "
-                  "torch.float16 and torch.float32");
-  }
-}
-
-/* The library's op, or a RuntimeError naming the op. *avg: SUM, then divide by the size. */
-HcclReduceOp reduceOp(const c10d::ReduceOp& op, const at::Tensor& t, const char* what,
-                      bool* avg) {
-  *avg = false;
-  switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM: return HCCL_REDUCE_SUM;
-    case c10d::ReduceOp::PRODUCT: return HCCL_REDUCE_PROD;
-    case c10d::ReduceOp::MIN: return HCCL_REDUCE_MIN;
-    case c10d::ReduceOp::MAX: return HCCL_REDUCE_MAX;
-    case c10d::ReduceOp::AVG:
-      TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kFloat, "hccl ", what,
-                  ": ReduceOp.AVG is supported on torch.float16 and torch.float32, not ",
-                  dtypeName(t.scalar_type()), "; use SUM and divide");
-      *avg = true;
-      return HCCL_REDUCE_SUM;
-    default:
-      TORCH_CHECK(false, "hccl ", what, ": ReduceOp.", opName(op),
-                  " is not supported; hccl supports SUM, PRODUCT, MIN, MAX, and AVG on "
-                  "floating point");
-  }
-}
 
 void checkCpu(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.device().is_cpu(), "hccl ", what, ": tensor is on ", t.device().str(),
@@ -221,7 +157,11 @@ int currentDevice() {
 ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                    int size, std::chrono::milliseconds timeout,
                                    const std::string& name)
-    : c10d::ProcessGroup(rank, size) {
+    : BackendBase(rank, size) {
+#if TORCH_HCCL_BACKEND_API
+  options_ = c10::make_intrusive<Options>("hccl", timeout);
+  options_->group_name = name;
+#endif
   HcclStore hs{store.get(), storeSet, storeGet};
   HcclCommConfig cfg;
   HcclCommConfigInit(&cfg);
@@ -253,44 +193,116 @@ ProcessGroupHCCL::~ProcessGroupHCCL() {
 
 c10::intrusive_ptr<HcclWork> ProcessGroupHCCL::newWork(c10d::OpType type, const char* what,
                                                        std::vector<at::Tensor> outputs) {
+  seq_++;
   return c10::make_intrusive<HcclWork>(core_, getRank(), type, what, std::move(outputs));
+}
+
+/* Starts `plan` on the contiguous buf (the caller's tensor or its staging copy) for work w:
+ * the library call (its request added to w), or, on the Wide route, the whole blocking
+ * reduction. Adds the success step that leaves the result in buf (AVG's division, the
+ * conversion back from a widened copy) where this rank gets one (`mine`). */
+void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tensor buf,
+                                   int64_t root, bool mine, const char* what) {
+  HcclComm comm = core_->comm();
+  if (plan.route == Route::Wide) {
+    wideReduce(comm, getRank(), getSize(), buf, plan, root, what);
+    return;
+  }
+  at::Tensor lib = plan.route == Route::Widen ? buf.to(plan.via) : buf;
+  uint64_t count = directCount(lib);
+  HcclRequest req;
+  if (root < 0)
+    check(HcclAllReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op, comm, &req),
+          what);
+  else
+    check(HcclReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op,
+                     static_cast<uint32_t>(root), comm, &req),
+          what);
+  w.addRequest(req);
+  w.keep(lib);
+  bool divide = plan.avg && mine, convert = !lib.is_same(buf) && mine;
+  int n = getSize();
+  if (divide || convert)
+    w.onSuccess([lib, buf, divide, convert, n]() mutable {
+      if (divide) lib.div_(n);
+      if (convert) buf.copy_(lib);
+    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduceCall(c10d::OpType type, const char* what,
                                                             at::Tensor& tensor,
                                                             const c10d::ReduceOp& op,
                                                             int64_t root) {
-  HcclDataType dt = reduceType(tensor, what);
-  bool avg;
-  HcclReduceOp rop = reduceOp(op, tensor, what, &avg);
+  ReducePlan plan = planReduce(tensor, op, what);
   at::Tensor buf = dense(tensor);
   auto w = newWork(type, what, {tensor});
-  HcclRequest req;
-  if (root < 0)
-    check(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop, core_->comm(), &req),
-          what);
-  else
-    check(HcclReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop,
-                     static_cast<uint32_t>(root), core_->comm(), &req),
-          what);
-  w->addRequest(req);
+  bool mine = root < 0 || root == getRank();
   w->keep(buf);
-  bool copyBack = !buf.is_same(tensor);
-  bool divide = avg && (root < 0 || root == getRank());
-  if (copyBack || divide) {
-    int n = getSize();
-    w->onSuccess([tensor, buf, copyBack, divide, n]() mutable {
-      if (divide) buf.div_(n);
-      if (copyBack) tensor.copy_(buf);
-    });
-  }
+  startReduce(*w, plan, buf, root, mine, what);
+  if (mine && !buf.is_same(tensor)) w->onSuccess([tensor, buf]() mutable { tensor.copy_(buf); });
+  if (w->idle()) w->completeNow();
   return w;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].layout() == at::kSparse)
+    return sparseAllreduce(tensors[0], opts.reduceOp);
   single(tensors, "allreduce");
   return reduceCall(c10d::OpType::ALLREDUCE, "allreduce", tensors[0], opts.reduceOp, -1);
+}
+
+/* A sparse COO allreduce, as gloo does it: the library gathers every rank's nnz, then its
+ * indices and values (padded to the largest nnz); each rank concatenates them and coalesces,
+ * which sums the values of equal indices in rank order. Blocking. */
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::sparseAllreduce(at::Tensor& tensor,
+                                                                 const c10d::ReduceOp& op) {
+  const char* what = "allreduce (sparse)";
+  TORCH_CHECK(tensor.device().is_cpu(), "hccl ", what, ": tensor is on ", tensor.device().str(),
+              "; hccl takes CPU tensors");
+  auto o = static_cast<c10d::ReduceOp::RedOpType>(op);
+  TORCH_CHECK(o == c10d::ReduceOp::SUM, "hccl ", what, ": ReduceOp.", opName(o),
+              " is not supported; sparse tensors reduce with SUM");
+  HcclComm comm = core_->comm();
+  int n = getSize();
+  at::Tensor t = tensor.coalesce();
+  at::Tensor idx = t._indices().contiguous(), val = t._values().contiguous();
+  int64_t mine = idx.size(1);
+  at::Tensor nnz = at::empty({n}, at::TensorOptions().dtype(at::kLong));
+  check(HcclAllGather(&mine, nnz.data_ptr(), sizeof mine, HCCL_DATA_TYPE_INT8, comm, nullptr),
+        what);
+  int64_t most = nnz.max().item<int64_t>();
+  auto padded = [most](const at::Tensor& x, int64_t dim) {
+    if (x.size(dim) == most) return x;
+    auto sizes = x.sizes().vec();
+    sizes[dim] = most;
+    at::Tensor p = at::zeros(sizes, x.options());
+    p.narrow(dim, 0, x.size(dim)).copy_(x);
+    return p;
+  };
+  at::Tensor pi = padded(idx, 1), pv = padded(val, 0);
+  at::Tensor ai = at::empty({n, pi.size(0), most}, idx.options());
+  auto vs = pv.sizes().vec();
+  vs.insert(vs.begin(), n);
+  at::Tensor av = at::empty(vs, val.options());
+  check(HcclAllGather(pi.data_ptr(), ai.data_ptr(), pi.nbytes(), HCCL_DATA_TYPE_INT8, comm,
+                      nullptr),
+        what);
+  check(HcclAllGather(pv.data_ptr(), av.data_ptr(), pv.nbytes(), HCCL_DATA_TYPE_INT8, comm,
+                      nullptr),
+        what);
+  std::vector<at::Tensor> is, vals;
+  for (int r = 0; r < n; r++) {
+    int64_t k = nnz[r].item<int64_t>();
+    is.push_back(ai[r].narrow(1, 0, k));
+    vals.push_back(av[r].narrow(0, 0, k));
+  }
+  at::Tensor sum =
+      at::sparse_coo_tensor(at::cat(is, 1), at::cat(vals, 0), t.sizes(), t.options()).coalesce();
+  tensor.copy_(sum);
+  auto w = newWork(c10d::OpType::ALLREDUCE, what, {tensor});
+  w->completeNow();
+  return w;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>& tensors,
@@ -317,27 +329,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
                 ": tensor ", i, " has dtype ", dtypeName(tensors[i].scalar_type()),
                 " but tensor 0 has ", dtypeName(tensors[0].scalar_type()),
                 "; a coalesced allreduce takes one dtype");
-  HcclDataType dt = reduceType(tensors[0], what);
-  bool avg;
-  HcclReduceOp rop = reduceOp(opts.reduceOp, tensors[0], what, &avg);
+  ReducePlan plan = planReduce(tensors[0], opts.reduceOp, what);
   std::vector<at::Tensor> flat;
   for (auto& t : tensors) flat.push_back(t.reshape({-1}));
   at::Tensor buf = at::cat(flat);
-  HcclRequest req;
-  check(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, rop, core_->comm(), &req),
-        what);
-  w->addRequest(req);
   w->keep(buf);
-  int n = getSize();
+  startReduce(*w, plan, buf, -1, true, what);
   std::vector<at::Tensor> outs = tensors;
-  w->onSuccess([outs, buf, avg, n]() mutable {
-    if (avg) buf.div_(n);
+  w->onSuccess([outs, buf]() mutable {
     int64_t off = 0;
     for (auto& t : outs) {
       t.copy_(buf.narrow(0, off, t.numel()).view(t.sizes()));
       off += t.numel();
     }
   });
+  if (w->idle()) w->completeNow();
   return w;
 }
 
@@ -361,9 +367,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   return w;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
-  const char* what = "_allgather_base";
+/* One allgather of input into output (size x input's elements), added to work w. */
+void ProcessGroupHCCL::allgatherInto(HcclWork& w, at::Tensor output, at::Tensor input,
+                                     const char* what) {
   checkCpu(input, what);
   checkCpu(output, what);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl ", what, ": output dtype ",
@@ -373,17 +379,54 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
               output.numel(), " elements; it must have group size (", getSize(), ") x input (",
               input.numel(), ")");
   at::Tensor in = dense(input), out = dense(output);
-  auto w = newWork(c10d::OpType::_ALLGATHER_BASE, what, {output});
   HcclRequest req;
   check(HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
                       core_->comm(), &req),
         what);
-  w->addRequest(req);
-  w->keep(in);
-  w->keep(out);
-  if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
+  w.addRequest(req);
+  w.keep(in);
+  w.keep(out);
+  if (!out.is_same(output)) w.onSuccess([output, out]() mutable { output.copy_(out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const char* what = "_allgather_base";
+  auto w = newWork(c10d::OpType::_ALLGATHER_BASE, what, {output});
+  allgatherInto(*w, output, input, what);
   return w;
 }
+
+#if TORCH_HCCL_BACKEND_API
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const char* what = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), "hccl ", what, ": ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs; they must pair up");
+  auto w = newWork(c10d::OpType::COALESCED, what, outputs);
+  for (size_t i = 0; i < inputs.size(); i++) allgatherInto(*w, outputs[i], inputs[i], what);
+  if (w->idle()) w->completeNow();
+  return w;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const char* what = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), "hccl ", what, ": ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs; they must pair up");
+  auto w = newWork(c10d::OpType::COALESCED, what, outputs);
+  for (size_t i = 0; i < inputs.size(); i++)
+    reduceScatterInto(*w, outputs[i], inputs[i], opts.reduceOp, what);
+  if (w->idle()) w->completeNow();
+  return w;
+}
+
+void ProcessGroupHCCL::abort() {
+  HcclCommAbort(core_->comm());
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -511,9 +554,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
   return w;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
-    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const char* what = "_reduce_scatter_base";
+/* One reduce-scatter of input (size x output's elements) into output, added to work w. */
+void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Tensor input,
+                                         const c10d::ReduceOp& op, const char* what) {
   checkCpu(input, what);
   checkCpu(output, what);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "hccl ", what, ": output dtype ",
@@ -522,25 +565,40 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "hccl ", what, ": input has ",
               input.numel(), " elements; it must have group size (", getSize(), ") x output (",
               output.numel(), ")");
-  HcclDataType dt = reduceType(input, what);
-  bool avg;
-  HcclReduceOp rop = reduceOp(opts.reduceOp, input, what, &avg);
+  ReducePlan plan = planReduce(input, op, what);
   at::Tensor in = dense(input), out = dense(output);
-  auto w = newWork(c10d::OpType::_REDUCE_SCATTER_BASE, what, {output});
+  if (plan.route == Route::Wide) {
+    wideReduceScatter(core_->comm(), getSize(), in, out, plan, what);
+    if (!out.is_same(output)) output.copy_(out);
+    return;
+  }
+  at::Tensor lin = in, lout = out;
+  if (plan.route == Route::Widen) {
+    lin = in.to(plan.via);
+    lout = at::empty(out.sizes(), out.options().dtype(plan.via));
+  }
   HcclRequest req;
-  check(HcclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), dt, rop, core_->comm(),
-                          &req),
+  check(HcclReduceScatter(lin.data_ptr(), lout.data_ptr(), directCount(lout), plan.dtype, plan.op,
+                          core_->comm(), &req),
         what);
-  w->addRequest(req);
-  w->keep(in);
-  w->keep(out);
-  bool copyBack = !out.is_same(output);
+  w.addRequest(req);
+  w.keep(lin);
+  w.keep(lout);
+  bool copyBack = !lout.is_same(output);
   int n = getSize();
-  if (copyBack || avg)
-    w->onSuccess([output, out, copyBack, avg, n]() mutable {
-      if (avg) out.div_(n);
-      if (copyBack) output.copy_(out);
+  if (copyBack || plan.avg)
+    w.onSuccess([output, lout, copyBack, avg = plan.avg, n]() mutable {
+      if (avg) lout.div_(n);
+      if (copyBack) output.copy_(lout);
     });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const char* what = "_reduce_scatter_base";
+  auto w = newWork(c10d::OpType::_REDUCE_SCATTER_BASE, what, {output});
+  reduceScatterInto(*w, output, input, opts.reduceOp, what);
+  if (w->idle()) w->completeNow();
   return w;
 }
 

@@ -1,6 +1,7 @@
 /*
- * process_group.hpp - ProcessGroupHCCL: torch.distributed's "hccl" backend for torch 1.13, a
- * c10d::ProcessGroup over one libhccl communicator per group.
+ * process_group.hpp - ProcessGroupHCCL: torch.distributed's "hccl" backend over one libhccl
+ * communicator per group; a c10d::Backend on torch 2.x, a c10d::ProcessGroup on 1.13
+ * (compat.hpp).
  *
  * Thin by design: every method checks its arguments the way torch's gloo backend does (with
  * messages naming the value and the rule), stages non-contiguous or list-shaped tensors into
@@ -16,9 +17,10 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "compat.hpp"
+#include "reduce_route.hpp"
 #include "work.hpp"
 
 namespace torch_hccl {
@@ -29,7 +31,7 @@ void setDevice(int device);
 /* HcclGetDevice: the device set, or the first group's once one exists, else -1. */
 int currentDevice();
 
-class ProcessGroupHCCL : public c10d::ProcessGroup {
+class ProcessGroupHCCL : public BackendBase {
  public:
   /* Collective over the group's ranks: blocks until every rank joined or timeout passed;
    * throws RuntimeError with the library's reason (e.g. a group of 3 ranks on one server). */
@@ -81,13 +83,39 @@ class ProcessGroupHCCL : public c10d::ProcessGroup {
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
+#if TORCH_HCCL_BACKEND_API
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
+  /* A count of this group's calls, as gloo keeps one (torch's debug tooling reads it). */
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  /* Fails every pending and later call of the group on every rank (HcclCommAbort). */
+  void abort() override;
+  void shutdown() override { core_->close(); }
+#endif
+
  private:
   c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
                                        std::vector<at::Tensor> outputs);
   c10::intrusive_ptr<c10d::Work> reduceCall(c10d::OpType type, const char* what,
                                             at::Tensor& tensor, const c10d::ReduceOp& op,
                                             int64_t root);
+  void startReduce(HcclWork& w, const ReducePlan& plan, at::Tensor buf, int64_t root,
+                   bool mine, const char* what);
+  void allgatherInto(HcclWork& w, at::Tensor output, at::Tensor input, const char* what);
+  void reduceScatterInto(HcclWork& w, at::Tensor output, at::Tensor input,
+                         const c10d::ReduceOp& op, const char* what);
+  c10::intrusive_ptr<c10d::Work> sparseAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
   std::shared_ptr<Core> core_;
+  uint64_t seq_ = 0;
+#if TORCH_HCCL_BACKEND_API
+  c10::intrusive_ptr<Options> options_;
+#endif
 };
 
 }  // namespace torch_hccl

@@ -5,42 +5,78 @@
 
 #include "work.hpp"
 
+#include "compat.hpp"
+
 #include <stdexcept>
 
 #include <ATen/core/jit_type.h>
 
 namespace torch_hccl {
 
+std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg) {
+  std::string head = r == HCCL_E_TIMEOUT ? "hccl " + what + ": Timed out (" : "hccl " + what +
+                                                                                 " failed (";
+  return head + HcclGetErrorString(r) + "): " + (msg.empty() ? "no message" : msg);
+}
+
+std::exception_ptr hcclError(HcclResult r, const std::string& what, const std::string& msg) {
+  try {
+    throwBackendError(hcclErrorText(r, what, msg));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 void throwHccl(HcclResult r, const std::string& what) {
   const char* msg = HcclGetLastErrorMessage();
-  throw std::runtime_error("hccl " + what + " failed (" + HcclGetErrorString(r) +
-                           "): " + (msg && *msg ? msg : "no message"));
+  throwBackendError(hcclErrorText(r, what, msg ? msg : ""));
+}
+
+void throwBackendError(const std::string& msg) {
+#if TORCH_HCCL_BACKEND_API
+  C10_THROW_ERROR(DistBackendError, msg);
+#else
+  throw std::runtime_error(msg);
+#endif
 }
 
 Core::~Core() {
+  close();
+}
+
+void Core::close() {
+  std::thread finisher;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (closed_) return;
+    closed_ = stop_ = true;
+    finisher = std::move(finisher_);
+  }
+  cv_.notify_all();
   /* Python drops the last reference with the GIL held, and the finisher may need the GIL to
    * free tensors that have Python objects: let go of it while joining and destroying. */
   PyThreadState* saved = nullptr;
   if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (finisher_.joinable()) {
+  if (finisher.joinable()) {
     /* The last reference may be dropped by a job on the finisher itself. */
-    if (finisher_.get_id() == std::this_thread::get_id())
-      finisher_.detach();
+    if (finisher.get_id() == std::this_thread::get_id())
+      finisher.detach();
     else
-      finisher_.join();
+      finisher.join();
   }
-  HcclCommDestroy(comm_);
+  HcclComm comm = comm_;
+  comm_ = nullptr;
+  HcclCommDestroy(comm);
   if (saved) PyEval_RestoreThread(saved);
 }
 
 void Core::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> g(mu_);
+    if (closed_) { /* the communicator is gone, and with it every request it had */
+      jobs_.clear();
+      return;
+    }
     jobs_.push_back(std::move(job));
     if (!finisher_.joinable()) finisher_ = std::thread([this] { run(); });
   }
@@ -78,7 +114,8 @@ HcclWork::~HcclWork() {
     bool ok = true;
     for (HcclRequest r : reqs)
       ok = HcclRequestWait(r) == HCCL_SUCCESS && ok;
-    if (ok && post) post();
+    if (ok)
+      for (auto& step : post) step();
   });
 }
 
@@ -101,16 +138,15 @@ void HcclWork::complete() {
   }
   reqs_.clear();
   if (first != HCCL_SUCCESS) {
-    err = std::make_exception_ptr(std::runtime_error("hccl " + what_ + " failed (" +
-                                                     HcclGetErrorString(first) + "): " + msg));
-  } else if (post_) {
+    err = hcclError(first, what_, msg);
+  } else {
     try {
-      post_();
+      for (auto& step : post_) step();
     } catch (...) {
       err = std::current_exception();
     }
   }
-  post_ = nullptr;
+  post_.clear();
   keep_.clear();
   finish(err);
   /* done_ and future_ change under mutex_, so exactly one of complete() and getFuture() marks
@@ -152,8 +188,8 @@ bool HcclWork::wait(std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!isCompleted()) {
       if (std::chrono::steady_clock::now() >= deadline)
-        throw std::runtime_error("hccl " + what_ + ": wait timed out after " +
-                                 std::to_string(timeout.count()) + " ms");
+        throwBackendError("hccl " + what_ + ": Timed out waiting " +
+                          std::to_string(timeout.count()) + " ms for the work to complete");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }

@@ -37,7 +37,12 @@ class Core {
  public:
   Core(HcclComm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
   ~Core();
+  /* NULL once closed: the library then refuses every call (HCCL_E_PTR). */
   HcclComm comm() const { return comm_; }
+  /* Waits for the finisher's jobs and destroys the communicator (torch 2.x's shutdown at
+   * destroy_process_group, as NCCL's backend does, so its trace and flight-recorder files
+   * are written then); the destructor does it otherwise. Idempotent. */
+  void close();
   int rank() const { return rank_; }
   int size() const { return size_; }
   /* Runs job on the finisher thread (started on first use), in posting order. */
@@ -52,9 +57,14 @@ class Core {
   std::deque<std::function<void()>> jobs_;
   std::thread finisher_;
   bool stop_ = false;
+  bool closed_ = false;
 };
 
-/* Throws a RuntimeError carrying libhccl's message for a failed call. */
+/* The error torch's own backends raise for a failed call, carrying libhccl's message
+ * (compat.hpp's throwBackendError): "hccl <what> failed (<code>): <reason>", and for a timeout
+ * "hccl <what>: Timed out (<code>): <reason>". */
+std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg);
+std::exception_ptr hcclError(HcclResult r, const std::string& what, const std::string& msg);
 [[noreturn]] void throwHccl(HcclResult r, const std::string& what);
 
 class HcclWork : public c10d::Work {
@@ -67,7 +77,9 @@ class HcclWork : public c10d::Work {
    * to run after success. */
   void addRequest(HcclRequest r) { reqs_.push_back(r); }
   void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
-  void onSuccess(std::function<void()> fn) { post_ = std::move(fn); }
+  void onSuccess(std::function<void()> fn) { post_.push_back(std::move(fn)); }
+  /* Whether no library request was added (the work is done once its steps run). */
+  bool idle() const { return reqs_.empty(); }
   /* Where a receive from any source writes its source: a tensor, so that it stays alive with
    * the work's other tensors even if the work is dropped first. */
   uint32_t* sourceSlot();
@@ -91,7 +103,7 @@ class HcclWork : public c10d::Work {
   std::vector<HcclRequest> reqs_;
   std::vector<at::Tensor> keep_;
   std::vector<at::Tensor> outputs_;
-  std::function<void()> post_;
+  std::vector<std::function<void()>> post_; /* in order */
   at::Tensor source_;
   std::mutex claim_;
   std::atomic<bool> done_{false};

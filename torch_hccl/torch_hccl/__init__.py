@@ -54,7 +54,11 @@ def _create(opts, pg_options=None):
 
 
 if "HCCL" not in dist.Backend._plugins:
-    dist.Backend.register_backend("hccl", _create, extended_api=True)
+    if _C.TORCH_BACKEND_API:
+        # torch 2.x: a Backend for CPU tensors, which torch wraps in its ProcessGroup.
+        dist.Backend.register_backend("hccl", _create, extended_api=True, devices=["cpu"])
+    else:
+        dist.Backend.register_backend("hccl", _create, extended_api=True)
 
 
 def memory_stats():

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""torch_suite.py - PyTorch's own distributed suite (torch.testing._internal.distributed.
+distributed_test, the tests behind torch's test/distributed/test_distributed_spawn.py) on a
+backend, here hccl or gloo, in spawned processes as torch's CI runs it.
+
+    python3 tests/torch/suite/torch_suite.py --backend hccl --world-size 2 [--gate gloo]
+        [--json out.json] [-k PATTERN ...]
+
+--gate NAME lifts the suite's backend-name gates: its decorators (`BACKEND != "gloo"` and the
+like, read when the module is imported) see NAME, while every process group is made with
+--backend. So `--backend hccl --gate gloo` runs on hccl every test the suite runs for gloo.
+Prints one line per test (`PASS`, `SKIP <reason>`, `FAIL`), the failures' tracebacks, and a
+closing line `N passed, N failed, N skipped`; --json writes {test: [status, detail]}.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _setup_env():
+    """Module level, so spawned children (which import this file again) do the same."""
+    if os.environ.get("TORCH_HCCL_PYTHONPATH") and os.environ["TORCH_HCCL_PYTHONPATH"] not in sys.path:
+        sys.path.insert(0, os.environ["TORCH_HCCL_PYTHONPATH"])
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (os.environ["TORCH_HCCL_PYTHONPATH"], os.environ.get("PYTHONPATH")) if p)
+
+
+_setup_env()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+if "TORCH_SUITE_BACKEND" in os.environ:
+    # The decorators read BACKEND when distributed_test is imported: the gate's name.
+    os.environ["BACKEND"] = os.environ.get("TORCH_SUITE_GATE") or os.environ["TORCH_SUITE_BACKEND"]
+    if os.environ["TORCH_SUITE_BACKEND"] == "hccl":
+        import torch_hccl  # noqa: F401  registers "hccl" (in every spawned process too)
+    from torch.testing._internal.distributed import distributed_test as _dt  # noqa: E402
+    # Every process group is made with the backend under test.
+    _dt.BACKEND = os.environ["TORCH_SUITE_BACKEND"]
+
+    class TestDistBackendWithSpawn(_dt.TestDistBackend, _dt.DistributedTest._DistTestBase):
+        def setUp(self):
+            super().setUp()
+            self._spawn_processes()
+
+
+class _Recorder(unittest.TextTestResult):
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.outcome = {}
+        self._t0 = 0.0
+
+    def startTest(self, test):
+        self._t0 = time.monotonic()
+        super().startTest(test)
+
+    def _note(self, test, status, detail=""):
+        name = test.id().rsplit(".", 1)[-1]
+        self.outcome[name] = [status, detail]
+        print("%-4s %-70s %6.1fs %s" % (status, name, time.monotonic() - self._t0,
+                                       detail.splitlines()[0][:100] if status == "SKIP" else ""),
+              flush=True)
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._note(test, "PASS")
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._note(test, "SKIP", str(reason))
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._note(test, "FAIL", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._note(test, "FAIL", self._exc_info_to_string(err, test))
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._note(test, "PASS")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._note(test, "FAIL", "unexpected success")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="hccl", choices=["hccl", "gloo"])
+    ap.add_argument("--world-size", type=int, default=2)
+    ap.add_argument("--gate", default="", help="backend name the suite's gates see")
+    ap.add_argument("--json", default="")
+    ap.add_argument("-k", action="append", default=[], help="only tests containing this")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="torch_suite_")
+    for d in ("barrier", "test_dir"):
+        os.makedirs(os.path.join(tmp, d), exist_ok=True)
+    os.environ.update(TORCH_SUITE_BACKEND=args.backend, TORCH_SUITE_GATE=args.gate,
+                      WORLD_SIZE=str(args.world_size), TEMP_DIR=tmp,
+                      INIT_METHOD="file://" + os.path.join(tmp, "init_file"))
+    # Spawned children import this file as their main module and redo the setup above.
+    os.execv(sys.executable, [sys.executable, __file__, "--_child_run"] + sys.argv[1:])
+
+
+def child_run():
+    argv = [a for a in sys.argv[1:] if a != "--_child_run"]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend")
+    ap.add_argument("--world-size")
+    ap.add_argument("--gate")
+    ap.add_argument("--json", default="")
+    ap.add_argument("-k", action="append", default=[])
+    args = ap.parse_args(argv)
+    loader = unittest.TestLoader()
+    if args.k:
+        loader.testNamePatterns = ["*%s*" % k for k in args.k]
+    suite = loader.loadTestsFromTestCase(TestDistBackendWithSpawn)
+    print("# PyTorch %s distributed_test on %s, %s ranks, gates see %r: %d tests" % (
+        torch.__version__, args.backend, args.world_size, os.environ["BACKEND"],
+        suite.countTestCases()), flush=True)
+    runner = unittest.TextTestRunner(resultclass=_Recorder, verbosity=0, stream=open(os.devnull, "w"))
+    res = runner.run(suite)
+    out = res.outcome
+    for name, (st, detail) in sorted(out.items()):
+        if st == "FAIL":
+            print("=" * 70 + "\nFAIL %s\n%s" % (name, detail))
+    n = {s: sum(1 for v in out.values() if v[0] == s) for s in ("PASS", "FAIL", "SKIP")}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "backend": args.backend,
+                       "world_size": int(args.world_size), "gate": os.environ["BACKEND"],
+                       "tests": out}, f, indent=1, sort_keys=True)
+    print("%d passed, %d failed, %d skipped" % (n["PASS"], n["FAIL"], n["SKIP"]))
+    return 0 if n["FAIL"] == 0 else 1
+
+
+if __name__ == "__main__":
+    if "--_child_run" in sys.argv:
+        sys.exit(child_run())
+    main()

@@ -1,0 +1,37 @@
+/*
+ * compat.hpp - the one place torch_hccl looks at torch's version. torch 1.13 (Debian 12) calls a
+ * third-party library's collectives on a c10d::ProcessGroup subclass; torch 2.x keeps one
+ * c10d::Backend per device type inside its own ProcessGroup and reaches it through the
+ * dispatcher. The collective methods have the same names and arguments in both, so
+ * ProcessGroupHCCL derives from BackendBase and overrides them once; what exists only in 2.x
+ * (the coalesced tensor forms, options, sequence numbers, abort) sits under
+ * TORCH_HCCL_BACKEND_API.
+ */
+#pragma once
+
+#include <torch/version.h>
+
+#include <string>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define TORCH_HCCL_BACKEND_API 1
+namespace torch_hccl {
+using BackendBase = c10d::Backend;
+}
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define TORCH_HCCL_BACKEND_API 0
+namespace torch_hccl {
+using BackendBase = c10d::ProcessGroup;
+}
+#endif
+
+namespace torch_hccl {
+
+/* Throws the library's failure as torch's own backends do: torch.distributed.DistBackendError
+ * where torch has it (2.x), else RuntimeError. A timeout's message carries " Timed out ", the
+ * phrase torch's tests and users match. */
+[[noreturn]] void throwBackendError(const std::string& msg);
+
+}  // namespace torch_hccl
