@@ -121,6 +121,12 @@ def analyse(comm, ranks):
 
 
 def main():
+    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+        print(__doc__)
+        return
+    unknown = [a for a in sys.argv[1:] if a.startswith("-") and a != "--json"]
+    if unknown:
+        sys.exit("hccl-fr: unknown option %s\n\n%s" % (unknown[0], __doc__))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     if len(args) != 1:
         sys.exit(__doc__)

@@ -7,8 +7,9 @@ backend, here hccl or gloo, in spawned processes as torch's CI runs it.
         [--json out.json] [-k PATTERN ...]
 
 --gate NAME lifts the suite's backend-name gates: its decorators (`BACKEND != "gloo"` and the
-like, read when the module is imported) see NAME, while every process group is made with
---backend. So `--backend hccl --gate gloo` runs on hccl every test the suite runs for gloo.
+like, read when the module is imported) see NAME, and so do the tests' own branches on the
+name, while every process group is made with --backend. So `--backend hccl --gate gloo` runs
+on hccl every test the suite runs for gloo, as it runs it for gloo.
 Prints one line per test (`PASS`, `SKIP <reason>`, `FAIL`), the failures' tracebacks, and a
 closing line `N passed, N failed, N skipped`; --json writes {test: [status, detail]}.
 """
@@ -42,13 +43,31 @@ if "TORCH_SUITE_BACKEND" in os.environ:
     if os.environ["TORCH_SUITE_BACKEND"] == "hccl":
         import torch_hccl  # noqa: F401  registers "hccl" (in every spawned process too)
     from torch.testing._internal.distributed import distributed_test as _dt  # noqa: E402
+
+    class _GatedName(str):
+        """The backend under test (its text: what init_process_group gets), which compares
+        equal to the gate's name too: the tests' own branches on BACKEND (which model to
+        build, what to expect) take the gate's path, as their decorators did."""
+        gate = os.environ["BACKEND"]
+
+        def __eq__(self, other):
+            return str.__eq__(self, other) or other == self.gate
+
+        def __ne__(self, other):
+            return not self.__eq__(other)
+
+        __hash__ = str.__hash__
+
     # Every process group is made with the backend under test.
-    _dt.BACKEND = os.environ["TORCH_SUITE_BACKEND"]
+    _dt.BACKEND = _GatedName(os.environ["TORCH_SUITE_BACKEND"])
 
     class TestDistBackendWithSpawn(_dt.TestDistBackend, _dt.DistributedTest._DistTestBase):
         def setUp(self):
             super().setUp()
-            self._spawn_processes()
+            if os.environ.get("TORCH_SUITE_START") == "spawn":
+                self._spawn_processes()
+            else:  # fork: the same test bodies without importing torch again per rank
+                self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
 
 class _Recorder(unittest.TextTestResult):
@@ -99,13 +118,15 @@ def main():
     ap.add_argument("--world-size", type=int, default=2)
     ap.add_argument("--gate", default="", help="backend name the suite's gates see")
     ap.add_argument("--json", default="")
+    ap.add_argument("--start", default="fork", choices=["fork", "spawn"],
+                    help="how ranks start (torch's CI: spawn; fork is the same, faster)")
     ap.add_argument("-k", action="append", default=[], help="only tests containing this")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="torch_suite_")
     for d in ("barrier", "test_dir"):
         os.makedirs(os.path.join(tmp, d), exist_ok=True)
     os.environ.update(TORCH_SUITE_BACKEND=args.backend, TORCH_SUITE_GATE=args.gate,
-                      WORLD_SIZE=str(args.world_size), TEMP_DIR=tmp,
+                      WORLD_SIZE=str(args.world_size), TEMP_DIR=tmp, TORCH_SUITE_START=args.start,
                       INIT_METHOD="file://" + os.path.join(tmp, "init_file"))
     # Spawned children import this file as their main module and redo the setup above.
     os.execv(sys.executable, [sys.executable, __file__, "--_child_run"] + sys.argv[1:])
@@ -118,6 +139,7 @@ def child_run():
     ap.add_argument("--world-size")
     ap.add_argument("--gate")
     ap.add_argument("--json", default="")
+    ap.add_argument("--start")
     ap.add_argument("-k", action="append", default=[])
     args = ap.parse_args(argv)
     loader = unittest.TestLoader()
