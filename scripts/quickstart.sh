@@ -3,7 +3,13 @@
 #   bash scripts/quickstart.sh bench   install, build, run an 8-device allreduce benchmark
 #   bash scripts/quickstart.sh test    install, build, run every test (ctest)
 # BUILD_DIR (default ./build) and BUILD_TYPE (default Release) may be set; SKIP_INSTALL=1 skips
-# apt-get (for machines that already have the packages).
+# apt-get and pip (for machines that already have the packages).
+#
+# torch: the test command builds torch_hccl for two torches and tests both: pip's torch 2.13
+# (for `python3` on PATH when that is not Debian's own /usr/bin/python3, else for a virtual
+# environment in $BUILD_DIR/venv), with Lightning and torchmetrics, in $BUILD_DIR; and Debian's
+# python3-torch 1.13 (for /usr/bin/python3) in $BUILD_DIR/debian-torch, where only the tests of
+# torch_hccl and the install run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -18,7 +24,7 @@ esac
 packages=(build-essential cmake pkg-config libuv1-dev libcjson-dev libcmocka-dev iproute2 procps)
 # The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch; clang with
 # libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh).
-[ "$mode" = test ] && packages+=(python3-dev python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+[ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do
@@ -34,8 +40,26 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 build=${BUILD_DIR:-build}
+mkdir -p "$build"
+torch_args=()
+if [ "$mode" = test ]; then
+  # pip's torch, pinned: an unpinned torch, or a range admitting a newer one, is a CUDA build
+  # of several GB. Lightning and torchmetrics are clients of the backend the tests run.
+  pip_packages=(torch==2.13.0 lightning==2.6.6 torchmetrics==1.9.0 expecttest==0.3.0)
+  py=$(command -v python3 || true)
+  if [ -z "$py" ] || [ "$(readlink -f "$py")" = "$(readlink -f /usr/bin/python3)" ]; then
+    [ -x "$build/venv/bin/python" ] || /usr/bin/python3 -m venv "$build/venv"
+    py=$build/venv/bin/python
+  fi
+  if [ "${SKIP_INSTALL:-0}" != 1 ] &&
+    ! "$py" -c 'import torch, lightning, torchmetrics, expecttest; assert torch.__version__.startswith("2.13.0")' 2>/dev/null; then
+    echo "== pip install ${pip_packages[*]} (for $py)"
+    "$py" -m pip install -q "${pip_packages[@]}"
+  fi
+  torch_args=(-DHCCL_TORCH_PYTHON="$("$py" -c 'import sys; print(sys.executable)')")
+fi
 echo "== building in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${torch_args[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
 if [ "$mode" = bench ]; then
@@ -44,4 +68,11 @@ if [ "$mode" = bench ]; then
     "$build/bin/allreduce_perf" -b 16 -e 64M -f 4 -d float -o sum -n 10 -w 2
 fi
 echo "== running every test"
-exec ctest --test-dir "$build" --output-on-failure --timeout 900
+ctest --test-dir "$build" --output-on-failure --timeout 1800
+if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INTERPRETER" 2>/dev/null)" != /usr/bin/python3 ]; then
+  echo "== torch_hccl again on Debian's torch (/usr/bin/python3), in $build/debian-torch"
+  cmake -S . -B "$build/debian-torch" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+    -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF >/dev/null
+  cmake --build "$build/debian-torch" -j"$(nproc)"
+  ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 -R '^(torch_|install$)'
+fi

@@ -43,8 +43,8 @@ def bad_args_case():
     for op in ("BAND", "BOR", "BXOR"):
         print(expect_error(lambda: dist.all_reduce(torch.ones(4), op=getattr(ReduceOp, op)), op,
                            "torch.float32", "integer types"))
-    print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=ReduceOp.AVG),
-                       "AVG", "torch.int32"))
+    print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=ReduceOp.AVG),
+                       "AVG", "torch.bool"))
     expect_error(lambda: dist.all_gather_into_tensor(torch.ones(3), torch.ones(2)), "elements")
     expect_error(lambda: dist.all_to_all_single(torch.ones(4), torch.ones(4), [1] * (n + 1),
                                                 [1] * (n + 1)), "split sizes")

@@ -2,11 +2,14 @@
 """test_ops.py - every torch.distributed operation on backend hccl, checked against values
 each rank computes for itself, at world sizes 1, 2, 4 and 8 (real processes).
 
-Reductions: int8, int32, float16, float32 x SUM, PRODUCT, MIN, MAX (and AVG on the float
-types) x sizes 0, 1, 7, 33333 and one large size, contiguous and non-contiguous. Byte-moving
-operations also run on int64, float64, bool and bfloat16. Every operation is also run with
-async_op=True through Work.wait / is_completed / get_future. Inputs are integers small enough
-that every result is exact in every dtype (integer wrap-around included, as C does it).
+Reductions: the card's int8, int32, float16, float32, and the types torch users reduce
+beyond them (uint8, int16, int64, float64, bfloat16, bool: torch_hccl/csrc/reduce_route.hpp)
+x SUM, PRODUCT, MIN, MAX, AVG (not bool) and BAND, BOR, BXOR (integer types and bool) x sizes
+0, 1, 7, 33333 and one large size, contiguous and non-contiguous; all_reduce, reduce and both
+reduce-scatters. Byte-moving operations also run on int64, float64, bool and bfloat16. Every
+operation is also run with async_op=True through Work.wait / is_completed / get_future.
+Inputs are integers small enough that every result is exact in every dtype (integer
+wrap-around included, as C does it; AVG on integers rounds toward zero, as NCCL's).
 """
 import os
 import sys
@@ -15,8 +18,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_harness as H  # noqa: E402
 
-RED_TYPES = ["int8", "int32", "float16", "float32"]
-MOVE_TYPES = RED_TYPES + ["int64", "float64", "bool", "bfloat16"]
+CARD_TYPES = ["int8", "int32", "float16", "float32"]
+RED_TYPES = CARD_TYPES + ["uint8", "int16", "int64", "float64", "bfloat16", "bool"]
+MOVE_TYPES = CARD_TYPES + ["int64", "float64", "bool", "bfloat16"]
 SIZES = [0, 1, 7, 33333]
 LARGE = (1 << 20) + 3
 
@@ -43,19 +47,38 @@ def ops_case():
         return v.to(dtype)
 
     def expect_reduce(count, dtype, op):
-        vs = torch.stack([value(r, count, torch.int64, op) for r in range(n)]) if count else \
-            torch.zeros((n, 0), dtype=torch.int64)
+        """The group's result, folded here from every rank's input in a wide type, then cast
+        back (so integer results wrap as C's do)."""
+        vals = [value(r, count, dtype, op) for r in range(n)]
+        if dtype == torch.bool:
+            vs = torch.stack(vals) if count else torch.zeros((n, 0), dtype=torch.bool)
+            if op in ("SUM", "MAX", "BOR"):
+                return vs.any(0)
+            if op in ("PRODUCT", "MIN", "BAND"):
+                return vs.all(0)
+            return vs.to(torch.int64).sum(0).remainder(2).to(torch.bool)  # BXOR
+        wide = torch.float64 if dtype.is_floating_point else torch.int64
+        vs = torch.stack([v.to(wide) for v in vals]) if count else torch.zeros((n, 0), dtype=wide)
         if op in ("SUM", "AVG"):
             e = vs.sum(0)
         elif op == "PRODUCT":
             e = vs.prod(0)
         elif op == "MIN":
             e = vs.min(0).values if count else vs.sum(0)
-        else:
+        elif op == "MAX":
             e = vs.max(0).values if count else vs.sum(0)
+        else:
+            e = vs[0].clone()
+            for v in vs[1:]:
+                e = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or,
+                     "BXOR": torch.bitwise_xor}[op](e, v)
         if op == "AVG":
-            return e.to(torch.float64).div(n).to(dtype)
-        return e.to(dtype)  # int8 wraps as C does
+            e = e / n if dtype.is_floating_point else torch.div(e, n, rounding_mode="trunc")
+        return e.to(dtype)  # int8 and uint8 wrap as C does
+
+    def ops_for(tname):
+        o = ops + ([] if tname == "bool" else ["AVG"])
+        return o + ([] if tname.startswith(("float", "bfloat")) else ["BAND", "BOR", "BXOR"])
 
     def same(got, want, what):
         checks[0] += 1
@@ -94,7 +117,7 @@ def ops_case():
     # all_reduce and reduce: dtype x op x size, blocking and async, contiguous and not.
     for tname in RED_TYPES:
         dtype = dt(tname)
-        for op in ops + (["AVG"] if tname.startswith("float") else []):
+        for op in ops_for(tname):
             for k, count in enumerate(SIZES):
                 a = (k % 2) == 1
                 t = value(rank, count, dtype, op)
@@ -110,10 +133,18 @@ def ops_case():
                 same(t, expect_reduce(33333, dtype, op), "reduce %s %s" % (tname, op))
             else:
                 same(t, value(rank, 33333, dtype, op), "reduce leaves non-root input %s" % tname)
-    for tname, op in (("float32", "SUM"), ("int8", "MAX"), ("float16", "MIN"), ("int32", "PRODUCT")):
+    for tname, op in (("float32", "SUM"), ("int8", "MAX"), ("float16", "MIN"), ("int32", "PRODUCT"),
+                      ("int64", "SUM"), ("bfloat16", "SUM"), ("float64", "AVG"), ("bool", "MAX")):
         t = value(rank, LARGE, dt(tname), op)
         dist.all_reduce(t, op=getattr(ReduceOp, op))
         same(t, expect_reduce(LARGE, dt(tname), op), "all_reduce large %s %s" % (tname, op))
+
+    # bfloat16 is summed in float32 and rounded once: 256 + (n - 1) ones, which a sum in
+    # bfloat16 itself would leave at 256 (its spacing there is 2).
+    t = torch.full((5,), 256.0 if rank == 0 else 1.0, dtype=torch.bfloat16)
+    dist.all_reduce(t)
+    same(t, torch.full((5,), 256.0 + n - 1, dtype=torch.float64).to(torch.bfloat16),
+         "all_reduce bfloat16 rounded once")
 
     # all_reduce_coalesced: several tensors, one call.
     ts = [value(rank, c, torch.float32) for c in (3, 0, 1000, 7)]
@@ -124,7 +155,7 @@ def ops_case():
     # reduce_scatter (list) and reduce_scatter_tensor.
     for tname in RED_TYPES:
         dtype = dt(tname)
-        for op in ops + (["AVG"] if tname.startswith("float") else []):
+        for op in ops_for(tname):
             for count in (0, 1, 7, 4097):
                 full = value(rank, count * n, dtype, op)
                 want = expect_reduce(count * n, dtype, op)[rank * count:(rank + 1) * count]

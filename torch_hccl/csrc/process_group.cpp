@@ -224,7 +224,7 @@ void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tens
   int n = getSize();
   if (divide || convert)
     w.onSuccess([lib, buf, divide, convert, n]() mutable {
-      if (divide) lib.div_(n);
+      if (divide) averageOf(lib, n);
       if (convert) buf.copy_(lib);
     });
 }
@@ -588,7 +588,7 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
   int n = getSize();
   if (copyBack || plan.avg)
     w.onSuccess([output, lout, copyBack, avg = plan.avg, n]() mutable {
-      if (avg) lout.div_(n);
+      if (avg) averageOf(lout, n);
       if (copyBack) output.copy_(lout);
     });
 }

@@ -102,12 +102,11 @@ ReducePlan planReduce(const at::Tensor& t, const c10d::ReduceOp& op, const char*
   auto o = static_cast<c10d::ReduceOp::RedOpType>(op);
   at::ScalarType st = t.scalar_type();
   ReducePlan p{Route::Direct, HCCL_DATA_TYPE_FP32, libOp(o), st, o, o == c10d::ReduceOp::AVG};
-  bool floating = at::isFloatingType(st) || at::isComplexType(st);
   bool integral = at::isIntegralType(st, /*includeBool=*/true);
   if (o == c10d::ReduceOp::PREMUL_SUM || o == c10d::ReduceOp::UNUSED)
     refuse(what, st, o, "hccl reduces with SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR and BXOR");
-  if (p.avg && !floating)
-    refuse(what, st, o, "AVG is defined on floating types: use SUM and divide");
+  if (p.avg && st == at::kBool)
+    refuse(what, st, o, "AVG takes numbers: use SUM (a logical or) or MIN (a logical and)");
   if (isBitwise(o)) {
     if (!integral) refuse(what, st, o, "bitwise reductions take integer types and torch.bool");
     p.route = Route::Wide;
@@ -154,6 +153,13 @@ ReducePlan planReduce(const at::Tensor& t, const c10d::ReduceOp& op, const char*
   }
 }
 
+void averageOf(at::Tensor& sum, int size) {
+  if (at::isFloatingType(sum.scalar_type()) || at::isComplexType(sum.scalar_type()))
+    sum.div_(size);
+  else
+    sum.div_(size, "trunc");
+}
+
 uint64_t directCount(const at::Tensor& t) {
   return static_cast<uint64_t>(at::isComplexType(t.scalar_type()) ? 2 * t.numel() : t.numel());
 }
@@ -175,7 +181,7 @@ void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const Reduce
                      HCCL_DATA_TYPE_INT8, comm, nullptr),
         what);
   at::Tensor mine = foldRows(recv, plan.torchOp);
-  if (plan.avg) mine.div_(size);
+  if (plan.avg) averageOf(mine, size);
   at::Tensor all = (root < 0 || root == rank) ? at::empty({blk * size}, buf.options())
                                               : at::Tensor();
   if (root < 0)
@@ -199,7 +205,7 @@ void wideReduceScatter(HcclComm comm, int size, const at::Tensor& in, at::Tensor
                      HCCL_DATA_TYPE_INT8, comm, nullptr),
         what);
   at::Tensor mine = foldRows(recv, plan.torchOp);
-  if (plan.avg) mine.div_(size);
+  if (plan.avg) averageOf(mine, size);
   out.view({-1}).copy_(mine);
 }
 

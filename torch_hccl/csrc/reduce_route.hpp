@@ -17,8 +17,9 @@
  *           gather to the root). The bytes moved are a ring allreduce's, the result is exact
  *           and the same on every rank; the call blocks the caller's thread.
  *
- * Anything else (AVG on integers, PREMUL_SUM, other dtypes) is refused with a RuntimeError
- * naming the dtype and the op.
+ * AVG is SUM, then a division by the group size (rounded toward zero on integer types, as
+ * NCCL's). Anything else (AVG on bool, PREMUL_SUM, other dtypes) is refused with a
+ * RuntimeError naming the dtype and the op.
  */
 #pragma once
 
@@ -37,7 +38,7 @@ struct ReducePlan {
   HcclReduceOp op;       /* Direct, Widen, Bool: the library's op */
   at::ScalarType via;    /* Widen: the type the library reduces in */
   c10d::ReduceOp::RedOpType torchOp;
-  bool avg;              /* SUM, then divide by the group size (floating types) */
+  bool avg;              /* SUM, then divide by the group size (averageOf) */
 };
 
 const char* dtypeName(at::ScalarType t);
@@ -46,6 +47,10 @@ const char* opName(c10d::ReduceOp::RedOpType op);
 /* The route for reducing t with op, or a RuntimeError naming the dtype and op ("hccl <what>:
  * ..."). */
 ReducePlan planReduce(const at::Tensor& t, const c10d::ReduceOp& op, const char* what);
+
+/* AVG's last step on a group's sum: a division by the group size; on integer types rounded
+ * toward zero, as NCCL's integer average (and torch's `t.copy_(t / n)`) does. */
+void averageOf(at::Tensor& sum, int size);
 
 /* The library's element count and type for a Direct/Bool plan on a contiguous tensor. */
 uint64_t directCount(const at::Tensor& t);

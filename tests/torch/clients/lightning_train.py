@@ -30,8 +30,8 @@ import torch_hccl  # noqa: F401  registers "hccl" (in the ranks Lightning starts
 
 def data(n, seed):
     """Four Gaussian blobs in 16 dimensions with some label noise: learnable, not trivially."""
+    centers = torch.randn(4, 16, generator=torch.Generator().manual_seed(0)) * 0.6
     g = torch.Generator().manual_seed(seed)
-    centers = torch.randn(4, 16, generator=g) * 1.5
     y = torch.randint(0, 4, (n,), generator=g)
     x = centers[y] + torch.randn(n, 16, generator=g) * 1.6
     return torch.utils.data.TensorDataset(x, y)
