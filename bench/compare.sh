@@ -20,7 +20,7 @@
 #                       fallback binds nothing; unpinned libhccl ranks can be much slower at
 #                       4 KiB on a busy machine, see bench/README.md.)
 #   torch_allreduce_perf.py --backend gloo|hccl (torch.distributed) the same way as
-#                       allreduce_perf, when /usr/bin/python3 can import torch (hccl: when
+#                       allreduce_perf, when the build's Python ($PY) can import torch (hccl: when
 #                       <build>/python/torch_hccl was built);
 #   torch_ddp_step.py --backend gloo|hccl: the median time of a DDP training step.
 # The torch table compares in-place columns (torch's allreduce is in place; its out-of-place
@@ -38,6 +38,8 @@
 set -u
 
 BUILD=${1:-./build}
+# The Python torch_hccl was built for (build/python/INTERPRETER), or $PYTHON.
+PY=${PYTHON:-$(cat "$BUILD/python/INTERPRETER" 2>/dev/null || command -v python3)}
 BIN=$BUILD/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
 ITERS_LARGE=${ITERS_LARGE:-5}
@@ -62,13 +64,13 @@ elif ! command -v mpirun >/dev/null; then
   HAVE_MPI=0
 fi
 HAVE_GLOO=0
-if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+if "$PY" -c "import torch" 2>/dev/null; then
   HAVE_GLOO=1
 else
   echo "gloo: python3-torch not installed"
 fi
 HAVE_THCCL=0
-if [ $HAVE_GLOO = 1 ] && PYTHONPATH=$BUILD/python /usr/bin/python3 -c "import torch_hccl" 2>/dev/null; then
+if [ $HAVE_GLOO = 1 ] && PYTHONPATH=$BUILD/python "$PY" -c "import torch_hccl" 2>/dev/null; then
   HAVE_THCCL=1
   export PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
 else
@@ -82,7 +84,7 @@ fi
 echo "raw output: $RESULTS_DIR"
 
 free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
     echo $((20000 + RANDOM % 20000))
 }
 
@@ -152,7 +154,7 @@ run() {
 # ddp N BACKEND: median DDP step time in ms (torch_ddp_step.py), or n/a.
 ddp() {
   local n=$1 backend=$2 out=$RESULTS_DIR/ddp.$2.np$1.txt
-  if launch "$n" /usr/bin/python3 "$HERE/torch_ddp_step.py" --backend "$backend" >"$out" 2>&1; then
+  if launch "$n" "$PY" "$HERE/torch_ddp_step.py" --backend "$backend" >"$out" 2>&1; then
     awk '/^ddp step ms:/ { print $5; exit }' "$out"
   else
     echo "compare.sh: DDP step on $backend with $n ranks failed; see $out" >&2
@@ -175,13 +177,13 @@ for n in 2 4 8; do
     read -r m_t _ _ _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
   fi
   if [ $HAVE_GLOO = 1 ]; then
-    read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend gloo)"
-    read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend gloo)"
+    read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
+    read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
     d_g=$(ddp "$n" gloo)
   fi
   if [ $HAVE_THCCL = 1 ]; then
-    read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl)"
-    read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl)"
+    read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
+    read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
     d_h=$(ddp "$n" hccl)
   fi
   rows+=("| $n | $h_bw | $m_bw | $(ratio "$h_bw" "$m_bw") | $h_t | $m_t | $(ratio "$h_t" "$m_t") |")

@@ -47,7 +47,7 @@ run() {
 }
 
 perf="$build/bin/allreduce_perf"
-torch=(/usr/bin/python3 "$here/torch_allreduce_perf.py" --backend gloo)
+torch=("${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}" "$here/torch_allreduce_perf.py" --backend gloo)
 echo "| ranks | hccl two-level busbw 64 MiB | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do

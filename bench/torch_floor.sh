@@ -20,6 +20,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
+# The Python torch_hccl was built for (build/python/INTERPRETER), or $PYTHON.
+PY=${PYTHON:-$(cat "$BUILD/python/INTERPRETER" 2>/dev/null || command -v python3)}
 REPEATS=${2:-3}
 RANKS=${3:-2 4 8}
 OUT=$(mktemp -d /tmp/torch_floor.XXXXXX)
@@ -61,9 +63,9 @@ for n in $RANKS; do
         if [ $size = 64M ]; then fl=(-b 64M -e 64M -n 5 -w 1); else fl=(-b 4K -e 4K -n 500 -w 20); fi
         f=$OUT/$who.$n.$size.$k
         case $who in
-        hccl) npu "$n" /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl "${fl[@]}" ;;
-        hccl-noalloc) TORCH_HCCL_ALLOCATOR=0 npu "$n" /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend hccl "${fl[@]}" ;;
-        gloo) plain "$n" /usr/bin/python3 "$HERE/torch_allreduce_perf.py" --backend gloo "${fl[@]}" ;;
+        hccl) npu "$n" "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl "${fl[@]}" ;;
+        hccl-noalloc) TORCH_HCCL_ALLOCATOR=0 npu "$n" "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl "${fl[@]}" ;;
+        gloo) plain "$n" "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo "${fl[@]}" ;;
         C-R1) npu "$n" "$BUILD/bin/allreduce_perf" -R 1 -d float -o sum "${fl[@]}" ;;
         esac >"$f" 2>&1 || echo "torch_floor.sh: $who at $n ranks, $size failed: $f" >&2
         grep -q "Out of bounds values : 0 OK" "$f" || echo "torch_floor.sh: $who $n $size: wrong or failed: $f" >&2
@@ -73,7 +75,7 @@ for n in $RANKS; do
   done
 done
 
-echo "# B = $MEMBW (membw); 64 MiB float sum in place, median of $REPEATS; load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# torch $("$PY" -c "import torch; print(torch.__version__)") ($PY); B = $MEMBW (membw); 64 MiB float sum in place, median of $REPEATS; load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-6s %-13s %10s %9s %9s %9s %12s\n' ranks who busbw floor "%floor" "x gloo" "4KiB us"
 for n in $RANKS; do
   floor=$(awk -v b="$B" -v p="$n" 'BEGIN { printf "%.2f", b / p * 2 * (p - 1) / p }')

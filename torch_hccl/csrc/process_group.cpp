@@ -98,20 +98,31 @@ void check(HcclResult r, const char* what) {
   if (r != HCCL_SUCCESS) throwHccl(r, what);
 }
 
-/* The caller's c10d store as libhccl's HcclStore. */
+/* The caller's c10d store as libhccl's HcclStore, its keys under a prefix of this
+ * communicator's own. torch may hand a later group the same store and prefix as an earlier
+ * one (after destroy_process_group, env:// keeps the TCPStore server, and its keys, in the
+ * process), so each communicator made over a store takes the next number from the store's own
+ * counter: ranks of one init add 1 each, so the numbers (v - 1) / size agree. */
+struct StoreView {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::string prefix;
+};
+
 HcclResult storeSet(void* ctx, const char* key, const void* val, size_t len) {
   try {
-    auto* s = static_cast<c10d::Store*>(ctx);
+    auto* v = static_cast<StoreView*>(ctx);
     const auto* b = static_cast<const uint8_t*>(val);
-    s->set(key, std::vector<uint8_t>(b, b + len));
+    v->store->set(v->prefix + key, std::vector<uint8_t>(b, b + len));
     return HCCL_SUCCESS;
   } catch (const std::exception&) {
     return HCCL_E_NETWORK;
   }
 }
 
-HcclResult storeGet(void* ctx, const char* key, void** val, size_t* len, int64_t timeoutMs) {
-  auto* s = static_cast<c10d::Store*>(ctx);
+HcclResult storeGet(void* ctx, const char* key_, void** val, size_t* len, int64_t timeoutMs) {
+  auto* v = static_cast<StoreView*>(ctx);
+  c10d::Store* s = v->store.get();
+  std::string key = v->prefix + key_;
   try {
     s->wait({key}, std::chrono::milliseconds(timeoutMs));
   } catch (const std::exception& e) {
@@ -162,7 +173,17 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   options_ = c10::make_intrusive<Options>("hccl", timeout);
   options_->group_name = name;
 #endif
-  HcclStore hs{store.get(), storeSet, storeGet};
+  int64_t instance = 0;
+  try {
+    instance = (store->add("hccl_instances", 1) - 1) / (size > 0 ? size : 1);
+  } catch (const std::exception& e) {
+    throwBackendError(std::string("hccl init (rank ") + std::to_string(rank) +
+                      "): the store torch gave cannot count: " + e.what());
+  }
+  /* Kept with the group: the library holds the HcclStore's ctx for the communicator's life. */
+  auto view = std::make_shared<StoreView>(StoreView{store, "hccl" + std::to_string(instance) + "/"});
+  store_ = view;
+  HcclStore hs{view.get(), storeSet, storeGet};
   HcclCommConfig cfg;
   HcclCommConfigInit(&cfg);
   int64_t ms = timeout.count() > 0 ? timeout.count() : 0;

@@ -112,6 +112,7 @@ class ProcessGroupHCCL : public BackendBase {
                          const c10d::ReduceOp& op, const char* what);
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
   std::shared_ptr<Core> core_;
+  std::shared_ptr<void> store_; /* the store view the communicator was made over */
   uint64_t seq_ = 0;
 #if TORCH_HCCL_BACKEND_API
   c10::intrusive_ptr<Options> options_;

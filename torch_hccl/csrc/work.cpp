@@ -78,7 +78,10 @@ void Core::post(std::function<void()> job) {
       return;
     }
     jobs_.push_back(std::move(job));
-    if (!finisher_.joinable()) finisher_ = std::thread([this] { run(); });
+    if (!finisher_.joinable()) {
+      finisher_ = std::thread([this] { run(); });
+      finisherId_.store(finisher_.get_id());
+    }
   }
   cv_.notify_one();
 }
@@ -213,6 +216,10 @@ c10::intrusive_ptr<c10::ivalue::Future> HcclWork::getFuture() {
   }
   if (finished)
     markFuture(fut, err); /* complete() ran before the future existed */
+  else if (core_->onFinisher())
+    /* Asked from a future's callback (PowerSGD's hook waits on a new allreduce's future inside
+     * one): the finisher would be waiting for itself, so the work completes here, now. */
+    complete();
   else
     core_->post([self = c10::intrusive_ptr<HcclWork>::reclaim_copy(this)]() { self->complete(); });
   return fut;

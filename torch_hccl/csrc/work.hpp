@@ -47,6 +47,8 @@ class Core {
   int size() const { return size_; }
   /* Runs job on the finisher thread (started on first use), in posting order. */
   void post(std::function<void()> job);
+  /* Whether the caller is the finisher thread (a future's callback runs there). */
+  bool onFinisher() const { return finisherId_.load() == std::this_thread::get_id(); }
 
  private:
   void run();
@@ -56,6 +58,7 @@ class Core {
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::thread finisher_;
+  std::atomic<std::thread::id> finisherId_{};
   bool stop_ = false;
   bool closed_ = false;
 };
