@@ -164,6 +164,24 @@ uint64_t directCount(const at::Tensor& t) {
   return static_cast<uint64_t>(at::isComplexType(t.scalar_type()) ? 2 * t.numel() : t.numel());
 }
 
+namespace {
+
+/* The Wide route's first half: `send` holds size blocks of blk elements (of opts' type), block
+ * j for rank j; returns this rank's block reduced over every rank's copy of it. */
+at::Tensor reduceMyBlock(HcclComm comm, int size, const at::Tensor& send, int64_t blk,
+                         const ReducePlan& plan, const char* what) {
+  at::Tensor recv = at::empty({size, blk}, send.options());
+  uint64_t bytes = static_cast<uint64_t>(blk) * send.element_size();
+  check(HcclAlltoAll(send.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
+                     HCCL_DATA_TYPE_INT8, comm, nullptr),
+        what);
+  at::Tensor mine = foldRows(recv, plan.torchOp);
+  if (plan.avg) averageOf(mine, size);
+  return mine;
+}
+
+}  // namespace
+
 void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const ReducePlan& plan,
                 int64_t root, const char* what) {
   int64_t n = buf.numel();
@@ -175,13 +193,8 @@ void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const Reduce
     send = at::zeros({blk * size}, buf.options());
     send.narrow(0, 0, n).copy_(flat);
   }
-  at::Tensor recv = at::empty({size, blk}, buf.options());
+  at::Tensor mine = reduceMyBlock(comm, size, send, blk, plan, what);
   uint64_t bytes = static_cast<uint64_t>(blk) * buf.element_size();
-  check(HcclAlltoAll(send.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
-                     HCCL_DATA_TYPE_INT8, comm, nullptr),
-        what);
-  at::Tensor mine = foldRows(recv, plan.torchOp);
-  if (plan.avg) averageOf(mine, size);
   at::Tensor all = (root < 0 || root == rank) ? at::empty({blk * size}, buf.options())
                                               : at::Tensor();
   if (root < 0)
@@ -197,16 +210,8 @@ void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const Reduce
 
 void wideReduceScatter(HcclComm comm, int size, const at::Tensor& in, at::Tensor& out,
                        const ReducePlan& plan, const char* what) {
-  int64_t blk = out.numel();
-  if (blk == 0) return;
-  at::Tensor recv = at::empty({size, blk}, in.options());
-  uint64_t bytes = static_cast<uint64_t>(blk) * in.element_size();
-  check(HcclAlltoAll(in.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
-                     HCCL_DATA_TYPE_INT8, comm, nullptr),
-        what);
-  at::Tensor mine = foldRows(recv, plan.torchOp);
-  if (plan.avg) averageOf(mine, size);
-  out.view({-1}).copy_(mine);
+  if (out.numel() == 0) return;
+  out.view({-1}).copy_(reduceMyBlock(comm, size, in, out.numel(), plan, what));
 }
 
 }  // namespace torch_hccl
