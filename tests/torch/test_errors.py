@@ -132,7 +132,38 @@ def killed_case():
     print("rank %d ok" % rank)
 
 
-CASES = {"bad_args": bad_args_case, "mismatch": mismatch_case, "timeout": timeout_case,
+def monitored_case():
+    """The group's monitored_barrier (gloo's contract: rank 0 names who did not come): all
+    ranks pass one; then the last rank stays away and rank 0 names it, the others hear that
+    rank 0 did not answer, each within the barrier's timeout."""
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init()
+    pg = dist.distributed_c10d._get_default_group()
+    pg.monitored_barrier(datetime.timedelta(seconds=10))
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the group still works after it
+    assert t.tolist() == [float(n)] * 2
+    if rank == n - 1:
+        time.sleep(4)
+        print("rank %d ok (stayed away)" % rank)
+        return
+    start = time.monotonic()
+    try:
+        pg.monitored_barrier(datetime.timedelta(seconds=1.5), wait_all_ranks=True)
+        raise AssertionError("rank %d: no error" % rank)
+    except RuntimeError as e:
+        took, msg = time.monotonic() - start, str(e)
+    print("rank %d: after %.1f s: %s" % (rank, took, msg))
+    if rank == 0:
+        assert "Rank %d failed to pass monitoredBarrier in 1500 ms" % (n - 1) in msg, msg
+    else:
+        assert "Rank 0 did not answer" in msg, msg
+    assert 1.4 < took < 4, took
+    print("rank %d ok" % rank)
+
+
+CASES = {"monitored": monitored_case, "bad_args": bad_args_case, "mismatch": mismatch_case, "timeout": timeout_case,
          "killed": killed_case}
 
 
@@ -140,6 +171,11 @@ class TestErrors(unittest.TestCase):
     def test_bad_arguments_raise_on_every_rank(self):
         for n in (1, 2, 4):
             res = H.run_ranks(__file__, "bad_args", n, timeout=120)
+            self.assertEqual(res.codes, [0] * n, res.text())
+
+    def test_monitored_barrier_names_the_missing_rank(self):
+        for n in (2, 4):
+            res = H.run_ranks(__file__, "monitored", n, timeout=60)
             self.assertEqual(res.codes, [0] * n, res.text())
 
     def test_mismatched_counts(self):

@@ -82,6 +82,11 @@ class ProcessGroupHCCL : public BackendBase {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  /* gloo's monitored barrier (reached as ProcessGroup.monitored_barrier; torch's
+   * dist.monitored_barrier lets only gloo through): every rank sends rank 0 a byte and waits
+   * for its answer, within opts.timeout (else the group's); rank 0 names the rank that did not
+   * arrive (every such rank with waitAllRanks) in a DistBackendError. */
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
 #if TORCH_HCCL_BACKEND_API
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
@@ -113,6 +118,7 @@ class ProcessGroupHCCL : public BackendBase {
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
   std::shared_ptr<Core> core_;
   std::shared_ptr<void> store_; /* the store view the communicator was made over */
+  std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
 #if TORCH_HCCL_BACKEND_API
   c10::intrusive_ptr<Options> options_;

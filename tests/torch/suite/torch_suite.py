@@ -38,7 +38,7 @@ KNOWN = {
         "third-party backend in torch 2.x; the test compares it with dist.get_backend() ('hccl')",
     "test_monitored_barrier_gloo":
         "dist.monitored_barrier raises 'only implemented for GLOO backend' for any other "
-        "backend (distributed_c10d.py)",
+        "backend (distributed_c10d.py); the group's own monitored_barrier works on hccl",
     "test_monitored_barrier_gloo_rank_0_timeout":
         "as test_monitored_barrier_gloo: torch refuses the call before any backend sees it",
     "test_monitored_barrier_gloo_subgroup":
