@@ -19,7 +19,8 @@ import sys
 import time
 
 PROG = "torch_allreduce_perf"
-TYPES = ["int8", "int32", "half", "float"]
+# The card's four, then types torch_hccl reduces by another route (docs/pytorch.md).
+TYPES = ["int8", "int32", "half", "float", "int64", "double", "bfloat16"]
 OPS = ["sum", "prod", "max", "min"]
 AVG = ["rank0", "avg", "min", "max"]
 
@@ -125,8 +126,9 @@ def main():
         import torch_hccl  # noqa: F401  (registers the backend)
 
     dtypes = {"int8": torch.int8, "int32": torch.int32, "half": torch.float16,
-              "float": torch.float32}
-    esize = {"int8": 1, "int32": 4, "half": 2, "float": 4}
+              "float": torch.float32, "int64": torch.int64, "double": torch.float64,
+              "bfloat16": torch.bfloat16}
+    esize = {"int8": 1, "int32": 4, "half": 2, "float": 4, "int64": 8, "double": 8, "bfloat16": 2}
     rops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
             "min": dist.ReduceOp.MIN}
     if "RANK" not in os.environ:  # no launcher: one rank, like allreduce_perf
@@ -178,7 +180,7 @@ def main():
     def tables(tname, op):
         dt = dtypes[tname]
         vals = [value(op, r).to(dt) for r in range(p)]  # stored in the type (int8 wraps)
-        wide = torch.int64 if tname in ("int8", "int32") else torch.float64
+        wide = torch.int64 if tname in ("int8", "int32", "int64") else torch.float64
         acc = vals[0].to(wide)
         for v in vals[1:]:
             v = v.to(wide)
