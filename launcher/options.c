@@ -76,7 +76,8 @@ static const char usage_text[] =
     "  --nproc-per-node N     without --device-list: devices 0..N-1\n"
     "  --nnodes N             servers in the job (default 1); ranks are numbered server by\n"
     "                         server, each server runs the same number of ranks\n"
-    "  --node-rank K          this server's index, 0..N-1 (default 0)\n"
+    "  --node-rank K          this server's index, 0..N-1 (required with --nnodes N > 1,\n"
+    "                         unless srun's SLURM_NODEID gives it)\n"
     "  --master-addr ADDR     IPv4 address of server 0 (default 127.0.0.1; names are\n"
     "                         resolved to IPv4, so localhost never becomes ::1)\n"
     "  --master-port PORT     port on server 0 (default 29688); checked to be free there\n"
@@ -292,8 +293,14 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
              o->node_rank, o->nnodes, o->nnodes - 1);
     return -1;
   }
+  /* Taking server 0 by default made a second "server 0" on every other server, and the job
+   * failed after HCCL_CONNECT_TIMEOUT with a message about MASTER_ADDR. */
   if (o->nnodes > 1 && !node_rank_given)
-    launch_note("--nnodes %d without --node-rank: this server is taken as server 0", o->nnodes);
+    return usage_error(err, errlen,
+                       "--nnodes %d without --node-rank: each server must say which it is; give "
+                       "--node-rank K (0-%d) on each, or start npu-launch under srun, whose "
+                       "SLURM_NODEID gives it",
+                       o->nnodes, o->nnodes - 1);
   if (o->nnodes > 1 && o->max_restarts > 0 && o->master_port >= 65535)
     return usage_error(err, errlen,
                        "--max-restarts %d with --nnodes %d: the launchers meet on --master-port + "

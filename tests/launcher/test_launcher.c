@@ -529,6 +529,8 @@ static void test_refusals(void **state) {
       {{"--nnodes", "2", "--node-rank", "2", "--device-list", "0"},
        NULL,
        "--node-rank 2 is not below --nnodes 2"},
+      {{"--nnodes", "2", "--device-list", "0"}, NULL, "--nnodes 2 without --node-rank"},
+      {{"--nnodes", "2", "--device-list", "0"}, NULL, "give --node-rank K (0-1) on each"},
       {{"--cpu-bind", "0,1000", "--device-list", "0,1"}, NULL, "names CPU 1000"},
       {{"--cpu-bind", "0,0,0", "--device-list", "0,1"}, NULL, "more entries than the 2 ranks"},
       {{"--bogus", "--device-list", "0"}, NULL, "unknown option '--bogus'"},
