@@ -94,11 +94,6 @@ bool adjacent(const std::vector<at::Tensor>& ts) {
   return n > 0;
 }
 
-/* One C call's result: a request for the work, or a RuntimeError with the library's reason. */
-void check(HcclResult r, const char* what) {
-  if (r != HCCL_SUCCESS) throwHccl(r, what);
-}
-
 /* The caller's c10d store as libhccl's HcclStore, its keys under a prefix of this
  * communicator's own. torch may hand a later group the same store and prefix as an earlier
  * one (after destroy_process_group, env:// keeps the TCPStore server, and its keys, in the
@@ -157,12 +152,12 @@ void setDevice(int device) {
               "): this process's process groups already drive device ", g_group_device,
               "; a process drives one device: call set_device before "
               "dist.init_process_group");
-  check(HcclSetDevice(device), "set_device");
+  checkHccl(HcclSetDevice(device), "set_device");
 }
 
 int currentDevice() {
   int32_t d = -1;
-  check(HcclGetDevice(&d), "current_device");
+  checkHccl(HcclGetDevice(&d), "current_device");
   return d;
 }
 
@@ -234,10 +229,10 @@ void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tens
   uint64_t count = directCount(lib);
   HcclRequest req;
   if (root < 0)
-    check(HcclAllReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op, comm, &req),
+    checkHccl(HcclAllReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op, comm, &req),
           what);
   else
-    check(HcclReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op,
+    checkHccl(HcclReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op,
                      static_cast<uint32_t>(root), comm, &req),
           what);
   w.addRequest(req);
@@ -291,7 +286,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::sparseAllreduce(at::Tensor& ten
   at::Tensor idx = t._indices().contiguous(), val = t._values().contiguous();
   int64_t mine = idx.size(1);
   at::Tensor nnz = at::empty({n}, at::TensorOptions().dtype(at::kLong));
-  check(HcclAllGather(&mine, nnz.data_ptr(), sizeof mine, HCCL_DATA_TYPE_INT8, comm, nullptr),
+  checkHccl(HcclAllGather(&mine, nnz.data_ptr(), sizeof mine, HCCL_DATA_TYPE_INT8, comm, nullptr),
         what);
   int64_t most = nnz.max().item<int64_t>();
   auto padded = [most](const at::Tensor& x, int64_t dim) {
@@ -307,10 +302,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::sparseAllreduce(at::Tensor& ten
   auto vs = pv.sizes().vec();
   vs.insert(vs.begin(), n);
   at::Tensor av = at::empty(vs, val.options());
-  check(HcclAllGather(pi.data_ptr(), ai.data_ptr(), pi.nbytes(), HCCL_DATA_TYPE_INT8, comm,
+  checkHccl(HcclAllGather(pi.data_ptr(), ai.data_ptr(), pi.nbytes(), HCCL_DATA_TYPE_INT8, comm,
                       nullptr),
         what);
-  check(HcclAllGather(pv.data_ptr(), av.data_ptr(), pv.nbytes(), HCCL_DATA_TYPE_INT8, comm,
+  checkHccl(HcclAllGather(pv.data_ptr(), av.data_ptr(), pv.nbytes(), HCCL_DATA_TYPE_INT8, comm,
                       nullptr),
         what);
   std::vector<at::Tensor> is, vals;
@@ -380,7 +375,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   at::Tensor buf = dense(tensor);
   auto w = newWork(c10d::OpType::BROADCAST, what, {tensor});
   HcclRequest req;
-  check(HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
+  checkHccl(HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
                       static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -402,7 +397,7 @@ void ProcessGroupHCCL::allgatherInto(HcclWork& w, at::Tensor output, at::Tensor 
               input.numel(), ")");
   at::Tensor in = dense(input), out = dense(output);
   HcclRequest req;
-  check(HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
+  checkHccl(HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
                       core_->comm(), &req),
         what);
   w.addRequest(req);
@@ -468,7 +463,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
                                        at::TensorOptions().dtype(at::kByte));
   void* dst = direct ? outputs[0][0].data_ptr() : flat.data_ptr();
   HcclRequest req;
-  check(HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
+  checkHccl(HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
         what);
   w->addRequest(req);
   w->keep(in);
@@ -499,7 +494,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
   at::Tensor in = packBytes(inputs);
   at::Tensor flat = at::empty({in.numel() * getSize()}, at::TensorOptions().dtype(at::kByte));
   HcclRequest req;
-  check(HcclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), HCCL_DATA_TYPE_INT8,
+  checkHccl(HcclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), HCCL_DATA_TYPE_INT8,
                       core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -532,7 +527,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(
     flat = at::empty({static_cast<int64_t>(in.nbytes()) * getSize()},
                      at::TensorOptions().dtype(at::kByte));
   HcclRequest req;
-  check(HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
+  checkHccl(HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
                    HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -566,7 +561,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
   at::Tensor out = dense(output);
   auto w = newWork(c10d::OpType::SCATTER, what, {output});
   HcclRequest req;
-  check(HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
+  checkHccl(HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
                     HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -600,7 +595,7 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
     lout = at::empty(out.sizes(), out.options().dtype(plan.via));
   }
   HcclRequest req;
-  check(HcclReduceScatter(lin.data_ptr(), lout.data_ptr(), directCount(lout), plan.dtype, plan.op,
+  checkHccl(HcclReduceScatter(lin.data_ptr(), lout.data_ptr(), directCount(lout), plan.dtype, plan.op,
                           core_->comm(), &req),
         what);
   w.addRequest(req);
@@ -657,7 +652,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
                 "size with dim 0 divisible by the group size ", n, " (input ", in.sizes(),
                 ", output ", out.sizes(), ")");
     uint64_t block = in.nbytes() / n;
-    check(HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
+    checkHccl(HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
                        HCCL_DATA_TYPE_INT8, core_->comm(), &req),
           what);
   } else {
@@ -685,7 +680,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
     std::vector<uint64_t> sc, sd, rc, rd;
     plan(in, inputSplits, "input", sc, sd);
     plan(out, outputSplits, "output", rc, rd);
-    check(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, out.data_ptr(),
+    checkHccl(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, out.data_ptr(),
                         rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
           what);
   }
@@ -726,7 +721,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   at::Tensor flat = at::empty({static_cast<int64_t>(ro)}, at::TensorOptions().dtype(at::kByte));
   auto w = newWork(c10d::OpType::ALLTOALL, what, outputs);
   HcclRequest req;
-  check(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, flat.data_ptr(),
+  checkHccl(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, flat.data_ptr(),
                       rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -747,7 +742,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::SEND, what, {t});
   HcclRequest req;
-  check(HcclSend(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(dstRank),
+  checkHccl(HcclSend(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(dstRank),
                  core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -765,7 +760,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::RECV, what, {t});
   HcclRequest req;
-  check(HcclRecv(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(srcRank),
+  checkHccl(HcclRecv(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(srcRank),
                  core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -781,7 +776,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::T
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::RECVANYSOURCE, what, {t});
   HcclRequest req;
-  check(HcclRecvAny(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, w->sourceSlot(),
+  checkHccl(HcclRecvAny(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, w->sourceSlot(),
                     core_->comm(), &req),
         what);
   w->addRequest(req);
@@ -793,7 +788,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions&) {
   auto w = newWork(c10d::OpType::BARRIER, "barrier", {});
   HcclRequest req;
-  check(HcclBarrier(core_->comm(), &req), "barrier");
+  checkHccl(HcclBarrier(core_->comm(), &req), "barrier");
   w->addRequest(req);
   return w;
 }
@@ -824,9 +819,9 @@ void ProcessGroupHCCL::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     w->keep(out);
     w->keep(in);
     HcclRequest s, r;
-    check(HcclSend(out.data_ptr(), 1, HCCL_DATA_TYPE_INT8, 0, comm, &s), "monitored barrier");
+    checkHccl(HcclSend(out.data_ptr(), 1, HCCL_DATA_TYPE_INT8, 0, comm, &s), "monitored barrier");
     w->addRequest(s);
-    check(HcclRecv(in.data_ptr(), 1, HCCL_DATA_TYPE_INT8, 0, comm, &r), "monitored barrier");
+    checkHccl(HcclRecv(in.data_ptr(), 1, HCCL_DATA_TYPE_INT8, 0, comm, &r), "monitored barrier");
     w->addRequest(r);
     if (!arrived(s) || !arrived(r))
       throwBackendError("[Rank " + std::to_string(me) + "]: Rank 0 did not answer within " + ms +
@@ -842,7 +837,7 @@ void ProcessGroupHCCL::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     auto w = newWork(c10d::OpType::BARRIER, "monitored barrier", {});
     at::Tensor in = byteTensor();
     w->keep(in);
-    check(HcclRecv(in.data_ptr(), 1, HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(r), comm,
+    checkHccl(HcclRecv(in.data_ptr(), 1, HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(r), comm,
                    &reqs[r]),
           "monitored barrier");
     w->addRequest(reqs[r]);
@@ -867,7 +862,7 @@ void ProcessGroupHCCL::monitoredBarrier(const c10d::BarrierOptions& opts, bool w
     at::Tensor out = byteTensor();
     w->keep(out);
     HcclRequest s;
-    check(HcclSend(out.data_ptr(), 1, HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(r), comm, &s),
+    checkHccl(HcclSend(out.data_ptr(), 1, HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(r), comm, &s),
           "monitored barrier");
     w->addRequest(s);
     works.push_back(w);

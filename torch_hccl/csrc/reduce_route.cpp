@@ -72,10 +72,6 @@ bool isBitwise(c10d::ReduceOp::RedOpType op) {
               " is not supported; ", rule);
 }
 
-void check(HcclResult r, const char* what) {
-  if (r != HCCL_SUCCESS) throwHccl(r, what);
-}
-
 /* Folds the p rows of v ([p, blk]) into row 0's copy, in rank order, in v's own type. */
 at::Tensor foldRows(const at::Tensor& v, c10d::ReduceOp::RedOpType op) {
   at::Tensor acc = v[0].clone();
@@ -172,7 +168,7 @@ at::Tensor reduceMyBlock(HcclComm comm, int size, const at::Tensor& send, int64_
                          const ReducePlan& plan, const char* what) {
   at::Tensor recv = at::empty({size, blk}, send.options());
   uint64_t bytes = static_cast<uint64_t>(blk) * send.element_size();
-  check(HcclAlltoAll(send.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
+  checkHccl(HcclAlltoAll(send.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
                      HCCL_DATA_TYPE_INT8, comm, nullptr),
         what);
   at::Tensor mine = foldRows(recv, plan.torchOp);
@@ -198,11 +194,11 @@ void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const Reduce
   at::Tensor all = (root < 0 || root == rank) ? at::empty({blk * size}, buf.options())
                                               : at::Tensor();
   if (root < 0)
-    check(HcclAllGather(mine.data_ptr(), all.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, comm,
+    checkHccl(HcclAllGather(mine.data_ptr(), all.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, comm,
                         nullptr),
           what);
   else
-    check(HcclGather(mine.data_ptr(), all.defined() ? all.data_ptr() : nullptr, bytes,
+    checkHccl(HcclGather(mine.data_ptr(), all.defined() ? all.data_ptr() : nullptr, bytes,
                      HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(root), comm, nullptr),
           what);
   if (all.defined()) flat.copy_(all.narrow(0, 0, n));

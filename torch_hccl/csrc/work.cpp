@@ -13,7 +13,7 @@
 
 namespace torch_hccl {
 
-std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg) {
+static std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg) {
   std::string head = r == HCCL_E_TIMEOUT ? "hccl " + what + ": Timed out (" : "hccl " + what +
                                                                                  " failed (";
   return head + HcclGetErrorString(r) + "): " + (msg.empty() ? "no message" : msg);

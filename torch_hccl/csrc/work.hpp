@@ -66,9 +66,12 @@ class Core {
 /* The error torch's own backends raise for a failed call, carrying libhccl's message
  * (compat.hpp's throwBackendError): "hccl <what> failed (<code>): <reason>", and for a timeout
  * "hccl <what>: Timed out (<code>): <reason>". */
-std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg);
 std::exception_ptr hcclError(HcclResult r, const std::string& what, const std::string& msg);
 [[noreturn]] void throwHccl(HcclResult r, const std::string& what);
+/* A library call's result: nothing on success, else throwHccl with the library's reason. */
+inline void checkHccl(HcclResult r, const char* what) {
+  if (r != HCCL_SUCCESS) throwHccl(r, what);
+}
 
 class HcclWork : public c10d::Work {
  public:
