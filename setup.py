@@ -42,6 +42,7 @@ class BuildWithCMake(build_py):
         os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
         os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
         shutil.copy2(ext[0], pkg)
+        shutil.copy2(os.path.join(build, "python", "torch_hccl", "_build.py"), pkg)
         shutil.copy2(os.path.join(build, "lib", "libhccl.so.0"), os.path.join(pkg, "lib"))
         shutil.copy2(os.path.join(build, "bin", "npu-launch"), os.path.join(pkg, "bin"))
         shutil.copy2(os.path.join(ROOT, "scripts", "hccl_fr.py"), os.path.join(pkg, "bin"))

@@ -141,6 +141,24 @@ class TestInit(unittest.TestCase):
                                 if line.startswith("rank ")]
         self.assertEqual(sorted(results["gloo"]), sorted(results["hccl"]))
 
+    def test_module_built_for_another_torch(self):
+        """A torch_hccl built for another torch is refused at import with an ImportError
+        naming both torches and how to rebuild (loading its _C would abort the process)."""
+        import shutil
+        import tempfile
+        src = os.path.join(os.environ.get("TORCH_HCCL_PYTHONPATH", ""), "torch_hccl")
+        with tempfile.TemporaryDirectory() as d:
+            shutil.copytree(src, os.path.join(d, "torch_hccl"))
+            with open(os.path.join(d, "torch_hccl", "_build.py"), "w") as f:
+                f.write('TORCH_VERSION = "0.0.1"\nPYTHON = "/opt/other/python3"\n')
+            p = subprocess.run([sys.executable, "-c", "import torch_hccl"], text=True,
+                               env=dict(os.environ, PYTHONPATH=d), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=120)
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertIn("ImportError: torch_hccl in", p.stdout)
+        self.assertIn("was built for torch 0.0.1 (/opt/other/python3)", p.stdout)
+        self.assertIn("-DHCCL_TORCH_PYTHON=" + sys.executable, p.stdout)
+
 
 if __name__ == "__main__":
     H.worker_main(CASES)

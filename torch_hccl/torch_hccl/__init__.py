@@ -15,7 +15,26 @@ empty_cache() report on it and trim it, as torch.cuda's functions of those names
 import torch
 import torch.distributed as dist
 
-from . import _C
+
+def _check_build():
+    """Refuses, with a message, a _C built for another torch: loading it would abort inside
+    torch's libraries (two torches in one process) instead of raising."""
+    try:
+        from . import _build
+    except ImportError:
+        return
+    have = torch.__version__.split("+")[0]
+    if have != _build.TORCH_VERSION:
+        import sys
+        raise ImportError(
+            "torch_hccl in %s was built for torch %s (%s), but this is torch %s (%s): rebuild "
+            "it for this Python (cmake -S . -B build -DHCCL_TORCH_PYTHON=%s, or pip install "
+            "--no-build-isolation .)" % (__path__[0], _build.TORCH_VERSION, _build.PYTHON, have,
+                                          sys.executable, sys.executable))
+
+
+_check_build()
+from . import _C  # noqa: E402
 
 # Before anything is registered: TORCH_HCCL_ALLOCATOR and TORCH_HCCL_ALLOCATOR_MIN_BYTES are
 # read here, and a malformed value fails the import with a ValueError naming it.
@@ -26,7 +45,11 @@ ProcessGroupHCCL = _C.ProcessGroupHCCL
 
 
 def set_device(device):
-    """The device this process drives (the role of torch.npu.set_device): 3, "3" or "npu:3".
+    """The device this process drives (the role of torch.npu.set_device and
+    torch.cuda.set_device): 3, "3" or "npu:3". Returns torch.device("cpu"), where this rank's
+    tensors live (devices here are logical and their memory is the host's), so that a CUDA
+    script's `torch.cuda.set_device(r); device = torch.device("cuda", r)` becomes
+    `device = torch_hccl.set_device(r)` and its `.to(device)` calls stay.
 
     Call it before dist.init_process_group. Without it a rank drives DEVICE_ID (or the
     launcher's LOCAL_RANK) when its launcher set them for this very process, else its index
@@ -40,6 +63,7 @@ def set_device(device):
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError("torch_hccl.set_device(%r): expected an int or 'npu:N'" % (device,))
     _C.set_device(device)
+    return torch.device("cpu")
 
 
 def current_device():
