@@ -1,13 +1,17 @@
 /*
  * test_settings.c - hccl/src/core/settings.c: defaults, every HCCL_ALGO spelling, ranges and the
  * messages that name the variable, and the rank variables' fallbacks (RANK_ID/RANK_SIZE,
- * DEVICE_ID/ASCEND_DEVICE_ID). One process; the environment is set per case.
+ * DEVICE_ID/ASCEND_DEVICE_ID), the warning about unknown HCCL_* names (run in a fresh copy of
+ * this program, since it is once per process), and that every HCCL_* name the sources read is
+ * in the known list and in docs/settings.md. One process; the environment is set per case.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -396,7 +400,147 @@ static void test_units(void **state) {
   assert_int_equal(s.spin, 12);
 }
 
-int main(void) {
+static void test_closest_name(void **state) {
+  (void)state;
+  static const struct {
+    const char *typed, *want; /* want NULL: no suggestion */
+  } cases[] = {
+      {"HCCL_BUFSIZE", "HCCL_BUFFSIZE"},
+      {"HCCL_CONECT_TIMEOUT", "HCCL_CONNECT_TIMEOUT"},
+      {"HCCL_EXEC_TIEMOUT", "HCCL_EXEC_TIMEOUT"},
+      {"HCCL_buffsize", "HCCL_BUFFSIZE"},
+      {"HCCL_ALOG", "HCCL_ALGO"},
+      {"HCCL_TOPO", NULL},
+      {"HCCL_TIMEOUT", NULL},
+      {"HCCL_RDMA_TC", NULL},
+      {"HCCL_FROBNICATE_WIDGETS", NULL},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *got = hccl__settings_closest(cases[i].typed, strlen(cases[i].typed));
+    if (cases[i].want == NULL && got != NULL)
+      fail_msg("%s: suggested %s, expected no suggestion", cases[i].typed, got);
+    if (cases[i].want != NULL && (got == NULL || strcmp(got, cases[i].want) != 0))
+      fail_msg("%s: suggested %s, expected %s", cases[i].typed, got ? got : "nothing",
+               cases[i].want);
+  }
+  char *env[] = {"HCCL_BUFFSIZE=1", "PATH=/bin", "HCCL_BUFSIZE=2", "HCCL_JOB_TOKEN=a=b",
+                 "HCCL_TEST_INIT=env", "HCCL_X=", NULL};
+  assert_int_equal(hccl__settings_warn_unknown(env), 2);
+}
+
+/* In a fresh process (argv[1] "unknown-names"): the environment has only the HCCL_* names below;
+ * stderr goes to `path`; two loads, as two communicators would. */
+static int unknown_names_child(const char *path) {
+  for (int again = 1; again;) {
+    extern char **environ;
+    again = 0;
+    for (char **e = environ; *e; e++)
+      if (strncmp(*e, "HCCL_", 5) == 0) {
+        char name[256];
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="), *e);
+        unsetenv(name);
+        again = 1;
+        break;
+      }
+  }
+  setenv("HCCL_LOG_LEVEL", "warn", 1);
+  setenv("HCCL_BUFFSIZE", "64", 1);
+  setenv("HCCL_BUFSIZE", "64", 1);
+  setenv("HCCL_FROBNICATE_WIDGETS", "1", 1);
+  if (!freopen(path, "w", stderr)) return 3;
+  struct hccl_settings s;
+  if (hccl__settings_load(&s) != HCCL_SUCCESS) return 4;
+  if (hccl__settings_load_given(&s, 0, 1) != HCCL_SUCCESS) return 4;
+  return s.buffsize == (size_t)64 << 20 ? 0 : 5;
+}
+
+static void test_unknown_names_warn_once(void **state) {
+  (void)state;
+  char path[] = "/tmp/hccl-test-settings-XXXXXX", cmd[512], text[4096] = "";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  snprintf(cmd, sizeof(cmd), "/proc/%d/exe unknown-names %s", (int)getpid(), path);
+  int rc = system(cmd);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  unlink(path);
+  if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 0) fail_msg("child failed (%d): %s", rc, text);
+  print_message("%s", text);
+  int lines = 0;
+  for (char *p = text; (p = strchr(p, '\n')); p++)
+    lines++;
+  if (lines != 2) fail_msg("expected 2 warning lines, got %d:\n%s", lines, text);
+  const char *typo = strstr(text, "WARN: HCCL_BUFSIZE is not a setting of this library (did you "
+                                  "mean HCCL_BUFFSIZE?); it is ignored\n");
+  assert_non_null(typo);
+  /* once, not once per load */
+  assert_null(strstr(typo + strlen("WARN: HCCL_BUFSIZE"), "HCCL_BUFSIZE"));
+  const char *far = strstr(text, "WARN: HCCL_FROBNICATE_WIDGETS is not a setting of this library; "
+                                 "it is ignored (docs/settings.md lists the settings)\n");
+  assert_non_null(far);
+  assert_null(strstr(text, "HCCL_BUFFSIZE is not"));
+  assert_null(strstr(text, "HCCL_LOG_LEVEL"));
+}
+
+static bool known(const char *name) {
+  for (int i = 0; hccl__settings_known[i]; i++)
+    if (strcmp(hccl__settings_known[i], name) == 0) return true;
+  return false;
+}
+
+/* A variable cannot be added silently: every HCCL_* name the sources read (C getenv and the
+ * settings readers, the launcher's exported variables, Python's os.environ, shell $NAME) is in
+ * the known list, and every known name is in docs/settings.md's tables. */
+static void test_known_names_complete(void **state) {
+  (void)state;
+  char cmd[2048], name[256], *docs = NULL;
+  snprintf(cmd, sizeof(cmd),
+           "cd '%s' && grep -rhoE --include='*.c' --include='*.h' --include='*.cpp' "
+           "--include='*.hpp' --include='*.py' --include='*.sh' "
+           "'((getenv|env_int|env_str|environ\\.get|environ\\[|name =) ?\\(?\"|\\$\\{?)"
+           "HCCL_[A-Z0-9_]+' "
+           "hccl launcher torch_hccl ddp perf tests scripts bench examples setup.py "
+           "| grep -oE 'HCCL_[A-Z0-9_]+' | sort -u",
+           HCCL_SOURCE_DIR);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  int found = 0, missing = 0;
+  while (fscanf(p, "%255s", name) == 1) {
+    found++;
+    if (!known(name)) {
+      print_error("%s is read in the sources but not in hccl__settings_known (settings.c)\n", name);
+      missing++;
+    }
+  }
+  assert_int_equal(pclose(p), 0);
+  assert_true(found >= 16); /* the grep itself works */
+
+  snprintf(cmd, sizeof(cmd), "%s/docs/settings.md", HCCL_SOURCE_DIR);
+  FILE *f = fopen(cmd, "r");
+  assert_non_null(f);
+  size_t cap = 1 << 20, n;
+  docs = malloc(cap);
+  n = fread(docs, 1, cap - 1, f);
+  docs[n] = '\0';
+  fclose(f);
+  for (int i = 0; hccl__settings_known[i]; i++) {
+    snprintf(name, sizeof(name), "`%s`", hccl__settings_known[i]);
+    if (!strstr(docs, name)) {
+      print_error("%s is a known name but docs/settings.md does not document it\n",
+                  hccl__settings_known[i]);
+      missing++;
+    }
+  }
+  free(docs);
+  assert_int_equal(missing, 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "unknown-names") == 0) return unknown_names_child(argv[2]);
   alarm(30);
   hccl__log_set_level(HCCL_LOG_ERROR);
   const struct CMUnitTest tests[] = {
@@ -409,6 +553,9 @@ int main(void) {
       cmocka_unit_test_setup(test_job_starters, clean_env),
       cmocka_unit_test_setup(test_given_rank, clean_env),
       cmocka_unit_test_setup(test_set_device, clean_env),
+      cmocka_unit_test_setup(test_closest_name, clean_env),
+      cmocka_unit_test_setup(test_unknown_names_warn_once, clean_env),
+      cmocka_unit_test(test_known_names_complete),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
- * settings.c - reads the environment once per communicator into struct hccl_settings.
- * The table in docs/settings.md lists the same variables with their defaults and ranges; keep
- * the two in step.
+ * settings.c - reads the environment once per communicator into struct hccl_settings, and
+ * warns (once per process) of HCCL_* names no part of the project reads. The table in
+ * docs/settings.md lists the same variables with their defaults and ranges; keep the two in
+ * step.
  */
 #include "settings.h"
 
@@ -98,6 +99,97 @@ bad:
                     "also spelled hd or H-D_R), or HCCL's form level0:<algo>;level1:<algo> "
                     "with NA for a level left to the cost model",
                     text);
+}
+
+/* Every HCCL_* variable some part of this project reads or sets, the one list of them: a name
+ * in the environment that starts with HCCL_ and is not here draws a warning (warn_unknown).
+ * Each is documented in docs/settings.md; tests/core/test_settings.c greps the sources for a
+ * name read anywhere and missing here. HCCL's own names that Ascend users export (FACTS.md's
+ * HCCL table) are all read by libhccl, so none is listed as "accepted and ignored". */
+const char *const hccl__settings_known[] = {
+    /* libhccl (load_common, load_log_level) */
+    "HCCL_CONNECT_TIMEOUT", "HCCL_EXEC_TIMEOUT", "HCCL_BUFFSIZE", "HCCL_SPIN", "HCCL_ALGO",
+    "HCCL_TOPO_FILE", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "HCCL_TRACE_FILE",
+    "HCCL_FLIGHT_RECORDER_DIR", "HCCL_FLIGHT_RECORDER_ENTRIES", "HCCL_JOB_TOKEN",
+    "HCCL_WHITELIST_DISABLE", "HCCL_WHITELIST_FILE", "HCCL_IF_BASE_PORT", "HCCL_LOG_LEVEL",
+    /* npu-launch reads and sets for its ranks only HCCL_TOPO_FILE and HCCL_JOB_TOKEN (above);
+     * torch_hccl, ddp and the perf programs read none. The build and the test suite: */
+    "HCCL_BUILD_DIR", "HCCL_BIN_DIR", "HCCL_TEST_INIT", "HCCL_TEST_SHARED", "HCCL_REDUCE_BENCH",
+    NULL};
+
+/* Edit distance (insert, delete, substitute, swap two neighbours), letters compared without
+ * case; n and m are at most 63. */
+static int distance(const char *a, size_t n, const char *b, size_t m) {
+  int d[64][64];
+  for (size_t i = 0; i <= n; i++)
+    d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++)
+    d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int cost = toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]);
+      int best = d[i - 1][j - 1] + cost;
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 2]) &&
+          toupper((unsigned char)a[i - 2]) == toupper((unsigned char)b[j - 1]) &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+const char *hccl__settings_closest(const char *name, size_t len) {
+  /* Up to 1 edit in a name of up to 4 letters after HCCL_, 2 up to 10, 3 beyond: enough for a
+   * typo, too few to turn one word into another. */
+  size_t body = len > 5 ? len - 5 : 0;
+  int limit = body <= 4 ? 1 : body <= 10 ? 2 : 3, best = limit + 1;
+  const char *closest = NULL;
+  if (len > 63) return NULL;
+  for (int i = 0; hccl__settings_known[i]; i++) {
+    const char *k = hccl__settings_known[i];
+    int d = distance(name, len, k, strlen(k));
+    if (d < best) {
+      best = d;
+      closest = k;
+    }
+  }
+  return closest;
+}
+
+int hccl__settings_warn_unknown(char *const *env) {
+  int warned = 0;
+  for (; env && *env; env++) {
+    const char *e = *env;
+    if (strncmp(e, "HCCL_", 5) != 0) continue;
+    size_t len = strcspn(e, "=");
+    bool known = false;
+    for (int i = 0; hccl__settings_known[i] && !known; i++) {
+      const char *k = hccl__settings_known[i];
+      known = strlen(k) == len && strncmp(k, e, len) == 0;
+    }
+    if (known) continue;
+    const char *near = hccl__settings_closest(e, len);
+    if (near)
+      HCCL_WARN("%.*s is not a setting of this library (did you mean %s?); it is ignored",
+                (int)len, e, near);
+    else
+      HCCL_WARN("%.*s is not a setting of this library; it is ignored (docs/settings.md lists "
+                "the settings)",
+                (int)len, e);
+    warned++;
+  }
+  return warned;
+}
+
+extern char **environ;
+
+/* The environment's unknown HCCL_* names are logged by the first load of the process only:
+ * they do not change between communicators, and one line per name is enough. */
+static void warn_unknown_once(void) {
+  static atomic_flag done = ATOMIC_FLAG_INIT;
+  if (!atomic_flag_test_and_set(&done)) hccl__settings_warn_unknown(environ);
 }
 
 static HcclResult load_log_level(void) {
@@ -275,6 +367,7 @@ static HcclResult load_common(struct hccl_settings *s) {
   memset(s, 0, sizeof(*s));
   s->local_rank = s->local_world_size = s->device_id = -1;
   HCCL_TRY(load_log_level());
+  warn_unknown_once();
 
   int64_t v = 120;
   HCCL_TRY(env_int("HCCL_CONNECT_TIMEOUT", 1, 7200, &v, NULL));

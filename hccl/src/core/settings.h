@@ -81,6 +81,19 @@ HcclResult hccl__settings_load_given(struct hccl_settings *out, uint32_t rank, u
 /* The first host of a Slurm host list ("node[01-04,07],gpu3" -> "node01"). */
 HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len);
 
+/* Every HCCL_* name some part of the project (libhccl, npu-launch, torch_hccl, ddp, perf, the
+ * build and the tests) reads or sets, NULL-terminated. The first load of a process logs one
+ * warning per HCCL_* name in its environment that is not in this list. */
+extern const char *const hccl__settings_known[];
+
+/* The known name nearest (edit distance, case ignored) to name[0..len), or NULL when none is
+ * within a typo's reach of it. */
+const char *hccl__settings_closest(const char *name, size_t len);
+
+/* Logs one WARN line per HCCL_* entry of env ("NAME=value" strings, NULL-terminated) that is
+ * not a known name, with the closest known name when there is one. Returns how many. */
+int hccl__settings_warn_unknown(char *const *env);
+
 /* Parses an HCCL_ALGO value ("ring", "tree", "hd", "H-D_R", "level0:NA;level1:ring", ...). */
 HcclResult hccl__settings_parse_algo(const char *text, struct hccl_algo_setting *out);
 
