@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """hccl-fr - reads the flight recorder's files (HCCL_FLIGHT_RECORDER_DIR, one per rank and
-communicator: hccl-fr-<comm>-<rank>.jsonl, docs/flight-recorder.md) and says, for each
-communicator: which ranks wrote no file, the first call whose fingerprint differs between ranks,
-the ranks that are behind (their last call started is older than the others'), and what each
-rank waits for, with the reasons the ranks gave.
+communicator: hccl-fr-<run>-<comm>-<rank>.jsonl, docs/flight-recorder.md) of one job and says,
+for each of its communicators: which ranks wrote no file, the first call whose fingerprint
+differs between ranks, the ranks that are behind (their last call started is older than the
+others'), and what each rank waits for, with the reasons the ranks gave.
 
-    hccl-fr DIR [--json]
+    hccl-fr DIR [--run ID] [--json]
+
+Each start of a job (a restart too) has its own run id, which its files carry. When the folder
+holds the files of several jobs (it was used again, or the job restarted), hccl-fr lists them,
+one line each, and reads the newest; --run ID reads the one whose run id starts with ID. Files of
+a libhccl older than run ids count as one job, run "none".
 
 Exit 0 when the files were read (whatever they say), 2 when none could be.
 """
@@ -14,6 +19,9 @@ import glob
 import json
 import os
 import sys
+import time
+
+OLD_RUN = "none"  # the run of files without one (format version 1)
 
 
 def load(path):
@@ -21,6 +29,9 @@ def load(path):
         lines = [json.loads(line) for line in f if line.strip()]
     if not lines or lines[0].get("format") != "hccl-flight-recorder":
         raise ValueError("not a flight recorder file")
+    if lines[0].get("version", 1) > 2:
+        raise ValueError("format version %s, from a newer libhccl; this hccl-fr reads versions "
+                         "1 and 2" % lines[0]["version"])
     return lines[0], lines[1:]
 
 
@@ -120,35 +131,116 @@ def analyse(comm, ranks):
                  "suspects": suspects}
 
 
+def when(us):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(us / 1e6)) if us else "?"
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def jobs_in(loaded):
+    """loaded: [(header, entries)]. Returns the jobs, oldest first: dicts with the run, its
+    start and last write (microseconds since 1970) and its files by communicator and rank."""
+    jobs = {}
+    for h, entries in loaded:
+        run = h.get("run", OLD_RUN)
+        j = jobs.setdefault(run, {"run": run, "start": h.get("run_start_us", 0), "last": 0,
+                                  "first": h.get("time_us", 0), "files": 0, "nranks": 0,
+                                  "comms": collections.defaultdict(dict)})
+        j["comms"][h["comm"]][h["rank"]] = (h, entries)
+        j["files"] += 1
+        j["nranks"] = max(j["nranks"], h["nranks"])
+        j["last"] = max(j["last"], h.get("time_us", 0))
+        j["first"] = min(j["first"], h.get("time_us", 0))
+    # Files without a run have no start either: their first write stands in for it.
+    return sorted(jobs.values(), key=lambda j: j["start"] or j["first"])
+
+
+def job_line(j):
+    began = j["start"] or j["first"]
+    started = ("started %s" % when(began) if j["start"] else
+               "files of a libhccl without run ids, first written %s" % when(began))
+    last = when(j["last"])
+    if last[:10] == when(began)[:10]:
+        last = last[11:]  # the same day
+    return "run %s: %s, last written %s; %s, %s, %s" % (
+        j["run"], started, last, plural(j["files"], "file"),
+        plural(len(j["comms"]), "communicator"), plural(j["nranks"], "rank"))
+
+
+def choose(jobs, want, folder):
+    """The job to read: the newest, or the one whose run starts with want. Returns it and the
+    lines that say what was chosen and what is ignored."""
+    if want is None:
+        job = jobs[-1]
+    else:
+        found = [j for j in jobs if j["run"].startswith(want.lower())]
+        if len(found) != 1:
+            print("hccl-fr: %s in %s has a run id starting with '%s'; the jobs there:\n  %s" %
+                  ("no job" if not found else "more than one job", folder, want,
+                   "\n  ".join(job_line(j) for j in jobs)), file=sys.stderr)
+            sys.exit(2)
+        job = found[0]
+    if len(jobs) == 1:
+        return job, [job_line(job)]
+    lines = ["%d jobs in %s, oldest first:" % (len(jobs), folder)]
+    lines += ["  " + job_line(j) for j in jobs]
+    at = jobs.index(job)
+    ignored = []
+    for side, others in (("earlier", jobs[:at]), ("later", jobs[at + 1:])):
+        if others:
+            ignored.append("%s of %s" % (plural(sum(j["files"] for j in others), "file"),
+                                         plural(len(others), side + " job")))
+    lines.append("reading run %s (%s); ignoring %s" % (
+        job["run"], "the newest; --run ID reads another" if want is None else "--run " + want,
+        " and ".join(ignored)))
+    return job, lines
+
+
 def main():
-    if any(a in ("-h", "--help") for a in sys.argv[1:]):
+    argv = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return
-    unknown = [a for a in sys.argv[1:] if a.startswith("-") and a != "--json"]
-    if unknown:
-        sys.exit("hccl-fr: unknown option %s\n\n%s" % (unknown[0], __doc__))
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args, want, i = [], None, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--run" and i + 1 < len(argv):
+            want = argv[i + 1]
+            i += 1
+        elif a.startswith("--run="):
+            want = a[len("--run="):]
+        elif a == "--run":
+            sys.exit("hccl-fr: --run needs a run id (or the start of one)\n\n%s" % __doc__)
+        elif a.startswith("-") and a != "--json":
+            sys.exit("hccl-fr: unknown option %s\n\n%s" % (a, __doc__))
+        elif a != "--json":
+            args.append(a)
+        i += 1
     if len(args) != 1:
         sys.exit(__doc__)
     files = sorted(glob.glob(os.path.join(args[0], "hccl-fr-*.jsonl")))
-    comms = collections.defaultdict(dict)
+    loaded = []
     for f in files:
         try:
-            h, entries = load(f)
+            loaded.append(load(f))
         except (OSError, ValueError) as e:
             print("hccl-fr: skipping %s: %s" % (f, e), file=sys.stderr)
-            continue
-        comms[h["comm"]][h["rank"]] = (h, entries)
-    if not comms:
+    if not loaded:
         print("hccl-fr: no flight recorder files in %s" % args[0], file=sys.stderr)
         sys.exit(2)
+    as_json = "--json" in argv
+    job, lines = choose(jobs_in(loaded), want, args[0])
+    print("\n".join(lines), file=sys.stderr if as_json else sys.stdout)
     summaries = []
-    for comm in sorted(comms):
-        text, summary = analyse(comm, comms[comm])
+    for comm in sorted(job["comms"]):
+        text, summary = analyse(comm, job["comms"][comm])
+        summary["run"] = job["run"]
         summaries.append(summary)
-        if "--json" not in sys.argv:
+        if not as_json:
             print("\n".join(text))
-    if "--json" in sys.argv:
+    if as_json:
         print(json.dumps(summaries, indent=1))
 
 

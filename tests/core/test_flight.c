@@ -11,6 +11,13 @@
  * allreduce 41 "failed". hccl-fr on the folder must say that rank 3 wrote no file and that the
  * waits lead to it. Then SIGUSR1: the same job without a failure, every rank signalled after
  * its calls, must leave 4 files whose reason is "SIGUSR1" and whose last entry finished.
+ *
+ * Runs: two jobs of 2 ranks in one folder, each making a communicator, a second one while the
+ * first is live, and, after destroying both, a third (a restart): the folder must hold all 12
+ * files (the communicators' hashes repeat from job to job, the runs must not), in 4 runs, each
+ * shared by every rank of its communicators and started in order. Two jobs for hccl-fr: the
+ * hang, then the SIGUSR1 job, in one folder: hccl-fr lists both, reads the SIGUSR1 one (every
+ * rank wrote a file), and with --run and the hang's run id reads the hang (rank 3 wrote none).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -25,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll_check.h"
@@ -69,26 +78,35 @@ static int hang_body(int rank, int n, void *arg) {
   return 0;
 }
 
+/* How many files of rank's the folder holds. */
+static int files_of(int rank) {
+  char suffix[32];
+  snprintf(suffix, sizeof(suffix), "-%d.jsonl", rank);
+  DIR *d = opendir(g_dir);
+  int mine = 0;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t len = strlen(e->d_name);
+    if (len > strlen(suffix) && strcmp(e->d_name + len - strlen(suffix), suffix) == 0) mine++;
+  }
+  if (d) closedir(d);
+  return mine;
+}
+
+/* SIGUSR1 to this process, then waits (up to 2 s) until rank's files number `want`: the dump
+ * is written by the recorder's thread. */
+static void dump_and_wait(int rank, int want) {
+  raise(SIGUSR1); /* the recorder's handler, not the default (which would end the process) */
+  for (int i = 0; i < 200 && files_of(rank) < want; i++)
+    usleep(10000);
+}
+
 static int usr1_body(int rank, int n, void *arg) {
   (void)arg;
   setenv("HCCL_FLIGHT_RECORDER_DIR", g_dir, 1);
   HcclComm comm = NULL;
   RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   if (calls(comm, rank, n)) return 1;
-  raise(SIGUSR1); /* the recorder's handler, not the default (which would end the process) */
-  char path[128];
-  for (int i = 0; i < 200; i++) { /* the dump is written by the recorder's thread */
-    DIR *d = opendir(g_dir);
-    int mine = 0;
-    for (struct dirent *e; d && (e = readdir(d));) {
-      size_t len = strlen(e->d_name);
-      snprintf(path, sizeof(path), "-%d.jsonl", rank);
-      if (len > strlen(path) && strcmp(e->d_name + len - strlen(path), path) == 0) mine = 1;
-    }
-    if (d) closedir(d);
-    if (mine) break;
-    usleep(10000);
-  }
+  dump_and_wait(rank, files_of(rank) + 1);
   RANK_CHECK(HcclBarrier(comm, NULL) == 0, "barrier");
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;
@@ -228,7 +246,224 @@ static void test_sigusr1(void **st) {
   remove_dir();
 }
 
+/* A job of the runs test: communicator A, B while A lives, a dump of both; after both are
+ * destroyed, C (a restart in the same process) and a dump of it. */
+static int runs_body(int rank, int n, void *arg) {
+  (void)n;
+  (void)arg;
+  setenv("HCCL_FLIGHT_RECORDER_DIR", g_dir, 1);
+  HcclComm a = NULL, b = NULL, c = NULL;
+  int had = files_of(rank);
+  RANK_CHECK(HcclCommInitFromEnv(&a) == HCCL_SUCCESS, "init A: %s", HcclGetLastErrorMessage());
+  RANK_CHECK(HcclCommInitFromEnv(&b) == HCCL_SUCCESS, "init B: %s", HcclGetLastErrorMessage());
+  dump_and_wait(rank, had + 2);
+  RANK_CHECK(files_of(rank) == had + 2, "%d files of rank %d, expected %d", files_of(rank), rank,
+             had + 2);
+  RANK_CHECK(HcclBarrier(b, NULL) == 0, "barrier B");
+  RANK_CHECK(HcclCommDestroy(b) == HCCL_SUCCESS, "destroy B");
+  RANK_CHECK(HcclCommDestroy(a) == HCCL_SUCCESS, "destroy A");
+  RANK_CHECK(HcclCommInitFromEnv(&c) == HCCL_SUCCESS, "init C: %s", HcclGetLastErrorMessage());
+  dump_and_wait(rank, had + 3);
+  RANK_CHECK(HcclBarrier(c, NULL) == 0, "barrier C");
+  RANK_CHECK(HcclCommDestroy(c) == HCCL_SUCCESS, "destroy C");
+  return 0;
+}
+
+struct fr_file {
+  char run[17], comm[17];
+  int rank;
+  long long start_us;
+};
+
+/* Every file of the folder: its run, communicator and rank from its name, which its header
+ * must repeat (with format 2 and the run's start). Returns how many (at most max). */
+static int list_files(struct fr_file *f, int max) {
+  DIR *d = opendir(g_dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    struct fr_file x;
+    int used = 0;
+    if (sscanf(e->d_name, "hccl-fr-%16[0-9a-f]-%16[0-9a-f]-%d.jsonl%n", x.run, x.comm, &x.rank,
+               &used) != 3 ||
+        e->d_name[used] != '\0')
+      continue;
+    assert_true(n < max);
+    assert_int_equal(strlen(x.run), 16);
+    char path[600], line[4096];
+    snprintf(path, sizeof(path), "%s/%s", g_dir, e->d_name);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof(line), fp));
+    fclose(fp);
+    cJSON *h = cJSON_Parse(line);
+    assert_non_null(h);
+    assert_int_equal((int)num(h, "version"), 2);
+    assert_string_equal(str(h, "run"), x.run);
+    assert_string_equal(str(h, "comm"), x.comm);
+    assert_int_equal((int)num(h, "rank"), x.rank);
+    x.start_us = (long long)num(h, "run_start_us");
+    cJSON_Delete(h);
+    f[n++] = x;
+  }
+  closedir(d);
+  return n;
+}
+
+static long long now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void test_runs(void **st) {
+  (void)st;
+  make_dir();
+  long long t0 = now_us();
+  assert_int_equal(harness_run_ranks(2, 60, runs_body, NULL), 0);
+  assert_int_equal(harness_run_ranks(2, 60, runs_body, NULL), 0);
+  long long t1 = now_us();
+  struct fr_file f[32];
+  int n = list_files(f, 32);
+  /* 2 jobs x 3 communicators x 2 ranks: none overwrote another's. */
+  assert_int_equal(n, 12);
+  /* The communicators' hashes are the same in both jobs (their store keys are): only the run
+   * tells the jobs apart. */
+  int ncomms = 0;
+  for (int i = 0; i < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < i; j++)
+      seen |= strcmp(f[i].comm, f[j].comm) == 0;
+    ncomms += !seen;
+  }
+  assert_int_equal(ncomms, 3);
+  /* The runs, by start: job 1 (A and B), its restart (C), job 2 (A and B), its restart (C). */
+  struct run_seen {
+    const char *run;
+    long long start;
+    int files;
+  } runs[8];
+  int nruns = 0;
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (k < nruns && strcmp(runs[k].run, f[i].run) != 0)
+      k++;
+    if (k == nruns) {
+      assert_true(nruns < 8);
+      runs[nruns++] = (struct run_seen){f[i].run, f[i].start_us, 0};
+    }
+    if (runs[k].start != f[i].start_us)
+      fail_msg("run %s: one file says it started at %lld, another at %lld", f[i].run,
+               runs[k].start, f[i].start_us);
+    runs[k].files++;
+  }
+  assert_int_equal(nruns, 4);
+  for (int i = 0; i < nruns; i++) /* by start, oldest first */
+    for (int j = i + 1; j < nruns; j++)
+      if (runs[j].start < runs[i].start) {
+        struct run_seen t = runs[i];
+        runs[i] = runs[j];
+        runs[j] = t;
+      }
+  const int want[4] = {4, 2, 4, 2};
+  for (int i = 0; i < 4; i++) {
+    if (runs[i].files != want[i])
+      fail_msg("run %d (%s) has %d files, expected %d", i, runs[i].run, runs[i].files, want[i]);
+    assert_true(runs[i].start >= t0 && runs[i].start <= t1);
+    if (i) assert_true(runs[i].start > runs[i - 1].start);
+  }
+  /* Each run's communicators have a file from both ranks. */
+  for (int i = 0; i < n; i++) {
+    int other = 0;
+    for (int j = 0; j < n; j++)
+      other += !strcmp(f[j].run, f[i].run) && !strcmp(f[j].comm, f[i].comm) &&
+               f[j].rank == 1 - f[i].rank;
+    if (other != 1)
+      fail_msg("run %s, communicator %s: rank %d's file has %d partners", f[i].run, f[i].comm,
+               f[i].rank, other);
+  }
+  remove_dir();
+}
+
+/* Runs hccl-fr with args on the folder: its output (stderr too) in out; returns its status. */
+static int run_fr(const char *args, char *out, size_t len) {
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "%s/hccl-fr %s %s 2>&1", HCCL_BIN_DIR, g_dir, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t got = fread(out, 1, len - 1, p);
+  out[got] = '\0';
+  int st = pclose(p);
+  printf("$ hccl-fr DIR %s\n%s", args, out);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void expect(const char *out, const char *what) {
+  if (!strstr(out, what)) fail_msg("hccl-fr did not say \"%s\":\n%s", what, out);
+}
+
+static void test_reader_jobs(void **st) {
+  (void)st;
+  make_dir();
+  assert_int_equal(harness_run_ranks(4, 60, hang_body, NULL), 0);
+  assert_int_equal(harness_run_ranks(4, 60, usr1_body, NULL), 0);
+  struct fr_file f[16];
+  int n = list_files(f, 16);
+  assert_int_equal(n, 7); /* the hang's ranks 0-2, the SIGUSR1 job's 0-3 */
+  char old[17] = "", cur[17] = "";
+  for (int i = 0; i < n; i++) /* rank 3 wrote a file only in the newer job */
+    if (f[i].rank == 3) memcpy(cur, f[i].run, 17);
+  for (int i = 0; i < n; i++)
+    if (strcmp(f[i].run, cur) != 0) memcpy(old, f[i].run, 17);
+  assert_int_equal(strlen(cur), 16);
+  assert_int_equal(strlen(old), 16);
+  assert_string_not_equal(old, cur);
+  for (int i = 0; i < n; i++)
+    if (strcmp(f[i].run, old) != 0 && strcmp(f[i].run, cur) != 0)
+      fail_msg("a third run: %s", f[i].run);
+
+  char out[8192], want[128];
+  assert_int_equal(run_fr("", out, sizeof(out)), 0);
+  expect(out, "2 jobs in ");
+  snprintf(want, sizeof(want), "\n  run %s: started ", old);
+  expect(out, want);
+  snprintf(want, sizeof(want), "\n  run %s: started ", cur);
+  expect(out, want);
+  assert_true(strstr(out, old) < strstr(out, cur)); /* oldest first */
+  snprintf(want, sizeof(want), "reading run %s (the newest", cur);
+  expect(out, want);
+  expect(out, "ignoring 3 files of 1 earlier job\n");
+  expect(out, ": 4 ranks, files from 4\n");
+  assert_null(strstr(out, "no file from rank"));
+  const char *c1 = strstr(out, "\ncommunicator ");
+  assert_non_null(c1);
+  assert_null(strstr(c1 + 1, "\ncommunicator ")); /* one job's one communicator */
+
+  char args[64];
+  snprintf(args, sizeof(args), "--run %.6s", old); /* a prefix will do */
+  assert_int_equal(run_fr(args, out, sizeof(out)), 0);
+  snprintf(want, sizeof(want), "reading run %s (--run %.6s); ignoring 4 files of 1 later job\n",
+           old, old);
+  expect(out, want);
+  expect(out, ": 4 ranks, files from 3\n");
+  expect(out, "=> look at rank 3\n");
+
+  snprintf(args, sizeof(args), "--run=%s --json", old);
+  assert_int_equal(run_fr(args, out, sizeof(out)), 0);
+  cJSON *j = cJSON_Parse(strchr(out, '['));
+  assert_non_null(j);
+  assert_int_equal(cJSON_GetArraySize(j), 1);
+  assert_string_equal(str(cJSON_GetArrayItem(j, 0), "run"), old);
+  cJSON_Delete(j);
+
+  assert_int_equal(run_fr("--run 0123456789abcdef0", out, sizeof(out)), 2);
+  expect(out, "no job in ");
+  remove_dir();
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hang), cmocka_unit_test(test_sigusr1)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_hang), cmocka_unit_test(test_sigusr1),
+                                     cmocka_unit_test(test_runs),
+                                     cmocka_unit_test(test_reader_jobs)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
  * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
- *   info  - rank, size, pid, server identity, device, settings that must agree;
+ *   info  - rank, size, pid, server identity, device, settings that must agree; rank 0's
+ *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
  *   ready - every link is connected; transports may drop what peers needed to connect.
  */
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll.h"
@@ -52,6 +54,55 @@ static struct pending_server {
 } g_pending[16];
 static pthread_mutex_t g_pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned g_env_generation;
+
+/* The run of this process's live communicators: the first one's, while any is live. */
+static struct {
+  pthread_mutex_t lock;
+  uint64_t id;
+  int64_t start_us;
+  int live;
+} g_run = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t mix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/* Rank 0's proposal for a new communicator's run: the run of a communicator live in this
+ * process (a job's later groups join its run), else a new one: 64 random bits (getrandom,
+ * never blocking) mixed with the time and pid, so two starts never share one even when the
+ * kernel has no entropy yet. */
+static void run_propose(uint64_t *id, int64_t *start_us) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+  pthread_mutex_lock(&g_run.lock);
+  *id = g_run.id;
+  *start_us = g_run.start_us;
+  bool live = g_run.live > 0;
+  pthread_mutex_unlock(&g_run.lock);
+  if (live) return;
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r)) r = 0;
+  r ^= mix64((uint64_t)hccl__now_ns() ^ (uint64_t)now_us << 20 ^ (uint64_t)getpid() << 44);
+  *id = r ? r : 1;
+  *start_us = now_us;
+}
+
+/* c takes rank 0's run (in c->peers[0]) and counts among the process's live communicators;
+ * comm_free uncounts it. */
+static void run_adopt(struct hccl_comm *c) {
+  c->run = c->peers[0].run;
+  c->run_start_us = c->peers[0].run_start_us;
+  pthread_mutex_lock(&g_run.lock);
+  if (g_run.live++ == 0) {
+    g_run.id = c->run;
+    g_run.start_us = c->run_start_us;
+  }
+  pthread_mutex_unlock(&g_run.lock);
+  c->run_counted = true;
+}
 
 /* Checks every rank makes on the same data: the settings that must agree, then the placement
  * (topo/place.c), which fills local ranks, devices and the ring; then the groups. */
@@ -161,6 +212,11 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
 }
 
 static void comm_free(struct hccl_comm *c) {
+  if (c->run_counted) {
+    pthread_mutex_lock(&g_run.lock);
+    g_run.live--;
+    pthread_mutex_unlock(&g_run.lock);
+  }
   pthread_mutex_lock(&c->report_lock);
   c->closing = true;
   pthread_mutex_unlock(&c->report_lock);
@@ -235,6 +291,7 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   self.buffsize = c->cfg.buffsize;
   self.algo = (int32_t)(c->cfg.algo.choice | c->cfg.algo.levels << 2 | c->cfg.algo.level[0] << 4 |
                         c->cfg.algo.level[1] << 6);
+  if (c->rank == 0) run_propose(&self.run, &self.run_start_us);
 
   HcclResult r = HCCL_SUCCESS;
   if (c->nranks > 1)
@@ -242,6 +299,7 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
+  if (all_joined) run_adopt(c);
   if (all_joined) r = bootstrap_rest(c, &self);
   hccl__round_finish(c, all_joined);
   HCCL_TRY(r);

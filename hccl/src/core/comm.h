@@ -35,6 +35,9 @@ struct hccl_peer_info {
   char host[64];
   uint64_t buffsize;
   int32_t algo;
+  /* The run rank 0 proposes (comm.c, run_propose); every rank takes rank 0's. */
+  uint64_t run;
+  int64_t run_start_us;
   /* What each transport needs to connect to this rank, opaque to the core (transport.h). */
   uint8_t conn[HCCL_MAX_TRANSPORTS][HCCL_CONN_BYTES];
 };
@@ -66,6 +69,13 @@ struct hccl_comm {
   struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
   bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
   char key_prefix[96];
+  /* This job's run: an id unique to the job and to this start of it (a restart draws a new
+   * one), the same on every rank, and when it began (microseconds since 1970). A
+   * communicator made while another is live in the process takes that one's run, so a job's
+   * groups share it. The flight recorder's file names carry it. */
+  uint64_t run;
+  int64_t run_start_us;
+  bool run_counted; /* counted in the process's live communicators of a run (comm.c) */
 
   /* After a failure the communicator is unusable; the first failure's code stays here. */
   _Atomic int broken;  /* set after broken_msg is written */

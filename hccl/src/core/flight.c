@@ -125,8 +125,10 @@ HcclResult hccl__fr_open(struct hccl_comm *c) {
   pthread_mutex_init(&fr->lock, NULL);
   fr->cap = c->cfg.fr_entries;
   fr->next = 1;
-  snprintf(fr->path, sizeof(fr->path), "%s/hccl-fr-%016llx-%u.jsonl", c->cfg.fr_dir,
-           (unsigned long long)hash_str(c->key_prefix), c->rank);
+  /* The run first: the communicator's hash is the same in every job (its store keys are), so
+   * without the run a reused folder or a restart would mix one job's files with another's. */
+  snprintf(fr->path, sizeof(fr->path), "%s/hccl-fr-%016llx-%016llx-%u.jsonl", c->cfg.fr_dir,
+           (unsigned long long)c->run, (unsigned long long)hash_str(c->key_prefix), c->rank);
   pthread_mutex_lock(&g_lock);
   if (g_nlive == g_caplive) {
     int cap = g_caplive ? 2 * g_caplive : 8;
@@ -225,9 +227,9 @@ void hccl__fr_dump(struct hccl_comm *c, const char *reason) {
   struct hccl_progress *pg = hccl__progress_mine(c);
   uint32_t wf = atomic_load(&pg->waiting_for);
   fprintf(f,
-          "{\"format\": \"hccl-flight-recorder\", \"version\": 1, \"rank\": %u, \"nranks\": %u, "
-          "\"host\": \"",
-          c->rank, c->nranks);
+          "{\"format\": \"hccl-flight-recorder\", \"version\": 2, \"run\": \"%016llx\", "
+          "\"run_start_us\": %lld, \"rank\": %u, \"nranks\": %u, \"host\": \"",
+          (unsigned long long)c->run, (long long)c->run_start_us, c->rank, c->nranks);
   json_str(f, c->peers ? c->peers[c->rank].host : "");
   fprintf(f, "\", \"pid\": %d, \"comm\": \"%016llx\", \"time_us\": %lld, \"reason\": \"",
           (int)getpid(), (unsigned long long)hash_str(c->key_prefix), (long long)real_us());

@@ -4,9 +4,10 @@
  * fingerprint, algorithm, size, peer, state, and the times it was enqueued, started and
  * finished) in a fixed ring, and writes it to one file per rank when the communicator fails
  * (a timeout, a peer's failure, HcclCommAbort) or the process gets SIGUSR1, as torch's NCCL
- * flight recorder does. `hccl-fr DIR` (scripts/hccl_fr.py) reads every rank's file and says
- * which call diverged, which ranks are behind and what each waits for. docs/flight-recorder.md
- * documents the file's format.
+ * flight recorder does. The file is named after the job's run (comm.h: unique to the job and
+ * to this start of it), the communicator and the rank. `hccl-fr DIR` (scripts/hccl_fr.py)
+ * reads one run's files and says which call diverged, which ranks are behind and what each
+ * waits for. docs/flight-recorder.md documents the file's format.
  *
  * Off (no directory named): one branch per call. On: a mutex and a dozen stores per call.
  */
