@@ -112,7 +112,8 @@ def sample_matches(sample, output, exact):
 
 def make_tree(src, build, python):
     """A folder that looks like the source tree, whose build/ is this build, and a bin folder
-    put first on PATH: npu-launch and hccl-fr as installed, python3 = the torch build's."""
+    put first on PATH: npu-launch and hccl-fr as installed; python3, python and torchrun of
+    the Python torch_hccl was built for."""
     root = tempfile.mkdtemp(prefix="hccl-docs-")
     for e in os.listdir(src):
         if e != "build":
@@ -127,11 +128,14 @@ def make_tree(src, build, python):
     if python:
         for name in ("python3", "python"):
             os.symlink(python, os.path.join(bind, name))
+        with open(os.path.join(bind, "torchrun"), "w") as f:  # that Python's own torchrun
+            f.write('#!/bin/sh\nexec "%s" -m torch.distributed.run "$@"\n' % python)
+        os.chmod(os.path.join(bind, "torchrun"), 0o755)
     return root, bind
 
 
 def main():
-    src, build = sys.argv[1], sys.argv[2]
+    src, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     python = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] else ""
     root, bind = make_tree(src, build, python)
     env = dict(os.environ, PATH=bind + ":" + os.environ["PATH"], LC_ALL="C")
