@@ -5,7 +5,7 @@ communicator: which ranks wrote no file, the first call whose fingerprint differ
 the ranks that are behind (their last call started is older than the others'), and what each
 rank waits for, with the reasons the ranks gave.
 
-    hccl-fr DIR [--json]
+Usage: hccl-fr DIR [--json]
 
 Exit 0 when the files were read (whatever they say), 2 when none could be.
 """
