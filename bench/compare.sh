@@ -3,7 +3,7 @@
 # torch.distributed (torch_hccl) against torch's gloo, on this machine, for 2, 4 and 8 ranks,
 # and markdown tables of the result.
 #
-#   bench/compare.sh [build-dir]        (default ./build; builds nothing)
+# usage: bench/compare.sh [build-dir]   (default ./build; builds nothing)
 #
 # For each N it runs, float sum only:
 #   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
@@ -36,6 +36,10 @@
 # iterations, REPEATS (default 3), RUN_TIMEOUT (default 120) seconds per run, RESULTS_DIR
 # (default a new /tmp/hccl-compare.XXXXXX) where every run's full output is kept.
 set -u
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "compare.sh: unknown option '$1'; see bash bench/compare.sh --help" >&2; exit 2 ;;
+esac
 
 BUILD=${1:-./build}
 # The Python torch_hccl was built for (build/python/INTERPRETER), or $PYTHON.

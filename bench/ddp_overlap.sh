@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # ddp_overlap.sh - ddp_train's step time with and without overlap at 2, 4 and 8 devices, and the
 # share of communication hidden behind backward: the numbers in docs/ddp.md.
-#   bash bench/ddp_overlap.sh [build-dir] [repeats]
+# usage: bash bench/ddp_overlap.sh [build-dir] [repeats]
 # Each run is `ddp_train --steps 40 --global-batch 64` under npu-launch, wrapped in
 # flock /tmp/bench.lock so no other benchmark on the machine runs at the same time; the table
 # gives the median of `repeats` runs (3) of each configuration. Times are ddp_train's own means
 # over steps 1..39 and over ranks (docs/ddp.md says how communication and its hidden part are
 # measured).
 set -euo pipefail
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "ddp_overlap.sh: unknown option '$1'; see bash bench/ddp_overlap.sh --help" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 build=${1:-build}
 repeats=${2:-3}

@@ -44,9 +44,18 @@ static void *copier(void *arg) {
 }
 
 int main(int argc, char **argv) {
+  const char *usage = "usage: membw [threads 1-256 (default: the number of CPUs)]\n";
+  if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (argc > 1 && argv[1][0] == '-') {
+    fprintf(stderr, "membw: unknown option '%s'; see membw --help\n", argv[1]);
+    return 2;
+  }
   long n = argc > 1 ? atol(argv[1]) : sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1 || n > 256) {
-    fprintf(stderr, "usage: membw [threads 1-256]\n");
+    fputs(usage, stderr);
     return 2;
   }
   pthread_t th[256];

@@ -6,8 +6,12 @@
 # (bench/torch_allreduce_perf.py, GLOO_SOCKET_IFNAME=eth0). fp32 sum, out of place, 64 MiB
 # over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it.
 #
-#   bash bench/multiserver.sh BUILD_DIR [REPEATS]      (root; prints a Markdown table)
+# usage: bash bench/multiserver.sh BUILD_DIR [REPEATS]   (root; prints a Markdown table)
 set -u
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "multiserver.sh: unknown option '$1'; see bash bench/multiserver.sh --help" >&2; exit 2 ;;
+esac
 build=${1:?usage: multiserver.sh BUILD_DIR [REPEATS]}
 repeats=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)

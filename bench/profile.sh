@@ -8,16 +8,22 @@
 #   3. under `perf record -a -e cpu-clock`, for the share of CPU time in each function;
 #   4. with HCCL_TRACE_FILE, for the time ranks slept waiting for a peer, per call.
 #
-#   bench/profile.sh [-B build] [-n ranks] [-s bytes] [-R 0|1] [-i iterations]
+# usage: bench/profile.sh [-B build] [-n ranks] [-s bytes] [-R 0|1] [-i iterations]
 #
 # Defaults: build, 8 ranks, 64M, -R 0, 20 iterations. Needs perf (linux-perf) and root or
 # kernel.perf_event_paranoid <= 0 for -a.
 set -eu
+help() { awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; }
 B=build N=8 S=64M R=0 I=20
-while getopts B:n:s:R:i: o; do
+case "${1:-}" in
+--help) help; exit 0 ;;
+--*) echo "profile.sh: unknown option '$1'; see bench/profile.sh --help" >&2; exit 2 ;;
+esac
+while getopts hB:n:s:R:i: o; do
   case $o in
     B) B=$OPTARG ;; n) N=$OPTARG ;; s) S=$OPTARG ;; R) R=$OPTARG ;; i) I=$OPTARG ;;
-    *) echo "usage: $0 [-B build] [-n ranks] [-s bytes] [-R 0|1] [-i iterations]" >&2; exit 2 ;;
+    h) help; exit 0 ;;
+    *) echo "usage: $0 [-B build] [-n ranks] [-s bytes] [-R 0|1] [-i iterations]; see --help" >&2; exit 2 ;;
   esac
 done
 command -v perf >/dev/null || { echo "profile.sh: perf not found (apt-get install linux-perf)" >&2; exit 2; }

@@ -4,12 +4,16 @@
 # job's wall time, and over its ranks the largest init time, first-call time (a 4 KiB int32
 # allreduce), sockets held and resident size (bench/scale_probe.c).
 #
-#   bash bench/scale.sh [build] ["4 8 16 32 64 128"] ["1 2"] [max ranks=128]
+# usage: bash bench/scale.sh [build] ["4 8 16 32 64 128"] ["1 2"] [max ranks=128]
 #
 # Needs root (namespaces). Prints one table row per (S, D); a failed or wrong job prints FAIL.
 # At the end bench/scale_plot.py draws the table (scale.svg beside the outputs) and prints how
 # init time grows with n (its log-log slope, and init / (n log2 n)).
 set -u
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "scale.sh: unknown option '$1'; see bash bench/scale.sh --help" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
 SERVERS=${2:-4 8 16 32 64 128}

@@ -9,6 +9,7 @@ at each n (flat or falling = no faster than n log n).
 
     python3 bench/scale_plot.py TABLE.txt OUT.svg
 """
+import argparse
 import math
 import sys
 
@@ -78,11 +79,14 @@ def panel(x0, w, h, title, series, ylabel):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    data = rows(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("table", help="the table bench/scale.sh printed")
+    ap.add_argument("svg", help="the SVG to write")
+    args = ap.parse_args()
+    data = rows(args.table)
     if not data:
-        sys.exit("no table rows in " + sys.argv[1])
+        sys.exit("no table rows in " + args.table)
     ds = sorted({r["d"] for r in data})
 
     def series(key):
@@ -96,7 +100,7 @@ def main():
     svg += panel(w, w, h, "sockets per rank (not rank 0)", series("others"), "sockets")
     svg += panel(2 * w, w, h, "resident size per rank", series("rss"), "KiB")
     svg.append("</svg>")
-    with open(sys.argv[2], "w") as f:
+    with open(args.svg, "w") as f:
         f.write("\n".join(svg) + "\n")
 
     for d in ds:
@@ -106,7 +110,7 @@ def main():
                   (d, slope(pts), ", ".join(str(n) for n, _ in pts)))
         print("# D = %d: init / (n log2 n) in us: %s" % (d, ", ".join(
             "%d: %.0f" % (n, 1000 * y / (n * math.log2(n))) for n, y in pts if n > 1)))
-    print("# plot: " + sys.argv[2])
+    print("# plot: " + args.svg)
 
 
 if __name__ == "__main__":

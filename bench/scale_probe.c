@@ -62,7 +62,17 @@ static long rss_kib(void) {
     }                                                                                              \
   } while (0)
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+      printf("usage: scale_probe   (no arguments; one process per rank, started like any rank:\n"
+             "       npu-launch --device-list 0,1 -- scale_probe; bench/scale.sh runs it)\n");
+      return 0;
+    }
+    fprintf(stderr, "scale_probe: unknown argument '%s' (it takes none); see scale_probe --help\n",
+            argv[1]);
+    return 2;
+  }
   HcclComm comm;
   double t0 = now_ms();
   CHECK(HcclCommInitFromEnv(&comm));

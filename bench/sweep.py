@@ -166,7 +166,8 @@ def membw(outdir, cores):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--ranks", default="2,4,8")
     ap.add_argument("--repeats", type=int, default=3)

@@ -23,11 +23,28 @@ PROG = "torch_allreduce_perf"
 TYPES = ["int8", "int32", "half", "float", "int64", "double", "bfloat16"]
 OPS = ["sum", "prod", "max", "min"]
 AVG = ["rank0", "avg", "min", "max"]
+USAGE = """Usage: %s [--backend gloo|hccl] [flags]   (one process per rank; rank 0 prints)
+  --backend NAME  gloo or hccl (torch_hccl); must come first                default gloo
+  -b <bytes>  smallest size (K, M, G = powers of 1024)                      default 32M
+  -e <bytes>  largest size, >= -b                                           default 32M
+  -f <n>      multiply the size by n (>= 2) each step                       default 2
+  -i <bytes>  add this many bytes each step instead of -f
+  -n <n>      timed iterations per line (>= 1)                              default 20
+  -w <n>      warm-up iterations (>= 0)                                     default 1
+  -c <0|1>    check the results                                             default 1
+  -d <type>   int8, int32, half, float, int64, double, bfloat16 or all      default float
+  -o <op>     sum, prod, max, min or all                                    default sum
+  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max         default 1
+  -z <0|1>    accepted and shown in the header; every call blocks          default 1
+  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)
+  -h, --help  this help
+allreduce_perf's table and exit codes: 0 ok, 1 wrong results or a failed call, 2 bad flags.
+""" % PROG
 
 
 def usage_error(msg):
     if os.environ.get("RANK", "0") in ("", "0"):
-        sys.stderr.write("%s: %s\nRun '%s -h' for the list of flags.\n" % (PROG, msg, PROG))
+        sys.stderr.write("%s: %s\nRun '%s --help' for the list of flags.\n" % (PROG, msg, PROG))
     sys.exit(2)
 
 
@@ -57,8 +74,8 @@ def parse_args(argv):
     k = 0
     while k < len(argv):
         a = argv[k]
-        if a == "-h":
-            print("Usage: %s -b -e -f|-i -n -w -c -d -o -a -z, as allreduce_perf -h" % PROG)
+        if a in ("-h", "--help"):
+            sys.stdout.write(USAGE)
             sys.exit(0)
         if len(a) != 2 or a[0] != "-" or a[1] not in "befinwcdoazgt":
             usage_error("unknown flag %s" % a if a.startswith("-") else
@@ -80,8 +97,8 @@ def parse_args(argv):
             o[f] = parse_int(f, v, 0, 3)
         elif f == "d":
             if v != "all" and v not in TYPES:
-                usage_error("-d '%s' is not a type this benchmark reduces: expected int8, int32, "
-                            "half, float or all" % v)
+                usage_error("-d '%s' is not a type this benchmark reduces: expected %s or all"
+                            % (v, ", ".join(TYPES)))
             o[f] = TYPES if v == "all" else [v]
         elif f == "o":
             if v != "all" and v not in OPS:

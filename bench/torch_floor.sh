@@ -2,7 +2,7 @@
 # torch_floor.sh - allreduce of plain torch tensors through torch.distributed against the memory
 # floor measured in the same run, and against gloo:
 #
-#   bash bench/torch_floor.sh [build] [repeats=3] [ranks="2 4 8"]
+# usage: bash bench/torch_floor.sh [build] [repeats=3] [ranks="2 4 8"]
 #
 # B = the bytes all cores copy per second together (bench/membw.c, one thread per core). An
 # allreduce reads each input once and writes each output once, so algbw <= B/p and
@@ -18,6 +18,10 @@
 # with no second buffer and no read-for-ownership, which a memcpy pays for: in-place busbw can
 # exceed this floor (up to 2x at 2 ranks on a machine whose L3 holds the buffers).
 set -euo pipefail
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "torch_floor.sh: unknown option '$1'; see bash bench/torch_floor.sh --help" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-build}" && pwd)
 # The Python torch_hccl was built for (build/python/INTERPRETER), or $PYTHON.

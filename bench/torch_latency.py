@@ -21,7 +21,8 @@ import torch.distributed as dist
 
 import torch_hccl  # noqa: F401
 
-parser = argparse.ArgumentParser()
+parser = argparse.ArgumentParser(description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--bytes", type=int, default=4096)
 parser.add_argument("--iters", type=int, default=20000)
 parser.add_argument("--backend", default="hccl")

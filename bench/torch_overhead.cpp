@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,11 +81,24 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& pa
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* usage =
+      "usage: torch_overhead [ranks=1 (1-8)] [bytes=4096 (>= 4)] [iters=20000 (>= 1)]\n";
+  for (int k = 1; k < argc; k++) {
+    if (!std::strcmp(argv[k], "-h") || !std::strcmp(argv[k], "--help")) {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (argv[k][0] == '-') {
+      std::fprintf(stderr, "torch_overhead: unknown option '%s'; see torch_overhead --help\n",
+                   argv[k]);
+      return 2;
+    }
+  }
   int ranks = argc > 1 ? std::atoi(argv[1]) : 1;
   size_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 4096;
   int iters = argc > 3 ? std::atoi(argv[3]) : 20000;
   if (ranks < 1 || ranks > 8 || bytes < sizeof(float) || iters < 1) {
-    std::fprintf(stderr, "usage: torch_overhead [ranks 1-8] [bytes >= 4] [iters >= 1]\n");
+    std::fputs(usage, stderr);
     return 2;
   }
   char dir[] = "/tmp/torch_overhead_XXXXXX";

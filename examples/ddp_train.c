@@ -60,11 +60,26 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* --help; a bad option gets one line on stderr that points here. */
 static void usage(void) {
-  fprintf(stderr, "usage: ddp_train [--steps N] [--global-batch B] [--bucket-mb X] [--no-overlap]"
-                  " [--fp16-wire] [--trace FILE] [--lr X] [--hidden H] [--layers L]"
-                  " [--threads T] [--checkpoint FILE] [--checkpoint-every K]"
-                  " [--fail-at-step K]\n");
+  printf("Usage: ddp_train [options]   (one process per rank, e.g. under npu-launch)\n"
+         "  --steps N             training steps (default 40)\n"
+         "  --global-batch B      samples per step over all ranks, split evenly (default 64)\n"
+         "  --bucket-mb X         DDP bucket cap in MiB (default 4)\n"
+         "  --no-overlap          start every bucket's allreduce after backward\n"
+         "  --fp16-wire           fp32 buckets travel as fp16\n"
+         "  --trace FILE          Chrome trace of the last step\n"
+         "  --lr X                learning rate after a 5-step warm-up (default 0.05)\n"
+         "  --hidden H            hidden layer width (default 1024)\n"
+         "  --layers L            layers, 2-%d (default 5)\n"
+         "  --threads T           compute threads per rank (default OMP_NUM_THREADS, else the\n"
+         "                        CPUs this rank may run on)\n"
+         "  --checkpoint FILE     rank 0 saves there; every rank resumes from it when present\n"
+         "  --checkpoint-every K  steps between checkpoints (default 10)\n"
+         "  --fail-at-step K      rank 1 exits 3 at step K of the first start\n"
+         "  -h, --help            this text\n"
+         "See docs/ddp.md.\n",
+         MLP_MAX_LAYERS);
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
@@ -83,10 +98,16 @@ static int parse(int argc, char **argv, struct opts *o) {
       usage();
       exit(0);
     }
-    if (!v) {
-      fprintf(stderr, "ddp_train: option '%s' %s\n", a,
-              strncmp(a, "--", 2) ? "is not known" : "needs a value or is not known");
-      usage();
+    static const char *const with_value[] = {
+        "--steps",  "--global-batch", "--bucket-mb",  "--trace",            "--lr",
+        "--hidden", "--layers",       "--threads",    "--checkpoint",       "--checkpoint-every",
+        "--fail-at-step"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+      known = known || !strcmp(a, with_value[k]);
+    if (!known || !v) {
+      fprintf(stderr, "ddp_train: option '%s' %s; see ddp_train --help\n", a,
+              known ? "needs a value" : "is not known");
       return -1;
     }
     i++;
@@ -110,13 +131,8 @@ static int parse(int argc, char **argv, struct opts *o) {
       o->checkpoint = v;
     else if (!strcmp(a, "--checkpoint-every"))
       o->checkpoint_every = atoi(v);
-    else if (!strcmp(a, "--fail-at-step"))
+    else /* --fail-at-step, the last of with_value */
       o->fail_at_step = atoi(v);
-    else {
-      fprintf(stderr, "ddp_train: option '%s' is not known\n", a);
-      usage();
-      return -1;
-    }
   }
   if (o->steps < 1 || o->global_batch < 1 || o->bucket_mb <= 0 || o->hidden < 1 || o->layers < 2 ||
       o->layers > MLP_MAX_LAYERS || o->checkpoint_every < 1) {

@@ -78,7 +78,7 @@ static void usage(FILE *f, const char *prog) {
           "  -R <0|1>    1: buffers from the library's allocator (HcclMemAlloc, MPI_Alloc_mem),\n"
           "              which can run zero-copy; 0: ordinary memory        default 0\n"
           "  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)\n"
-          "  -h          this help\n"
+          "  -h, --help  this help\n"
           "Loop order with all: for each size, for each type, for each op, for each root;\n"
           "each line has out-of-place then in-place. Exit code: 0 ok, 1 wrong results or a\n"
           "failed call, 2 bad flags.\n",
@@ -93,7 +93,7 @@ usage_error(const char *prog, const char *fmt, ...) {
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nRun '%s -h' for the list of flags.\n", prog);
+    fprintf(stderr, "\nRun '%s --help' for the list of flags.\n", prog);
   }
   exit(2);
 }
@@ -167,7 +167,7 @@ static void parse_ops(const char *prog, const char *s, struct perf_opts *o) {
     usage_error(prog, "-o '%s' is not an op: expected sum, prod, max, min or all", s);
 }
 
-/* Fills *o from argv; exits 2 on a bad flag, 0 after -h. */
+/* Fills *o from argv; exits 2 on a bad flag, 0 after -h or --help. */
 static void parse_args(int argc, char **argv, const char *prog, const struct perf_coll_desc *d,
                        struct perf_opts *o) {
   *o = (struct perf_opts){.min_bytes = 32u << 20,
@@ -183,10 +183,14 @@ static void parse_args(int argc, char **argv, const char *prog, const struct per
                           .nops = 1,
                           .ops = {PERF_SUM},
                           .root = 0};
+  /* --help is the one long flag (getopt alone read it as -- and failed); the rest are
+   * nccl-tests' single letters. */
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int seen_f = 0, seen_i = 0, c;
   opterr = 0;
   optind = 1;
-  while ((c = getopt(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:R:g:t:h")) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:R:g:t:h", longopts, NULL)) !=
+         -1) {
     switch (c) {
     case 'b':
       o->min_bytes = parse_size(prog, 'b', optarg);
@@ -245,7 +249,8 @@ static void parse_args(int argc, char **argv, const char *prog, const struct per
     case ':':
       usage_error(prog, "flag -%c needs a value", optopt);
     default:
-      if (optopt >= 0x20 && optopt < 0x7f) usage_error(prog, "unknown flag -%c", optopt);
+      if (optopt >= 0x20 && optopt < 0x7f && strncmp(argv[optind - 1], "--", 2) != 0)
+        usage_error(prog, "unknown flag -%c", optopt);
       usage_error(prog, "unknown flag '%s'", argv[optind - 1]);
     }
   }

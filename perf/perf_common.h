@@ -108,7 +108,8 @@ struct perf_backend {
 
 /* Parses the flags, benchmarks coll through be and returns the process exit code:
  * 0 = every checked element right, 1 = wrong elements or a failed call, 2 = bad flags (the
- * message names the flag, the value and the rule). -h prints the usage and returns 0. */
+ * message names the flag, the value and the rule). -h or --help prints the usage on stdout
+ * and exits 0. */
 int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be);
 
 /* Names as the tables print them ("int8", "sum", "allgather"). */

@@ -8,18 +8,9 @@ previous ready mark to its own) and allreduce (one lane per bucket, from its all
 its completion as the layer saw it), plus ddp_finish (the wait after backward). Needs matplotlib (Debian: apt-get install python3-matplotlib, then run
 it with /usr/bin/python3).
 """
+import argparse
 import json
 import sys
-
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-except ImportError:
-    sys.exit("ddp_timeline.py needs matplotlib: apt-get install python3-matplotlib "
-             "(and run it with /usr/bin/python3)")
 
 
 def layer_of(name):
@@ -28,9 +19,22 @@ def layer_of(name):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: ddp_timeline.py TRACE.json OUT.png")
-    trace = json.load(open(sys.argv[1]))
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace", help="Chrome trace written by ddp_train --trace FILE")
+    ap.add_argument("out", help="the PNG to write")
+    args = ap.parse_args()
+    # Imported after the flags, so that --help works without matplotlib.
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        sys.exit("ddp_timeline.py needs matplotlib: apt-get install python3-matplotlib "
+                 "(and run it with /usr/bin/python3)")
+    trace = json.load(open(args.trace))
     spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
     ranks = sorted({e["pid"] for e in spans})
     layers = sorted({layer_of(e["name"]) for e in spans if e["name"].startswith("grad ")})
@@ -77,7 +81,7 @@ def main():
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
+    fig.savefig(args.out, dpi=110)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # of their own and runs each for SECONDS (default 30) over a scratch copy of its seed corpus
 # (tests/fuzz/corpus/<target>/), so inputs found are not written into the repository.
 #
-#   bash scripts/fuzz.sh [SECONDS_PER_TARGET]
+# usage: bash scripts/fuzz.sh [SECONDS_PER_TARGET]
 #
 # Prints executions, executions per second and crashes per target; exits non-zero when any
 # target crashed (its input is kept under <build>/fuzz-artifacts/ to add as a regression seed).
@@ -13,8 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}
 case "$secs" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 '' | *[!0-9]*)
-  echo "usage: bash scripts/fuzz.sh [SECONDS_PER_TARGET]" >&2
+  echo "fuzz.sh: '$secs' is not a number of seconds; see bash scripts/fuzz.sh --help" >&2
   exit 2
   ;;
 esac

@@ -5,14 +5,15 @@ for each of its communicators: which ranks wrote no file, the first call whose f
 differs between ranks, the ranks that are behind (their last call started is older than the
 others'), and what each rank waits for, with the reasons the ranks gave.
 
-    hccl-fr DIR [--run ID] [--json]
+Usage: hccl-fr DIR [--run ID] [--json]
 
 Each start of a job (a restart too) has its own run id, which its files carry. When the folder
 holds the files of several jobs (it was used again, or the job restarted), hccl-fr lists them,
 one line each, and reads the newest; --run ID reads the one whose run id starts with ID. Files of
 a libhccl older than run ids count as one job, run "none".
 
-Exit 0 when the files were read (whatever they say), 2 when none could be.
+Exit 0 when the files were read (whatever they say), 2 when none could be or the arguments
+are wrong.
 """
 import collections
 import glob
@@ -198,6 +199,13 @@ def choose(jobs, want, folder):
     return job, lines
 
 
+def usage_error(what):
+    """One line on stderr naming what is wrong, and exit 2 (as argparse does)."""
+    print("hccl-fr: %s; usage: hccl-fr DIR [--run ID] [--json] (hccl-fr --help)" % what,
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     argv = sys.argv[1:]
     if any(a in ("-h", "--help") for a in argv):
@@ -212,14 +220,14 @@ def main():
         elif a.startswith("--run="):
             want = a[len("--run="):]
         elif a == "--run":
-            sys.exit("hccl-fr: --run needs a run id (or the start of one)\n\n%s" % __doc__)
+            usage_error("--run needs a run id (or the start of one)")
         elif a.startswith("-") and a != "--json":
-            sys.exit("hccl-fr: unknown option %s\n\n%s" % (a, __doc__))
+            usage_error("unknown option %s" % a)
         elif a != "--json":
             args.append(a)
         i += 1
     if len(args) != 1:
-        sys.exit(__doc__)
+        usage_error("expected one folder, got %d arguments" % len(args))
     files = sorted(glob.glob(os.path.join(args[0], "hccl-fr-*.jsonl")))
     loaded = []
     for f in files:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # quickstart.sh - the README's two commands on a fresh Debian 12 machine (as root, or with sudo):
-#   bash scripts/quickstart.sh bench   install, build, run an 8-device allreduce benchmark
-#   bash scripts/quickstart.sh test    install, build, run every test (ctest)
+# usage: bash scripts/quickstart.sh bench   install, build, run an 8-device allreduce benchmark
+#        bash scripts/quickstart.sh test    install, build, run every test (ctest)
 # BUILD_DIR (default ./build) and BUILD_TYPE (default Release) may be set; SKIP_INSTALL=1 skips
 # apt-get and pip (for machines that already have the packages).
 #
@@ -15,8 +15,10 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 case "$mode" in
 bench | test) ;;
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 *)
-  echo "usage: bash scripts/quickstart.sh bench|test" >&2
+  echo "quickstart.sh: '$mode' is not bench or test; usage: bash scripts/quickstart.sh bench|test" \
+    "(see --help)" >&2
   exit 2
   ;;
 esac

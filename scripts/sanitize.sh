@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sanitize.sh - builds the project with a sanitizer into build-<name> and runs every test.
-#   bash scripts/sanitize.sh address     # ASan + UBSan
-#   bash scripts/sanitize.sh thread      # TSan
+# usage: bash scripts/sanitize.sh address     # ASan + UBSan
+#        bash scripts/sanitize.sh undefined   # UBSan alone
+#        bash scripts/sanitize.sh thread      # TSan
 # Forked ranks inherit the sanitizer; a report makes that rank (and so the test) fail.
 # torch_hccl is left out of these builds: Debian's python3 and libtorch are not built with a
 # sanitizer, so the extension could only load with the runtime preloaded into python itself;
@@ -12,8 +13,10 @@ case "${1:-}" in
 address) san="address,undefined" name=asan ;;
 undefined) san="undefined" name=ubsan ;;
 thread) san="thread" name=tsan ;;
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 *)
-  echo "usage: bash scripts/sanitize.sh address|undefined|thread" >&2
+  echo "sanitize.sh: '${1:-}' is not a sanitizer; usage: bash scripts/sanitize.sh" \
+    "address|undefined|thread (see --help)" >&2
   exit 2
   ;;
 esac

@@ -74,12 +74,13 @@ def plot(out, paths, t_from, t_to):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cmd", choices=["merge", "plot"])
-    ap.add_argument("out")
-    ap.add_argument("inputs", nargs="+")
-    ap.add_argument("--from-ms", type=float)
-    ap.add_argument("--to-ms", type=float)
+    ap.add_argument("out", help="the merged JSON (merge) or the PNG (plot) to write")
+    ap.add_argument("inputs", nargs="+", help="the per-rank trace files")
+    ap.add_argument("--from-ms", type=float, help="plot: start of the window")
+    ap.add_argument("--to-ms", type=float, help="plot: end of the window")
     a = ap.parse_args()
     if a.cmd == "merge":
         merge(a.out, a.inputs)
