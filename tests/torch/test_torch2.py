@@ -10,7 +10,8 @@ hccl group) or against the same training done locally.
   each mesh dimension, full_tensor, and a sharded matmul.
 - FSDP2 (fully_shard) on CPU: three SGD steps on 4 ranks equal the same steps taken locally
   on the whole batch.
-- destroy_process_group() and a second init in the same processes.
+- destroy_process_group() and a second init in the same processes; a work left unwaited at
+  destroy_process_group fails its wait() and its future, naming why (its future hung).
 
 Skipped, saying why, on torch 1.13 (none of these exist there).
 """
@@ -138,7 +139,27 @@ def fsdp_case():
     print("rank %d ok (max diff %.2g)" % (rank, diff))
 
 
-CASES = {"hooks": hooks_case, "mesh": mesh_case, "fsdp": fsdp_case}
+def after_destroy_case():
+    """A work not waited for before destroy_process_group: wait() and get_future().wait()
+    raise DistBackendError at once, saying the group was destroyed first."""
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init()
+    w = dist.all_reduce(torch.ones(1000), async_op=True)
+    w.wait()
+    late = dist.all_reduce(torch.ones(1000), async_op=True)
+    dist.destroy_process_group()
+    for name, call in (("wait", late.wait), ("future", lambda: late.get_future().wait())):
+        try:
+            call()
+            raise AssertionError("%s returned after destroy_process_group" % name)
+        except dist.DistBackendError as e:
+            assert "destroyed before this work was waited for" in str(e), (name, str(e))
+    print("rank %d ok" % rank)
+
+
+CASES = {"hooks": hooks_case, "mesh": mesh_case, "fsdp": fsdp_case,
+         "after_destroy": after_destroy_case}
 
 
 def torch2():
@@ -163,6 +184,9 @@ class TestTorch2(unittest.TestCase):
 
     def test_fsdp2_matches_local_training(self):
         self.ok(H.run_ranks(__file__, "fsdp", 4, timeout=300), 4)
+
+    def test_work_after_destroy_fails_not_hangs(self):
+        self.ok(H.run_ranks(__file__, "after_destroy", 2, timeout=120), 2)
 
 
 if __name__ == "__main__":

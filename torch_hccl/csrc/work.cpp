@@ -64,18 +64,21 @@ void Core::close() {
     else
       finisher.join();
   }
-  HcclComm comm = comm_;
-  comm_ = nullptr;
-  HcclCommDestroy(comm);
+  {
+    std::unique_lock<std::shared_mutex> x(use_); /* after every wait on its requests */
+    HcclComm comm = comm_;
+    comm_ = nullptr;
+    HcclCommDestroy(comm);
+  }
   if (saved) PyEval_RestoreThread(saved);
 }
 
-void Core::post(std::function<void()> job) {
+bool Core::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (closed_) { /* the communicator is gone, and with it every request it had */
       jobs_.clear();
-      return;
+      return false;
     }
     jobs_.push_back(std::move(job));
     if (!finisher_.joinable()) {
@@ -84,6 +87,7 @@ void Core::post(std::function<void()> job) {
     }
   }
   cv_.notify_one();
+  return true;
 }
 
 void Core::run() {
@@ -132,6 +136,19 @@ void HcclWork::complete() {
   std::exception_ptr err;
   HcclResult first = HCCL_SUCCESS;
   std::string msg;
+  auto held = core_->hold();
+  if (!held.owns_lock() && !reqs_.empty()) {
+    /* destroy_process_group (or shutdown) came first and freed the requests, which may
+     * or may not have finished. */
+    reqs_.clear();
+    try {
+      throwBackendError("hccl " + what_ + ": the process group was destroyed before this work "
+                        "was waited for, so its result is unknown (wait for works before "
+                        "destroy_process_group)");
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
   for (HcclRequest r : reqs_) {
     HcclResult res = HcclRequestWait(r);
     if (res != HCCL_SUCCESS && first == HCCL_SUCCESS) {
@@ -140,9 +157,10 @@ void HcclWork::complete() {
     }
   }
   reqs_.clear();
+  if (held.owns_lock()) held.unlock();
   if (first != HCCL_SUCCESS) {
     err = hcclError(first, what_, msg);
-  } else {
+  } else if (!err) {
     try {
       for (auto& step : post_) step();
     } catch (...) {
@@ -173,9 +191,14 @@ void HcclWork::markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& fut,
 
 bool HcclWork::isCompleted() {
   if (done_.load()) return true;
-  for (HcclRequest r : reqs_) {
-    int d = 0;
-    if (HcclRequestTest(r, &d) != HCCL_SUCCESS || !d) return false;
+  {
+    auto held = core_->hold();
+    if (held.owns_lock()) {
+      for (HcclRequest r : reqs_) {
+        int d = 0;
+        if (HcclRequestTest(r, &d) != HCCL_SUCCESS || !d) return false;
+      }
+    } /* else closed: complete() below fails the work */
   }
   /* Every request is done, so completing now does not block (unless another thread is
    * already completing it: then report what we know). */
@@ -220,8 +243,9 @@ c10::intrusive_ptr<c10::ivalue::Future> HcclWork::getFuture() {
     /* Asked from a future's callback (PowerSGD's hook waits on a new allreduce's future inside
      * one): the finisher would be waiting for itself, so the work completes here, now. */
     complete();
-  else
-    core_->post([self = c10::intrusive_ptr<HcclWork>::reclaim_copy(this)]() { self->complete(); });
+  else if (!core_->post(
+               [self = c10::intrusive_ptr<HcclWork>::reclaim_copy(this)]() { self->complete(); }))
+    complete(); /* closed: nothing would run the job; the work fails now, naming why */
   return fut;
 }
 

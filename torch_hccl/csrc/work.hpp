@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,8 +46,17 @@ class Core {
   void close();
   int rank() const { return rank_; }
   int size() const { return size_; }
-  /* Runs job on the finisher thread (started on first use), in posting order. */
-  void post(std::function<void()> job);
+  /* Runs job on the finisher thread (started on first use), in posting order. False, and
+   * the job dropped, once closed. */
+  bool post(std::function<void()> job);
+  /* Keeps the communicator, and with it its requests, alive while the caller waits on them:
+   * close() destroys it only once no one holds it. The lock is not owned when the
+   * communicator is already closed (its requests are freed: do not touch them). */
+  std::shared_lock<std::shared_mutex> hold() {
+    std::shared_lock<std::shared_mutex> l(use_);
+    if (!comm_) l.unlock();
+    return l;
+  }
   /* Whether the caller is the finisher thread (a future's callback runs there). */
   bool onFinisher() const { return finisherId_.load() == std::this_thread::get_id(); }
 
@@ -55,6 +65,7 @@ class Core {
   HcclComm comm_;
   int rank_, size_;
   std::mutex mu_;
+  std::shared_mutex use_; /* shared: waiting on requests; exclusive: destroying */
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
   std::thread finisher_;
