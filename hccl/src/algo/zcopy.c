@@ -1,6 +1,6 @@
 /*
  * zcopy.c - zero-copy allreduce, reduce-scatter, allgather and broadcast, for a group on one
- * server whose every member passes buffers from HcclMemAlloc (core/mem.c), as NCCL's
+ * server whose every member passes buffers from HcclMemAlloc (base/mem.c), as NCCL's
  * registered-buffer kernels. One path serves the four:
  *
  *   1. exchange: every member learns every member's send and receive windows (a Bruck

@@ -25,17 +25,17 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "dtype.h"
 #include "flight.h"
 #include "log.h"
 #include "p2p.h"
 #include "place.h"
-#include "reduce.h"
 #include "ranktable.h"
 #include "rounds.h"
 #include "store.h"
-#include "trust.h"
 #include "topo.h"
 #include "trace.h"
+#include "trust.h"
 #include "wait.h"
 
 #define ROOT_MAGIC 0x68636c6c726f6f74ULL

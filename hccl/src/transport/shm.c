@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_wait.h"
 #include "log.h"
 #include "mem.h"
 #include "transport.h"

@@ -59,10 +59,12 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_wait.h"
+#include "hash.h"
 #include "log.h"
 #include "tcp.h"
-#include "trust.h"
 #include "transport.h"
+#include "trust.h"
 #include "wait.h"
 
 #define TCP_SLOT_MAX (512u << 10)
@@ -79,13 +81,6 @@ _Static_assert(sizeof(struct tcp_blob) <= HCCL_CONN_BYTES, "tcp blob too large")
 
 static struct tcp_state *state_of(const struct hccl_comm *c) {
   return c->tstate[HCCL_TRANSPORT_TCP];
-}
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
 }
 
 static bool tcp_can_connect(const struct hccl_comm *comm, uint32_t peer) {
@@ -279,16 +274,17 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   if (slot < TCP_SLOT_MIN) slot = TCP_SLOT_MIN;
   st->slot_bytes = slot;
   /* Every rank derives the same identity: the store's key prefix and rank 0's process. */
-  uint64_t id = fnv1a(0xcbf29ce484222325ULL, comm->key_prefix, strlen(comm->key_prefix));
-  id = fnv1a(id, &comm->peers[0].host_hash, sizeof(comm->peers[0].host_hash));
+  uint64_t id = hccl__fnv1a(HCCL_FNV1A_SEED, comm->key_prefix, strlen(comm->key_prefix));
+  id = hccl__fnv1a(id, &comm->peers[0].host_hash, sizeof(comm->peers[0].host_hash));
   struct hccl_tcp_acceptor *acc = &st->acc;
   acc->expect = (struct hccl_tcp_hello){
       .magic = HCCL_TCP_MAGIC,
       .version = HCCL_TCP_VERSION,
       .rank = comm->rank,
       .slot_bytes = (uint32_t)slot,
-      .comm_id = fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
-      .token_hash = fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
+      .comm_id = hccl__fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
+      .token_hash =
+          hccl__fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
   acc->greet_timeout_ns = comm->cfg.connect_timeout_ms * 1000000LL;
   if (comm->cfg.whitelist_on)
     HCCL_TRY(hccl__whitelist_load(comm->cfg.whitelist_file, &acc->whitelist));

@@ -7,8 +7,16 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "transport.h"
+/* A buffer inside a peer's HcclMemAlloc region as its owner describes it (mem.c): the
+ * region's memfd in the owner, its serial number and size, and the buffer's offset in it.
+ * fd < 0: the buffer is not in such memory. */
+struct hccl_window {
+  int32_t fd;
+  uint32_t pad;
+  uint64_t serial, region_bytes, offset;
+};
 
 /* Describes [ptr, ptr + bytes) as a window its peers can map, or returns false (w->fd = -1)
  * when the range is not inside one HcclMemAlloc region, or is inside one this process

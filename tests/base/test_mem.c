@@ -1,5 +1,5 @@
 /*
- * test_mem.c - HcclMemAlloc regions across fork (hccl/src/core/mem.c): a forked child gets
+ * test_mem.c - HcclMemAlloc regions across fork (hccl/src/base/mem.c): a forked child gets
  * copy-on-write copies, as with malloc, not the parent's shared pages.
  *
  *   private     the child's writes to an inherited region do not reach the parent; in the
