@@ -32,8 +32,7 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
 }
 
 HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what) {
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->check_abort) HCCL_TRY(hccl__transports[i]->check_abort(c, what));
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, check_abort) HCCL_TRY(t->check_abort(c, what));
   return HCCL_SUCCESS;
 }
 

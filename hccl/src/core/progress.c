@@ -15,9 +15,8 @@
 #define STALE_MS 1000
 
 static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
-  for (int i = 0; hccl__transports[i]; i++) {
-    if (!hccl__transports[i]->progress) continue;
-    struct hccl_progress *p = hccl__transports[i]->progress(c, rank);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, progress) {
+    struct hccl_progress *p = t->progress(c, rank);
     if (p) return p;
   }
   return NULL;
@@ -71,10 +70,10 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
     if (!pg && ask && asked < 4) {
       uint32_t next = UINT32_MAX;
       int got = -1;
-      for (int i = 0; hccl__transports[i] && got < 0; i++)
-        if (hccl__transports[i]->ask_progress)
-          got = hccl__transports[i]->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer,
-                                                  sizeof(answer), &next);
+      HCCL_FOR_EACH_TRANSPORT_WITH(t, ask_progress) {
+        got = t->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer, sizeof(answer), &next);
+        if (got >= 0) break;
+      }
       asked++;
       if (got == 0) {
         snprintf(buf, len,

@@ -3,8 +3,9 @@
  * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
  * abort, teardown); tcp_progress.c the progress thread (frames out and in, failures seen on
  * sockets); tcp_dial.c dialling a peer and the thread's turn at the listener; tcp_sock.c the
- * socket steps (choosing the address, listening, connecting, the acceptor that reads hellos); tcp_wire.c the pure steps on the bytes a peer controls (reading
- * and checking a hello, decoding the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
+ * socket steps (choosing the address, listening, connecting, the acceptor that reads hellos);
+ * tcp_wire.c the pure steps on the bytes a peer controls (reading and checking a hello, decoding
+ * the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
  * Who calls whom: tcp.c -> tcp_progress.c, tcp_dial.c; tcp_progress.c -> tcp_dial.c, tcp_wire.c;
  * tcp_dial.c -> tcp_sock.c; never back.
  *

@@ -154,6 +154,16 @@ HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int m
 
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
+
+/* Runs the statement after it for each transport of the table that fills op `op` (a member of
+ * struct hccl_transport_ops), highest priority first, with `t` the transport's ops:
+ *   HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(c);
+ * `break` leaves the loop. (The else form keeps a following `else` from binding to it.) */
+#define HCCL_FOR_EACH_TRANSPORT_WITH(t, op)                                                      \
+  for (const struct hccl_transport_ops *const *t##_at = hccl__transports, *t;                    \
+       (t = *t##_at) != NULL; t##_at++)                                                          \
+    if (!t->op) {                                                                                \
+    } else
 extern const struct hccl_transport_ops hccl__transport_shm;
 extern const struct hccl_transport_ops hccl__transport_tcp;
 
