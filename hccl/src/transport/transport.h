@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "hccl.h"
-#include "mem.h"
+#include "mem_region.h"
 #include "progress_record.h"
 
 struct hccl_comm;
