@@ -1,6 +1,6 @@
 /*
  * test_zcopy.c - the zero-copy path (algo/zcopy.c) of allreduce, reduce-scatter, allgather and
- * broadcast, and the memory it needs (HcclMemAlloc, core/mem.c; the shm transport's
+ * broadcast, and the memory it needs (HcclMemAlloc, base/mem_region.c; the shm transport's
  * map_window), on real processes through the public calls.
  *
  *   sweep      2, 4 and 8 ranks; the four collectives; every dtype, x every op for the

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_allocator_fork.py - the shared-memory CPU allocator across fork (torch_hccl/csrc/
-allocator.cpp, hccl/src/core/mem.c): a child behaves as with torch's own allocator. Each case
+allocator.cpp, hccl/src/base/mem_region.c): a child behaves as with torch's own allocator. Each case
 runs in a fresh process of its own, under a deadline.
 
   os.fork      the child sees the inherited tensors' values; its writes to them do not reach

@@ -51,6 +51,7 @@
 #include "comm.h"
 #include "settings.h"
 #include "tcp.h"
+#include "tcp_sys.h"
 
 #define RUN_TIMEOUT_S 120
 #define BIG_COUNT ((1u << 20) + 3)

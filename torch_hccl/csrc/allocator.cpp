@@ -16,7 +16,7 @@
  * mapped per link (transport/shm.c's SHM_WINDOWS, 8: up to 128 GiB before windows churn), and
  * costs nothing up front: memfd pages exist once touched.
  *
- * fork: prepare takes the mutex (before core/mem.c takes its own, the order used everywhere:
+ * fork: prepare takes the mutex (before base/mem_region.c takes its own, the order used everywhere:
  * this file calls HcclMemAlloc under its mutex); the parent releases it; the child marks every
  * arena inherited, forgets the free set and the counters, releases arenas with nothing in use,
  * and allocates from new arenas from then on. Blocks it inherited are dropped when freed (their

@@ -7,7 +7,7 @@
  * (HcclMemAlloc regions, each one memfd, pages made on first touch), carved into blocks: best
  * fit, split, neighbours coalesced on free, freed blocks kept for reuse. Smaller requests go to
  * the allocator that was current before. After fork the child allocates from new arenas of
- * its own; the arenas it inherited are copy-on-write there (core/mem.c) and released once the
+ * its own; the arenas it inherited are copy-on-write there (base/mem_region.c) and released once the
  * child has freed every block it inherited in them.
  */
 #pragma once

@@ -60,10 +60,6 @@ HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct 
  * communicator's temp memory (hccl__group_temp). */
 HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_prim *p,
                                  const void *send, void *recv, size_t count);
-/* Sets need[rank] for every member the algorithms of this file may exchange with over g, seen
- * from g->me: halving-doubling's fold and exchange partners, and the ring positions 2^k away
- * either side (binomial trees of any root, the barrier). */
-void hccl__hd_partners(const struct hccl_group *g, bool *need);
 
 /* Two-level allreduce (hier.c): reduce-scatter over `local`, allreduce of the shard over
  * `cross` with cross_kind, allgather over `local`. */

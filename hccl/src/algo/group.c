@@ -5,10 +5,10 @@
  */
 #include <stdlib.h>
 
-#include "algo.h"
 #include "comm.h"
 #include "group.h"
 #include "log.h"
+#include "partners.h"
 
 /* A group's largest message when its links allow more. */
 #define DEFAULT_CHUNK (512u << 10)
@@ -74,7 +74,10 @@ void hccl__group_partners(const struct hccl_group *g, bool *need) {
   uint32_t pos = g->pos[g->me];
   need[g->rank[hccl__group_at(g, (int64_t)pos - 1)]] = true;
   need[g->rank[hccl__group_at(g, (int64_t)pos + 1)]] = true;
-  hccl__hd_partners(g, need);
+  uint32_t at[HCCL_HD_MAX_PARTNERS];
+  uint32_t n = hccl__hd_partner_positions(g->n, pos, at);
+  for (uint32_t i = 0; i < n; i++)
+    need[g->rank[g->ring[at[i]]]] = true;
 }
 
 void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {

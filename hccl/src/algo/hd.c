@@ -12,16 +12,17 @@
  *
  * so the largest exchanges are between ring neighbours (the same device group). When p is not
  * a power of two, the first 2r positions (r = p - p2) pair up: the even one hands its vector
- * to the odd one before, and gets the result back after.
+ * to the odd one before, and gets the result back after. Who pairs with whom: partners.h.
  */
 #include <string.h>
 
 #include "algo.h"
 #include "log.h"
+#include "partners.h"
 
 /* The link to the member holding virtual index v among the p2 active ones. */
 static struct hccl_link *active_link(const struct hccl_group *g, uint32_t v, uint32_t r) {
-  return hccl__group_link(g, v < r ? g->ring[2 * v + 1] : g->ring[v + r]);
+  return hccl__group_link(g, g->ring[hccl__hd_active_pos(v, r)]);
 }
 
 /* The link to the member at ring position pos. */
@@ -31,9 +32,7 @@ static struct hccl_link *link_at(const struct hccl_group *g, uint32_t pos) {
 
 HcclResult hccl__hd_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
                               const void *send, void *recv, size_t count) {
-  uint32_t np = g->n, pos = g->pos[g->me], p2 = 1;
-  while (p2 * 2 <= np)
-    p2 *= 2;
+  uint32_t np = g->n, pos = g->pos[g->me], p2 = hccl__hd_p2(np);
   uint32_t r = np - p2;
   size_t es = p->esz, bytes = count * es;
   const char *src = send;
@@ -202,27 +201,4 @@ HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_p
     if (dst != tmp + (size_t)i * blk) memcpy(dst, tmp + (size_t)i * blk, blk);
   }
   return r;
-}
-
-void hccl__hd_partners(const struct hccl_group *g, bool *need) {
-  uint32_t np = g->n, pos = g->pos[g->me], p2 = 1;
-  if (np < 2) return;
-  while (p2 * 2 <= np)
-    p2 *= 2;
-  uint32_t r = np - p2;
-#define MARK(at) (need[g->rank[g->ring[(at) % np]]] = true)
-  /* Trees (any root) and the barrier: ring positions +-2^k away. */
-  for (uint32_t k = 1; k < np; k <<= 1) {
-    MARK(pos + k);
-    MARK(pos + np - k);
-  }
-  /* Halving-doubling: the fold partner, and the active partners v ^ mask. */
-  if (pos < 2 * r) MARK(pos % 2 ? pos - 1 : pos + 1);
-  if (pos < 2 * r && pos % 2 == 0) return;
-  uint32_t v = pos < 2 * r ? pos / 2 : pos - r;
-  for (uint32_t mask = 1; mask < p2; mask <<= 1) {
-    uint32_t w = v ^ mask;
-    MARK(w < r ? 2 * w + 1 : w + r);
-  }
-#undef MARK
 }

@@ -1,5 +1,5 @@
 /*
- * reduce.h - element types and the reduction kernels: out[i] = a[i] (op) b[i].
+ * reduce.h - the reduction kernels: out[i] = a[i] (op) b[i] (element sizes and names: dtype.h).
  *
  * Integer results are exact with two's-complement wrap on overflow. float32 follows IEEE 754
  * with round-to-nearest-even. float16 is computed in float32 and rounded once to float16,
@@ -15,15 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "hccl.h"
 
-/* Bytes per element, or 0 for a value outside HcclDataType. */
-size_t hccl__dtype_size(HcclDataType dt);
-/* nccl-tests' spelling: "int8", "int16", "int32", "half", "float", "int64", "uint64", "uint8",
- * "uint16", "uint32", "double", "bfloat16"; "unknown" otherwise. */
-const char *hccl__dtype_name(HcclDataType dt);
-/* "sum", "prod", "max", "min"; "unknown" otherwise. */
-const char *hccl__op_name(HcclReduceOp op);
 /* True for the pairs the library reduces: {int8, int32, fp16, fp32} x {sum, prod, max, min}. */
 bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op);
 

@@ -1,6 +1,6 @@
 /*
  * zcopy.c - zero-copy allreduce, reduce-scatter, allgather and broadcast, for a group on one
- * server whose every member passes buffers from HcclMemAlloc (core/mem.c), as NCCL's
+ * server whose every member passes buffers from HcclMemAlloc (base/mem_region.c), as NCCL's
  * registered-buffer kernels. One path serves the four:
  *
  *   1. exchange: every member learns every member's send and receive windows (a Bruck
@@ -37,7 +37,7 @@
 
 #include "algo.h"
 #include "log.h"
-#include "mem.h"
+#include "mem_region.h"
 
 /* Bytes per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2.
  * Never more than the group's scratch (chunk_bytes, at least 4 KiB), where a reduction keeps

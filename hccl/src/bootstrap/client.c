@@ -16,7 +16,7 @@
  *
  * Beyond store.h: a timeout_ms below 0 is refused (HCCL_E_PARA; every wait has a deadline),
  * values returned by get have a NUL after their last byte (not counted in *len), and a
- * value written by add reads back as decimal text. The same holds for mem.c.
+ * value written by add reads back as decimal text. The same holds for store_mem.c.
  */
 #include <errno.h>
 #include <fcntl.h>

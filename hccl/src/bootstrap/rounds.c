@@ -11,33 +11,27 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "hash.h"
 #include "log.h"
 #include "store.h"
 #include "wait.h"
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
 /* Same value for every process of one server: host name, boot id and network namespace, so
  * that servers simulated by network namespaces count as different servers. */
 uint64_t hccl__host_identity(char *host, size_t len) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = HCCL_FNV1A_SEED;
   if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
   host[len - 1] = '\0';
-  h = fnv1a(h, host, strlen(host));
+  h = hccl__fnv1a(h, host, strlen(host));
   char boot[64] = {0};
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f) {
     if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
     fclose(f);
   }
-  h = fnv1a(h, boot, strlen(boot));
+  h = hccl__fnv1a(h, boot, strlen(boot));
   struct stat st;
-  if (stat("/proc/self/ns/net", &st) == 0) h = fnv1a(h, &st.st_ino, sizeof(st.st_ino));
+  if (stat("/proc/self/ns/net", &st) == 0) h = hccl__fnv1a(h, &st.st_ino, sizeof(st.st_ino));
   return h;
 }
 

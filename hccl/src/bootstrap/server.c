@@ -54,6 +54,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "hash.h"
 #include "log.h"
 #include "store.h"
 #include "trust.h"
@@ -133,10 +134,7 @@ struct hccl_store_server {
 /* ---- values and keys ---- */
 
 static uint64_t hash_key(const char *key, uint32_t len) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (uint32_t i = 0; i < len; i++)
-    h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
-  return h;
+  return hccl__fnv1a(HCCL_FNV1A_SEED, key, len);
 }
 
 static struct entry **slot_of(struct hccl_store_server *s, const char *key, uint32_t len) {

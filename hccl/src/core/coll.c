@@ -12,13 +12,14 @@
 #include "algo.h"
 #include "coll.h"
 #include "comm.h"
+#include "comm_wait.h"
 #include "fingerprint.h"
 #include "flight.h"
 #include "log.h"
 #include "progress.h"
+#include "reduce.h"
 #include "request.h"
 #include "trace.h"
-#include "reduce.h"
 #include "wait.h"
 
 struct hccl_op {

@@ -25,17 +25,17 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "dtype.h"
 #include "flight.h"
 #include "log.h"
 #include "p2p.h"
 #include "place.h"
-#include "reduce.h"
 #include "ranktable.h"
 #include "rounds.h"
 #include "store.h"
-#include "trust.h"
 #include "topo.h"
 #include "trace.h"
+#include "trust.h"
 #include "wait.h"
 
 #define ROOT_MAGIC 0x68636c6c726f6f74ULL
@@ -227,8 +227,7 @@ static void comm_free(struct hccl_comm *c) {
     if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
   for (uint32_t r = 0; r < c->nranks; r++)
     if (c->links[r]) c->links[r]->ops->close(c->links[r]);
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->teardown) hccl__transports[i]->teardown(c);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(c);
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
@@ -250,8 +249,7 @@ static void comm_free(struct hccl_comm *c) {
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
-  for (int i = 0; hccl__transports[i]; i++)
-    HCCL_TRY(hccl__transports[i]->setup(c, self));
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(c, self));
   if (c->nranks > 1) {
     HCCL_TRY(hccl__round_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
@@ -273,8 +271,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     free(ready);
     HCCL_TRY(r);
   }
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->connected) hccl__transports[i]->connected(c);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(c);
   return HCCL_SUCCESS;
 }
 

@@ -23,6 +23,5 @@ void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
                         : code == HCCL_E_REMOTE ? "peer failure"
                                                 : "failure");
   }
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->abort) hccl__transports[i]->abort(comm, comm->rank, code);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, abort) t->abort(comm, comm->rank, code);
 }

@@ -13,21 +13,13 @@
 #include <string.h>
 
 #include "comm.h"
+#include "dtype.h"
 #include "log.h"
-#include "reduce.h"
 
 #define NONE 0xffu
 #define NO_ROOT 0xffffu
 #define SEQ_MASK ((1ULL << 40) - 1)
 #define COUNT_MASK ((1ULL << 48) - 1)
-
-static const char *const kind_names[HCCL_K_NKINDS] = {
-    "allreduce", "broadcast", "allgather", "reduce-scatter", "reduce",
-    "barrier",   "gather",    "scatter",   "alltoall",       "alltoallv"};
-
-const char *hccl__coll_kind_name(unsigned kind) {
-  return kind < HCCL_K_NKINDS ? kind_names[kind] : "?";
-}
 
 static int reduces(unsigned k) {
   return k == HCCL_K_ALLREDUCE || k == HCCL_K_REDUCE || k == HCCL_K_REDUCE_SCATTER;

@@ -14,27 +14,11 @@
 
 #include <stdint.h>
 
+#include "coll_kind.h"
 #include "hccl.h"
 #include "transport.h"
 
 struct hccl_comm;
-
-enum hccl_coll_kind {
-  HCCL_K_ALLREDUCE,
-  HCCL_K_BROADCAST,
-  HCCL_K_ALLGATHER,
-  HCCL_K_REDUCE_SCATTER,
-  HCCL_K_REDUCE,
-  HCCL_K_BARRIER,
-  HCCL_K_GATHER,
-  HCCL_K_SCATTER,
-  HCCL_K_ALLTOALL,
-  HCCL_K_ALLTOALLV,
-  HCCL_K_NKINDS
-};
-
-/* "allreduce", "reduce-scatter", ...; "?" for a value out of range. */
-const char *hccl__coll_kind_name(unsigned kind);
 
 /* The stamp of call number seq (from 1) of this kind. Fields a collective does not use (the
  * reduction of a broadcast, the root of an allreduce, the counts of an alltoallv, which

@@ -21,10 +21,10 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "dtype.h"
 #include "fingerprint.h"
 #include "log.h"
 #include "progress.h"
-#include "reduce.h"
 
 enum { FR_ENQUEUED = 0, FR_STARTED, FR_FINISHED, FR_FAILED };
 static const char *const k_state[] = {"enqueued", "started", "finished", "failed"};

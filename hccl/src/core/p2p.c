@@ -44,10 +44,11 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_wait.h"
+#include "dtype.h"
 #include "flight.h"
 #include "log.h"
 #include "prims.h"
-#include "reduce.h"
 #include "request.h"
 #include "transport.h"
 

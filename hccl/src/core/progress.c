@@ -15,9 +15,8 @@
 #define STALE_MS 1000
 
 static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
-  for (int i = 0; hccl__transports[i]; i++) {
-    if (!hccl__transports[i]->progress) continue;
-    struct hccl_progress *p = hccl__transports[i]->progress(c, rank);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, progress) {
+    struct hccl_progress *p = t->progress(c, rank);
     if (p) return p;
   }
   return NULL;
@@ -37,23 +36,12 @@ struct hccl_progress *hccl__progress_self(struct hccl_comm *c) {
 void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint32_t root) {
   struct hccl_progress *p = hccl__progress_self(c);
   atomic_store_explicit(&p->root, root, memory_order_relaxed);
-  atomic_store_explicit(&p->call, seq << 8 | (kind & 0xff), memory_order_relaxed);
+  atomic_store_explicit(&p->call, hccl__progress_call(seq, kind), memory_order_relaxed);
   atomic_store_explicit(&p->in_call, 1, memory_order_release);
 }
 
 void hccl__progress_leave(struct hccl_comm *c) {
   atomic_store_explicit(&hccl__progress_self(c)->in_call, 0, memory_order_release);
-}
-
-/* "call 57 (allreduce)", "call 58 (reduce, root 1)": `call` as read from pg, whose root it
- * adds for a rooted collective. */
-static void call_name(const struct hccl_progress *pg, uint64_t call, char *buf, size_t len) {
-  uint32_t root = atomic_load_explicit(&pg->root, memory_order_relaxed);
-  const char *kind = hccl__coll_kind_name((unsigned)(call & 0xff));
-  if (root == UINT32_MAX)
-    snprintf(buf, len, "call %llu (%s)", (unsigned long long)(call >> 8), kind);
-  else
-    snprintf(buf, len, "call %llu (%s, root %u)", (unsigned long long)(call >> 8), kind, root);
 }
 
 /* How long a timed-out rank waits for a peer on another server to answer a progress query. */
@@ -82,10 +70,10 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
     if (!pg && ask && asked < 4) {
       uint32_t next = UINT32_MAX;
       int got = -1;
-      for (int i = 0; hccl__transports[i] && got < 0; i++)
-        if (hccl__transports[i]->ask_progress)
-          got = hccl__transports[i]->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer,
-                                                  sizeof(answer), &next);
+      HCCL_FOR_EACH_TRANSPORT_WITH(t, ask_progress) {
+        got = t->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer, sizeof(answer), &next);
+        if (got >= 0) break;
+      }
       asked++;
       if (got == 0) {
         snprintf(buf, len,
@@ -118,7 +106,7 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
     uint32_t inside = atomic_load_explicit(&pg->in_call, memory_order_acquire);
     uint32_t wf = atomic_load_explicit(&pg->waiting_for, memory_order_relaxed);
     int64_t beat = atomic_load_explicit(&pg->beat_ms, memory_order_relaxed);
-    call_name(pg, call, what, sizeof(what));
+    hccl__progress_call_name(pg, call, what, sizeof(what));
     if (!inside) {
       if (call >> 8 < seq)
         snprintf(buf, len, "rank %u is behind: it has not started call %llu; its last was %s%s", p,
@@ -186,7 +174,8 @@ uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, siz
                               int64_t *oldest_beat_ms) {
   struct hccl_progress *self = hccl__progress_self(c);
   char what[96];
-  call_name(self, atomic_load_explicit(&self->call, memory_order_relaxed), what, sizeof(what));
+  hccl__progress_call_name(self, atomic_load_explicit(&self->call, memory_order_relaxed), what,
+                           sizeof(what));
   size_t n = (size_t)snprintf(buf, len, "rank %u in %s waits for rank %u", c->rank, what, peer);
   uint64_t sig = 0xcbf29ce484222325ULL ^ c->rank;
   sig = (sig ^ atomic_load_explicit(&self->wait_no, memory_order_relaxed)) * 0x100000001b3ULL;
@@ -204,7 +193,8 @@ uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, siz
     if (beat < *oldest_beat_ms) *oldest_beat_ms = beat;
     sig = (sig ^ p) * 0x100000001b3ULL;
     sig = (sig ^ no) * 0x100000001b3ULL;
-    call_name(pg, atomic_load_explicit(&pg->call, memory_order_relaxed), what, sizeof(what));
+    hccl__progress_call_name(pg, atomic_load_explicit(&pg->call, memory_order_relaxed), what,
+                             sizeof(what));
     if (n < len)
       n += (size_t)snprintf(buf + n, len - n, "; rank %u in %s waits for rank %u", p, what, wf - 1);
     p = wf - 1;

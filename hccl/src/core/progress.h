@@ -1,7 +1,7 @@
 /*
  * progress.h - each rank publishes how far it got (its current collective, whether it is
  * inside it, whom it sleeps waiting for, a heartbeat while it sleeps) in a record its peers
- * can read (struct hccl_progress, shared by the shm transport). When a wait times out, the
+ * can read (struct hccl_progress, progress_record.h). When a wait times out, the
  * message follows the chain of waits from the peer it waited for to the rank that is really
  * behind: one that has not reached the call, one inside it that waits for nobody, or one
  * whose heartbeat stopped (frozen by SIGSTOP or a debugger), as torch's desync report does.
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transport.h"
+#include "progress_record.h"
 
 struct hccl_comm;
 

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "dtype.h"
 #include "log.h"
-#include "reduce.h"
 
 #define MAX_EVENTS (1u << 18)
 

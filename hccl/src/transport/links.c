@@ -15,11 +15,12 @@
 
 static HcclResult pick(const struct hccl_comm *c, uint32_t r,
                        const struct hccl_transport_ops **out) {
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->can_connect(c, r)) {
-      *out = hccl__transports[i];
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, can_connect) {
+    if (t->can_connect(c, r)) {
+      *out = t;
       return HCCL_SUCCESS;
     }
+  }
   char tried[128] = "";
   for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
     n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",

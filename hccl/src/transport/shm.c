@@ -35,8 +35,9 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_wait.h"
 #include "log.h"
-#include "mem.h"
+#include "mem_region.h"
 #include "transport.h"
 #include "wait.h"
 

@@ -41,9 +41,10 @@
  * Frames are in host byte order; the hello's magic reads differently in the other order, so
  * servers of different byte order are refused at connect, never misread.
  *
- * This file is the ops table; the progress thread is tcp_progress.c, the socket steps and the
- * acceptor tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the
- * structures they share tcp.h.
+ * This file is the ops table; the progress thread is tcp_progress.c, dialling a peer and the
+ * progress thread's turn at the listener tcp_dial.c, the socket steps and the acceptor
+ * tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the structures
+ * they share tcp.h, the system-call table tests replace tcp_sys.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,52 +60,23 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "comm_wait.h"
+#include "hash.h"
 #include "log.h"
 #include "tcp.h"
-#include "trust.h"
 #include "transport.h"
+#include "trust.h"
 #include "wait.h"
 
 #define TCP_SLOT_MAX (512u << 10)
 #define TCP_SLOT_MIN 4096u
 
-/* This transport's conn blob: where the rank listens; family 0 = it does not. */
-struct tcp_blob {
-  uint16_t family;
-  uint16_t port; /* network order */
-  uint32_t pad;
-  uint8_t addr[16];
-};
-_Static_assert(sizeof(struct tcp_blob) <= HCCL_CONN_BYTES, "tcp blob too large");
-
 static struct tcp_state *state_of(const struct hccl_comm *c) {
   return c->tstate[HCCL_TRANSPORT_TCP];
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
 static bool tcp_can_connect(const struct hccl_comm *comm, uint32_t peer) {
   return comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
-}
-
-static void blob_addr(const struct tcp_blob *b, struct sockaddr_storage *a) {
-  memset(a, 0, sizeof(*a));
-  if (b->family == AF_INET6) {
-    struct sockaddr_in6 *s = (struct sockaddr_in6 *)a;
-    s->sin6_family = AF_INET6;
-    s->sin6_port = b->port;
-    memcpy(&s->sin6_addr, b->addr, 16);
-  } else if (b->family == AF_INET) {
-    struct sockaddr_in *s = (struct sockaddr_in *)a;
-    s->sin_family = AF_INET;
-    s->sin_port = b->port;
-    memcpy(&s->sin_addr, b->addr, 4);
-  }
 }
 
 /* ---- waking the progress thread ---- */
@@ -279,16 +251,17 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   if (slot < TCP_SLOT_MIN) slot = TCP_SLOT_MIN;
   st->slot_bytes = slot;
   /* Every rank derives the same identity: the store's key prefix and rank 0's process. */
-  uint64_t id = fnv1a(0xcbf29ce484222325ULL, comm->key_prefix, strlen(comm->key_prefix));
-  id = fnv1a(id, &comm->peers[0].host_hash, sizeof(comm->peers[0].host_hash));
+  uint64_t id = hccl__fnv1a(HCCL_FNV1A_SEED, comm->key_prefix, strlen(comm->key_prefix));
+  id = hccl__fnv1a(id, &comm->peers[0].host_hash, sizeof(comm->peers[0].host_hash));
   struct hccl_tcp_acceptor *acc = &st->acc;
   acc->expect = (struct hccl_tcp_hello){
       .magic = HCCL_TCP_MAGIC,
       .version = HCCL_TCP_VERSION,
       .rank = comm->rank,
       .slot_bytes = (uint32_t)slot,
-      .comm_id = fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
-      .token_hash = fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
+      .comm_id = hccl__fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
+      .token_hash =
+          hccl__fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
   acc->greet_timeout_ns = comm->cfg.connect_timeout_ms * 1000000LL;
   if (comm->cfg.whitelist_on)
     HCCL_TRY(hccl__whitelist_load(comm->cfg.whitelist_file, &acc->whitelist));
@@ -330,53 +303,6 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   return HCCL_SUCCESS;
 }
 
-/* Fills p->addr (and this rank's own) for messages; false when the peer published none. */
-static bool peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_storage *to) {
-  struct hccl_comm *comm = st->comm;
-  struct tcp_blob blob;
-  memcpy(&blob, comm->peers[peer].conn[HCCL_TRANSPORT_TCP], sizeof(blob));
-  blob_addr(&blob, to);
-  hccl__tcp_addr_str(to, st->peers[peer].addr, sizeof(st->peers[peer].addr));
-  if (!st->peers[comm->rank].addr[0]) {
-    struct tcp_blob mine;
-    struct sockaddr_storage a;
-    memcpy(&mine, comm->peers[comm->rank].conn[HCCL_TRANSPORT_TCP], sizeof(mine));
-    blob_addr(&mine, &a);
-    hccl__tcp_addr_str(&a, st->peers[comm->rank].addr, sizeof(st->peers[comm->rank].addr));
-  }
-  return blob.family != 0;
-}
-
-/* Dials peer's listener and says hello on `channel` (0, 1, or + HCCL_TCP_CALLBACK to ask the
- * peer to dial back), by HCCL_CONNECT_TIMEOUT. Any thread; logs and fails naming the pair. */
-static HcclResult dial(struct tcp_state *st, uint32_t peer, uint32_t channel, int *fd_out) {
-  struct hccl_comm *comm = st->comm;
-  struct sockaddr_storage to;
-  if (!peer_addr(st, peer, &to))
-    return hccl__fail(HCCL_E_INTERNAL, "rank %u on server %s published no TCP address", peer,
-                      comm->peers[peer].host);
-  const char *addr = st->peers[peer].addr;
-  int64_t deadline = hccl__now_ns() + comm->cfg.connect_timeout_ms * 1000000LL;
-  int fd = -1, err = 0;
-  if (hccl__tcp_connect(&to, deadline, &fd, &err) != HCCL_SUCCESS)
-    return hccl__fail(HCCL_E_TCP_CONNECT,
-                      "rank %u cannot connect to rank %u (host %s) at %s within %lld s "
-                      "(HCCL_CONNECT_TIMEOUT): %s; check that the servers reach each other at "
-                      "that address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                      comm->rank, peer, comm->peers[peer].host, addr,
-                      (long long)(comm->cfg.connect_timeout_ms / 1000), strerror(err));
-  struct hccl_tcp_hello h = st->acc.expect; /* the same ids, this rank, the channel */
-  h.channel = channel;
-  if (hccl__tcp_write_all(fd, &h, sizeof(h), deadline) != HCCL_SUCCESS) {
-    int e = errno;
-    close(fd);
-    return hccl__fail(HCCL_E_TCP_CONNECT, "rank %u cannot send its hello to rank %u at %s: %s",
-                      comm->rank, peer, addr, strerror(e));
-  }
-  *fd_out = fd;
-  return HCCL_SUCCESS;
-}
-
 /* Makes the link over a socket whose hellos are done, publishes it to the progress thread.
  * Called with st->lock held. */
 static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, int fd,
@@ -398,7 +324,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
   }
   hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, comm->nranks);
   struct sockaddr_storage to;
-  peer_addr(st, peer, &to); /* its address, for the messages of a failure */
+  hccl__tcp_peer_addr(st, peer, &to); /* its address, for the messages of a failure */
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;
@@ -440,7 +366,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
   if (fd < 0 && comm->rank < peer && d->state == DIAL_NONE) {
     d->state = DIAL_BUSY;
     pthread_mutex_unlock(&st->lock);
-    r = dial(st, peer, (uint32_t)channel, &fd);
+    r = hccl__tcp_dial(st, peer, (uint32_t)channel, &fd);
     pthread_mutex_lock(&st->lock);
     d->state = DIAL_NONE;
     if (r != HCCL_SUCCESS) goto out;
@@ -448,7 +374,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     d->state = DIAL_ASKED;
     pthread_mutex_unlock(&st->lock);
     int ask = -1;
-    r = dial(st, peer, (uint32_t)channel + HCCL_TCP_CALLBACK, &ask);
+    r = hccl__tcp_dial(st, peer, (uint32_t)channel + HCCL_TCP_CALLBACK, &ask);
     if (ask >= 0) close(ask);
     pthread_mutex_lock(&st->lock);
     if (r != HCCL_SUCCESS) goto out;
@@ -463,7 +389,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
   if (fd >= 0) {
     r = link_make(st, peer, channel, fd, out);
   } else if (hccl__now_ns() >= deadline) {
-    peer_addr(st, peer, &(struct sockaddr_storage){0});
+    hccl__tcp_peer_addr(st, peer, &(struct sockaddr_storage){0});
     r = hccl__fail(HCCL_E_TIMEOUT,
                    "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (host %s) to "
                    "connect to %s; check that rank %u runs and that its server reaches this "
@@ -474,32 +400,6 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
 out:
   pthread_mutex_unlock(&st->lock);
   return r;
-}
-
-/* The progress thread's turn at the listener: new connections and hellos, then the callbacks
- * asked of this rank, each dialled unless its link exists or is being made. */
-void hccl__tcp_serve(struct tcp_state *st) {
-  struct hccl_tcp_acceptor *a = &st->acc;
-  pthread_mutex_lock(&st->lock);
-  st->served_ns = hccl__now_ns();
-  hccl__tcp_acceptor_step(a);
-  for (uint32_t k = 0; a->ncallback > 0 && k < 2 * a->nranks; k++) {
-    if (!a->callback[k]) continue;
-    a->callback[k] = false;
-    a->ncallback--;
-    struct tcp_dial *d = &st->dial[k];
-    if (a->pending[k] >= 0 || a->taken[k] || d->state != DIAL_NONE ||
-        atomic_load(&st->peers[k / 2].link[k % 2]))
-      continue; /* made, being made, or waiting to be taken */
-    d->state = DIAL_BUSY;
-    pthread_mutex_unlock(&st->lock);
-    int fd = -1;
-    HcclResult r = dial(st, k / 2, k % 2, &fd);
-    pthread_mutex_lock(&st->lock);
-    d->state = DIAL_NONE;
-    if (r == HCCL_SUCCESS) a->pending[k] = fd; /* taken when this rank uses the link */
-  }
-  pthread_mutex_unlock(&st->lock);
 }
 
 /* ---- abort and teardown ---- */

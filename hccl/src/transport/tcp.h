@@ -1,15 +1,15 @@
 /*
- * tcp.h - what the TCP transport's files share, and the seams tests reach. Internal to
+ * tcp.h - what the TCP transport's files share, and the pure steps tests reach. Internal to
  * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
  * abort, teardown); tcp_progress.c the progress thread (frames out and in, failures seen on
- * sockets); tcp_sock.c the socket steps (choosing the address, listening, connecting, the
- * acceptor that reads hellos); tcp_wire.c the pure steps on the bytes a peer controls (reading
- * and checking a hello, decoding the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
+ * sockets); tcp_dial.c dialling a peer and the thread's turn at the listener; tcp_sock.c the
+ * socket steps (choosing the address, listening, connecting, the acceptor that reads hellos);
+ * tcp_wire.c the pure steps on the bytes a peer controls (reading and checking a hello, decoding
+ * the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
+ * Who calls whom: tcp.c -> tcp_progress.c, tcp_dial.c; tcp_progress.c -> tcp_dial.c, tcp_wire.c;
+ * tcp_dial.c -> tcp_sock.c; never back.
  *
- * System calls on the transport's sockets go through hccl__tcp_sys, as SQLite's aSyscall and
- * Redis's connection types route theirs: a test replaces an entry to inject short writes, EINTR,
- * EAGAIN or a reset, and puts the real one back. Only recv, sendmsg, connect and accept4 are
- * routed; everything else (socket, bind, poll, epoll) is called directly.
+ * System calls on the transport's sockets go through the table of tcp_sys.h (a test seam).
  */
 #ifndef HCCL_TCP_H
 #define HCCL_TCP_H
@@ -28,18 +28,6 @@
 
 struct hccl_comm;
 struct hccl_settings;
-
-struct hccl_tcp_sys {
-  ssize_t (*recv)(int fd, void *buf, size_t len, int flags);
-  ssize_t (*sendmsg)(int fd, const struct msghdr *msg, int flags);
-  int (*connect)(int fd, const struct sockaddr *addr, socklen_t len);
-  int (*accept4)(int fd, struct sockaddr *addr, socklen_t *len, int flags);
-};
-
-/* The table every socket call of the transport goes through; starts with the libc calls. */
-extern struct hccl_tcp_sys hccl__tcp_sys;
-/* The libc calls, for a test to restore or to call from its wrappers. */
-extern const struct hccl_tcp_sys hccl__tcp_sys_default;
 
 /* One interface address, as getifaddrs gives it. */
 struct hccl_tcp_if {
@@ -356,8 +344,26 @@ void *hccl__tcp_progress_main(void *arg);
  * Returns whether this one was the first. */
 bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
                           const char *reason);
-/* The progress thread's turn at the listener (tcp.c): an acceptor step, then the callbacks it
- * found dialled. */
+/* ---- dialling (tcp_dial.c) ---- */
+
+/* This transport's conn blob: where the rank listens; family 0 = it does not. */
+struct tcp_blob {
+  uint16_t family;
+  uint16_t port; /* network order */
+  uint32_t pad;
+  uint8_t addr[16];
+};
+_Static_assert(sizeof(struct tcp_blob) <= HCCL_CONN_BYTES, "tcp blob too large");
+
+/* Fills st->peers[peer].addr (and this rank's own) for messages, and *to; false when the peer
+ * published no address. */
+bool hccl__tcp_peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_storage *to);
+/* Dials peer's listener and says hello on `channel` (0, 1, or + HCCL_TCP_CALLBACK to ask the
+ * peer to dial back), by HCCL_CONNECT_TIMEOUT. Any thread, without st->lock; logs and fails
+ * naming the pair. */
+HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel, int *fd_out);
+/* The progress thread's turn at the listener: an acceptor step, then the callbacks it found
+ * asked of this rank, each dialled unless its link exists or is being made. */
 void hccl__tcp_serve(struct tcp_state *st);
 /* Wakes every waiter on every link (an abort). */
 void hccl__tcp_wake_all(struct tcp_state *st);

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "progress.h"
 #include "tcp.h"
+#include "tcp_sys.h"
 #include "wait.h"
 
 #define FLUSH_MS 2000 /* teardown: time to write what is queued, then BYE */

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "tcp.h"
+#include "tcp_sys.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -34,6 +34,8 @@
 #include <stdint.h>
 
 #include "hccl.h"
+#include "mem_region.h"
+#include "progress_record.h"
 
 struct hccl_comm;
 struct hccl_peer_info;
@@ -65,26 +67,6 @@ enum hccl_connect_mode {
 /* Opaque to transports: written by send_commit's caller, returned by recv_acquire. */
 struct hccl_stamp {
   uint64_t w[2];
-};
-
-/* How far a rank got, where its peers can read it, for the message of a timeout (which rank is
- * really behind, core/progress.c). Written only by its owner. */
-struct hccl_progress {
-  _Atomic uint64_t call;        /* number << 8 | collective of the current or last call */
-  _Atomic uint32_t in_call;     /* 1 while inside that call */
-  _Atomic uint32_t waiting_for; /* peer + 1 while asleep waiting for that peer, else 0 */
-  _Atomic int64_t beat_ms;      /* CLOCK_MONOTONIC ms, renewed each sleep slice of a wait */
-  _Atomic uint32_t wait_no;     /* sleeping waits begun: the same number = the same wait */
-  _Atomic uint32_t root;        /* the current call's root, UINT32_MAX when it has none */
-};
-
-/* A buffer inside a peer's HcclMemAlloc region as its owner describes it (core/mem.c): the
- * region's memfd in the owner, its serial number and size, and the buffer's offset in it.
- * fd < 0: the buffer is not in such memory. */
-struct hccl_window {
-  int32_t fd;
-  uint32_t pad;
-  uint64_t serial, region_bytes, offset;
 };
 
 struct hccl_link {
@@ -172,6 +154,16 @@ HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int m
 
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
+
+/* Runs the statement after it for each transport of the table that fills op `op` (a member of
+ * struct hccl_transport_ops), highest priority first, with `t` the transport's ops:
+ *   HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(c);
+ * `break` leaves the loop. (The else form keeps a following `else` from binding to it.) */
+#define HCCL_FOR_EACH_TRANSPORT_WITH(t, op)                                                      \
+  for (const struct hccl_transport_ops *const *t##_at = hccl__transports, *t;                    \
+       (t = *t##_at) != NULL; t##_at++)                                                          \
+    if (!t->op) {                                                                                \
+    } else
 extern const struct hccl_transport_ops hccl__transport_shm;
 extern const struct hccl_transport_ops hccl__transport_tcp;
 

@@ -103,7 +103,7 @@ bad:
 
 /* Every HCCL_* variable some part of this project reads or sets, the one list of them: a name
  * in the environment that starts with HCCL_ and is not here draws a warning (warn_unknown).
- * Each is documented in docs/settings.md; tests/core/test_settings.c greps the sources for a
+ * Each is documented in docs/settings.md; tests/base/test_settings.c greps the sources for a
  * name read anywhere and missing here. HCCL's own names that Ascend users export (FACTS.md's
  * HCCL table) are all read by libhccl, so none is listed as "accepted and ignored". */
 const char *const hccl__settings_known[] = {

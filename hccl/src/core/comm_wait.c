@@ -1,14 +1,13 @@
 /*
- * wait.c - spin, yield, then futex sleep with a deadline. See wait.h.
+ * comm_wait.c - spin, yield, then futex sleep with a deadline. See comm_wait.h.
  *
  * Lost wake-ups are impossible: the waiter sets its flag, then re-reads the word before
  * sleeping, and FUTEX_WAIT itself re-checks the word; the poster stores the word, then reads
  * the flag. Both sides use sequentially consistent accesses, so at least one sees the other.
  */
 #define _GNU_SOURCE
-#include "wait.h"
+#include "comm_wait.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -19,28 +18,6 @@
 #include "log.h"
 #include "progress.h"
 #include "trace.h"
-
-int64_t hccl__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting) {
-  /* A budget in time, not in polls: one `pause` costs 10 to 140 cycles depending on the CPU. */
-  long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
-  if (online < 1) online = 1;
-  if (spin_setting >= 0) return (struct hccl_spin){(int64_t)spin_setting * 1000, 2};
-  /* Oversubscribed: whoever we wait for needs our core. */
-  if (local_ranks > online) return (struct hccl_spin){500, 1};
-  /* Pinned to cores of our own (npu-launch's block binding): polling costs nobody, and a
-   * futex wake-up would cost more than the wait. */
-  if (mine * local_ranks <= online) return (struct hccl_spin){50000, 2};
-  /* Enough cores, but unpinned: other load may share them, so stay short. */
-  return (struct hccl_spin){5000, 2};
-}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,8 +32,7 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
 }
 
 HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what) {
-  for (int i = 0; hccl__transports[i]; i++)
-    if (hccl__transports[i]->check_abort) HCCL_TRY(hccl__transports[i]->check_abort(c, what));
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, check_abort) HCCL_TRY(t->check_abort(c, what));
   return HCCL_SUCCESS;
 }
 
@@ -141,13 +117,4 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
   if (pg && r == HCCL_SUCCESS) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return r;
-}
-
-void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value) {
-  atomic_store(word, value);
-  if (atomic_load(waiting)) futex(word, FUTEX_WAKE, 1, NULL);
-}
-
-void hccl__wake_all(_Atomic uint32_t *word) {
-  futex(word, FUTEX_WAKE, 0x7fffffff, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * test_log.c - the failure-reporting contract of hccl/src/core/log.c: hccl__fail keeps the message
+ * test_log.c - the failure-reporting contract of hccl/src/base/log.c: hccl__fail keeps the message
  * for HcclGetLastErrorMessage and returns the code; quiet failures (expected probes) neither
  * replace the last error nor are lost; every result code has a message.
  */

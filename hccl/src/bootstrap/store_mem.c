@@ -1,5 +1,5 @@
 /*
- * mem.c - an in-process store (struct hccl_store) for tests and single-process use.
+ * store_mem.c - an in-process store (struct hccl_store) for tests and single-process use.
  *
  * Same behaviour as the TCP store: same key and value limits (wire.h), GET waits for
  * the key until its deadline, ADD keeps its counter as decimal text. Entries live in a linked

@@ -1,6 +1,6 @@
 /*
- * test_mem.c - HcclMemAlloc regions across fork (hccl/src/core/mem.c): a forked child gets
- * copy-on-write copies, as with malloc, not the parent's shared pages.
+ * test_mem_region.c - HcclMemAlloc regions across fork (hccl/src/base/mem_region.c): a forked
+ * child gets copy-on-write copies, as with malloc, not the parent's shared pages.
  *
  *   private     the child's writes to an inherited region do not reach the parent; in the
  *               child the region is no longer a zero-copy window, in the parent it still is
@@ -28,7 +28,7 @@
 #include <cmocka.h>
 
 #include "hccl.h"
-#include "mem.h"
+#include "mem_region.h"
 
 #define BYTES (3u << 20)
 #define CHILD_ALARM_S 20

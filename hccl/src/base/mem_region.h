@@ -1,14 +1,23 @@
 /*
- * mem.h - HcclMemAlloc's regions: memory a rank's peers on the same server can map, and the
- * lookup that tells whether a buffer lies in one (for the zero-copy collectives, algo/zcopy.c).
+ * mem_region.h - HcclMemAlloc's regions: memory a rank's peers on the same server can map, and
+ * the lookup that tells whether a buffer lies in one (for the zero-copy collectives,
+ * algo/zcopy.c).
  */
-#ifndef HCCL_MEM_H
-#define HCCL_MEM_H
+#ifndef HCCL_MEM_REGION_H
+#define HCCL_MEM_REGION_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "transport.h"
+/* A buffer inside a peer's HcclMemAlloc region as its owner describes it (mem_region.c): the
+ * region's memfd in the owner, its serial number and size, and the buffer's offset in it.
+ * fd < 0: the buffer is not in such memory. */
+struct hccl_window {
+  int32_t fd;
+  uint32_t pad;
+  uint64_t serial, region_bytes, offset;
+};
 
 /* Describes [ptr, ptr + bytes) as a window its peers can map, or returns false (w->fd = -1)
  * when the range is not inside one HcclMemAlloc region, or is inside one this process

@@ -1,5 +1,5 @@
 /*
- * mem.c - HcclMemAlloc / HcclMemFree: memory a server's ranks share, as NCCL's ncclMemAlloc.
+ * mem_region.c - HcclMemAlloc / HcclMemFree: memory a server's ranks share, as NCCL's ncclMemAlloc.
  *
  * Each allocation is a memfd of its own named "hccl-mem-<serial>" (serials never repeat in a
  * process), mapped shared; the process keeps the descriptor open while the region lives so
@@ -19,7 +19,7 @@
  * already makes it copy-on-write, and remapping would drop the child's own writes.
  */
 #define _GNU_SOURCE
-#include "mem.h"
+#include "mem_region.h"
 
 #include <errno.h>
 #include <pthread.h>

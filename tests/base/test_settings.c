@@ -1,5 +1,5 @@
 /*
- * test_settings.c - hccl/src/core/settings.c: defaults, every HCCL_ALGO spelling, ranges and the
+ * test_settings.c - hccl/src/base/settings.c: defaults, every HCCL_ALGO spelling, ranges and the
  * messages that name the variable, and the rank variables' fallbacks (RANK_ID/RANK_SIZE,
  * DEVICE_ID/ASCEND_DEVICE_ID), the warning about unknown HCCL_* names (run in a fresh copy of
  * this program, since it is once per process), and that every HCCL_* name the sources read is
