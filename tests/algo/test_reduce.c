@@ -220,37 +220,7 @@ static void fill_random(HcclDataType dt, void *p, size_t n, uint64_t *s) {
   }
 }
 
-/* ---- names, sizes, support ---- */
-
-static void test_names_and_sizes(void **state) {
-  (void)state;
-  static const struct {
-    HcclDataType dt;
-    size_t size;
-    const char *name;
-  } t[] = {
-      {HCCL_DATA_TYPE_INT8, 1, "int8"},     {HCCL_DATA_TYPE_INT16, 2, "int16"},
-      {HCCL_DATA_TYPE_INT32, 4, "int32"},   {HCCL_DATA_TYPE_FP16, 2, "half"},
-      {HCCL_DATA_TYPE_FP32, 4, "float"},    {HCCL_DATA_TYPE_INT64, 8, "int64"},
-      {HCCL_DATA_TYPE_UINT64, 8, "uint64"}, {HCCL_DATA_TYPE_UINT8, 1, "uint8"},
-      {HCCL_DATA_TYPE_UINT16, 2, "uint16"}, {HCCL_DATA_TYPE_UINT32, 4, "uint32"},
-      {HCCL_DATA_TYPE_FP64, 8, "double"},   {HCCL_DATA_TYPE_BFP16, 2, "bfloat16"},
-  };
-  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-    assert_int_equal(hccl__dtype_size(t[i].dt), t[i].size);
-    assert_string_equal(hccl__dtype_name(t[i].dt), t[i].name);
-  }
-  assert_int_equal(hccl__dtype_size(HCCL_DATA_TYPE_RESERVED), 0);
-  assert_int_equal(hccl__dtype_size((HcclDataType)-1), 0);
-  assert_string_equal(hccl__dtype_name(HCCL_DATA_TYPE_RESERVED), "unknown");
-  assert_string_equal(hccl__dtype_name((HcclDataType)-3), "unknown");
-  assert_string_equal(hccl__op_name(HCCL_REDUCE_SUM), "sum");
-  assert_string_equal(hccl__op_name(HCCL_REDUCE_PROD), "prod");
-  assert_string_equal(hccl__op_name(HCCL_REDUCE_MAX), "max");
-  assert_string_equal(hccl__op_name(HCCL_REDUCE_MIN), "min");
-  assert_string_equal(hccl__op_name(HCCL_REDUCE_RESERVED), "unknown");
-  assert_string_equal(hccl__op_name((HcclReduceOp)-1), "unknown");
-}
+/* ---- support (the types' names and sizes: tests/base/test_dtype.c) ---- */
 
 static void test_supported(void **state) {
   (void)state;
@@ -708,7 +678,6 @@ static void test_bench(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup(test_names_and_sizes, setup_alarm),
       cmocka_unit_test_setup(test_supported, setup_alarm),
       cmocka_unit_test_setup(test_kernels_vs_reference, setup_alarm),
       cmocka_unit_test_setup(test_integer_wrap, setup_alarm),

@@ -34,6 +34,7 @@ static void test_dtype_facts(void **state) {
   assert_int_equal(hccl__dtype_size(HCCL_DATA_TYPE_RESERVED), 0);
   assert_int_equal(hccl__dtype_size((HcclDataType)-1), 0);
   assert_string_equal(hccl__dtype_name((HcclDataType)-1), "unknown");
+  assert_string_equal(hccl__dtype_name(HCCL_DATA_TYPE_RESERVED), "unknown");
 }
 
 static void test_op_facts(void **state) {
@@ -46,6 +47,7 @@ static void test_op_facts(void **state) {
   assert_false(hccl__op_valid(HCCL_REDUCE_RESERVED));
   assert_false(hccl__op_valid((HcclReduceOp)-1));
   assert_string_equal(hccl__op_name((HcclReduceOp)-1), "unknown");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_RESERVED), "unknown");
 }
 
 static void test_coll_kind_names(void **state) {
