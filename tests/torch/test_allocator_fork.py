@@ -82,14 +82,24 @@ def fork_case():
 def fork_threads_case():
     import threading
     import torch
-    stop = threading.Event()
+    stop, warm = threading.Event(), threading.Event()
 
     def churn():
+        n = 0
         while not stop.is_set():
             torch.empty(MIB // 4).fill_(1.0)
+            n += 1
+            if n == 20:
+                warm.set()
 
+    # Both threads run their torch calls once before the first fork: the first call of a torch
+    # function registers its parser's destructor with atexit, under glibc's exit-functions lock,
+    # which a fork at that moment leaves locked in the child for good (a glibc limitation, not
+    # the allocator's; seen as a hang under load). The forks then meet the churn in steady state.
+    float(torch.full((MIB // 4,), 2.0).sum())
     t = threading.Thread(target=churn)
     t.start()
+    warm.wait(60)
     try:
         for _ in range(20):
             pid = os.fork()
