@@ -10,7 +10,7 @@ Constants (defaults: measured here, docs/scaling.md says how):
   alpha_shm  one hop inside a server (us)                beta_shm  one byte inside (ns)
   connect    making one TCP link (ms)                    request   one store request (us)
   record     one rank's bootstrap record (bytes)         store_gbs what rank 0's store sends
-Allreduce forms of n bytes over p = S x L ranks (the same as algo/select.c's):
+Allreduce forms of n bytes over p = S x L ranks (the same as algo/plan.c's):
   flat ring          2(p-1) a_tcp + 2(p-1)/p n b_tcp
   two-level + X      2[(L-1) a_shm + (L-1)/L n b_shm] + X over S servers of n/L bytes
     ring             2(S-1) a + 2(S-1)/S m b
@@ -43,7 +43,7 @@ def forms(c, p, L, n):
         "two-level H-D": local + hd,
         "two-level tree": local + tree,
     }
-    # What algo/select.c picks: the cheaper of flat ring/H-D and two-level with its best
+    # What algo/plan.c picks: the cheaper of flat ring/H-D and two-level with its best
     # cross-server form (ring or H-D; the tree is not one of its choices).
     flat_hd = (lg(p) * (a + n * b) if n <= SLOT else
                2 * lg(p) * a + 2 * (p - 1) / p * n * b * 1.5)

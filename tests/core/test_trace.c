@@ -5,8 +5,10 @@
  * 2 ranks, HCCL_TRACE_FILE=<dir>/tr.%r.json: allreduce, a second allreduce that rank 1 joins
  * 150 ms late, broadcast from rank 1, barrier. Both files must parse as JSON, hold the four
  * calls in order with their numbers, arguments, algorithm and result, and rank 0's file a
- * "wait" on rank 1 of at least 100 ms inside its second call. A path without "%r" gets
- * ".<rank>.json" appended; a path that cannot be written fails init, naming the variable.
+ * "wait" on rank 1 of at least 100 ms inside its second call. The allreduces' algorithm is
+ * the one HcclAllReduceAlgoName names for their size (one plan, algo/plan.c, gives both). A
+ * path without "%r" gets ".<rank>.json" appended; a path that cannot be written fails init,
+ * naming the variable.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,8 +42,28 @@ static int trace_body(int rank, int n, void *arg) {
              "allreduce 2");
   RANK_CHECK(HcclBroadcast(x, 10, HCCL_DATA_TYPE_INT32, 1, comm, NULL) == 0, "broadcast");
   RANK_CHECK(HcclBarrier(comm, NULL) == 0, "barrier");
+  /* What HcclAllReduceAlgoName says of the allreduces' size, for check_rank. */
+  char path[128];
+  snprintf(path, sizeof(path), "%s/word.%d", g_dir, rank);
+  FILE *f = fopen(path, "w");
+  RANK_CHECK(f != NULL, "cannot write %s", path);
+  fputs(HcclAllReduceAlgoName(comm, sizeof(x)), f);
+  fclose(f);
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;
+}
+
+/* HcclAllReduceAlgoName's word (hccl.h) -> the trace's name of the same algorithm. */
+static const char *traced_name(const char *word) {
+  static const char *const names[][2] = {
+      {"ring", "ring"},
+      {"hd", "halving-doubling"},
+      {"hier-ring", "two-level, ring between servers"},
+      {"hier-hd", "two-level, halving-doubling between servers"}};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!strcmp(word, names[i][0])) return names[i][1];
+  fail_msg("HcclAllReduceAlgoName said \"%s\"", word);
+  return NULL;
 }
 
 static cJSON *load(const char *path) {
@@ -67,6 +89,12 @@ static void check_rank(int rank) {
   char path[128];
   snprintf(path, sizeof(path), "%s/tr.%d.json", g_dir, rank);
   cJSON *j = load(path);
+  char word[64] = "";
+  snprintf(path, sizeof(path), "%s/word.%d", g_dir, rank);
+  FILE *f = fopen(path, "r");
+  if (!f || !fgets(word, sizeof(word), f)) fail_msg("%s was not written", path);
+  fclose(f);
+  const char *allreduce_algo = traced_name(word);
   static const char *const names[4] = {"allreduce", "allreduce", "broadcast", "barrier"};
   static const char *const ops[4] = {"sum", "max", "none", "none"};
   int ncalls = 0;
@@ -84,6 +112,7 @@ static void check_rank(int rank) {
       assert_string_equal(str(a, "op"), ops[ncalls]);
       assert_string_equal(str(a, "result"), "success");
       assert_non_null(str(a, "algo"));
+      if (ncalls < 2) assert_string_equal(str(a, "algo"), allreduce_algo);
       assert_true(num(e, "ts") >= last_ts);
       last_ts = num(e, "ts");
       if (ncalls == 1) {

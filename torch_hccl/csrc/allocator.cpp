@@ -51,7 +51,7 @@ constexpr size_t kAlign = 512;                  /* block sizes and addresses */
 constexpr size_t kArenaAlign = size_t(2) << 20; /* arena sizes */
 constexpr size_t kFirstArena = size_t(1) << 30;
 constexpr size_t kMaxMinBytes = size_t(1) << 40;
-constexpr size_t kDefaultMinBytes = size_t(64) << 10; /* algo/select.c's ZCOPY_MIN_BYTES */
+constexpr size_t kDefaultMinBytes = size_t(64) << 10; /* algo/plan.c's ZCOPY_MIN_BYTES */
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;

@@ -127,26 +127,4 @@ static inline void hccl__zcopy_shape(const struct hccl_zcopy_call *z, uint32_t n
 HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
                        const struct hccl_zcopy_call *z, bool *ran);
 
-/* The cost model (select.c): how an allreduce of `bytes` runs on this communicator, unless
- * HCCL_ALGO forces it: flat over every rank with `kind`, or (hier) two-level with `kind`
- * between servers. */
-struct hccl_allreduce_plan {
-  bool hier;
-  enum hccl_algo_kind kind;
-};
-struct hccl_allreduce_plan hccl__plan_allreduce(const struct hccl_comm *c, size_t bytes);
-/* Whether a call whose larger buffer (send or receive, per rank) has `bytes` offers the
- * zero-copy path first: the communicator is on one server, the message large enough, and
- * HCCL_ALGO does not force an algorithm. The same rule for every zero-copy collective. */
-bool hccl__plan_zcopy(const struct hccl_comm *c, size_t bytes);
-/* Broadcast and reduce: chain or binomial tree over every rank. */
-enum hccl_algo_kind hccl__select_rooted(const struct hccl_comm *c, size_t bytes);
-/* The allgather of `bytes` a rank: HCCL_ALGO_KIND_HD (Bruck's, log2 steps) or the ring, by the
- * cost model, or as HCCL_ALGO forces ("ring", "hd"/"tree"). */
-enum hccl_algo_kind hccl__select_allgather(const struct hccl_comm *c, size_t bytes);
-/* The reduce-scatter of `bytes` a rank: HCCL_ALGO_KIND_HD (a recursive doubling allreduce of
- * the whole, log2 steps, when the whole fits a slot) or the ring, by the cost model or as
- * HCCL_ALGO forces. */
-enum hccl_algo_kind hccl__select_reduce_scatter(const struct hccl_comm *c, size_t bytes);
-
 #endif

@@ -1,6 +1,7 @@
 /*
  * coll.c - the collective entry points: argument checks (each failure names the value and the
- * rule), the choice of algorithm, and the order of execution. A call with a NULL request runs
+ * rule), one plan per call (algo/plan.c chooses and runs the algorithm; its name goes to the
+ * trace and the flight recorder), and the order of execution. A call with a NULL request runs
  * on the caller's thread, after any queued asynchronous calls; a call with a request goes to
  * the communicator's FIFO, run by one worker thread started on first use.
  */
@@ -9,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo.h"
 #include "coll.h"
 #include "comm.h"
 #include "comm_wait.h"
 #include "fingerprint.h"
 #include "flight.h"
 #include "log.h"
+#include "plan.h"
 #include "progress.h"
 #include "reduce.h"
 #include "request.h"
@@ -39,56 +40,6 @@ struct hccl_op {
   uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
 };
 
-/* The zero-copy form of o (algo/zcopy.c), or false when o's collective has none. */
-static bool zcopy_call(const struct hccl_op *o, struct hccl_zcopy_call *z) {
-  static const struct {
-    enum hccl_coll_kind coll;
-    enum hccl_zcopy_kind zcopy;
-  } kinds[] = {{HCCL_K_ALLREDUCE, HCCL_ZCOPY_ALLREDUCE},
-               {HCCL_K_REDUCE_SCATTER, HCCL_ZCOPY_REDUCE_SCATTER},
-               {HCCL_K_ALLGATHER, HCCL_ZCOPY_ALLGATHER},
-               {HCCL_K_BROADCAST, HCCL_ZCOPY_BROADCAST}};
-  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-    if (kinds[i].coll == o->kind) {
-      *z = (struct hccl_zcopy_call){.kind = kinds[i].zcopy,
-                                    .send = o->send,
-                                    .recv = o->recv,
-                                    .count = o->count,
-                                    .root = o->root};
-      return true;
-    }
-  return false;
-}
-
-/* Offers the zero-copy path (algo/zcopy.c) to an allreduce, reduce-scatter, allgather or
- * broadcast that select.c finds eligible; *ran tells whether it ran. It runs only when every
- * rank's buffers are HcclMemAlloc memory, which the ranks learn in an exchange that costs two
- * log2(p) message rounds. After an exchange that finds ordinary memory somewhere, the next 1,
- * 2, 4 ... 1024 eligible calls of that collective skip the offer and run their ordinary
- * algorithm at once; a successful exchange resets that. Each collective keeps its own
- * back-off, so ordinary buffers in one (a broadcast of parameters) never slow the offers of
- * another (the gradients' allreduce). All ranks count the same calls and see the same
- * results, so all decide alike. */
-static HcclResult offer_zcopy(struct hccl_comm *c, const struct hccl_prim *p,
-                              const struct hccl_op *o, bool *ran) {
-  *ran = false;
-  struct hccl_zcopy_call z;
-  size_t send_bytes, recv_bytes;
-  if (!zcopy_call(o, &z)) return HCCL_SUCCESS;
-  hccl__zcopy_shape(&z, c->nranks, p->esz, &send_bytes, &recv_bytes);
-  if (!hccl__plan_zcopy(c, send_bytes > recv_bytes ? send_bytes : recv_bytes)) return HCCL_SUCCESS;
-  struct hccl_zcopy_offers *b = &c->zcopy[z.kind];
-  if (b->calls++ < b->next) return HCCL_SUCCESS;
-  HCCL_TRY(hccl__zcopy(&c->world, p, &z, ran));
-  if (*ran) {
-    b->skip = 0;
-    c->zcopy_ran = c->coll_seq + 1;
-  } else
-    b->skip = b->skip ? (b->skip < 1024 ? 2 * b->skip : 1024) : 1;
-  b->next = b->calls + b->skip;
-  return HCCL_SUCCESS;
-}
-
 /* A queued call: the request the caller holds (first, so HcclRequestWait frees the whole
  * record) and the call, in the communicator's FIFO until the worker has run it. */
 struct hccl_coll_req {
@@ -97,85 +48,55 @@ struct hccl_coll_req {
   struct hccl_coll_req *next;
 };
 
-static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o) {
+/* What the planner (algo/plan.c) reads of c. */
+static struct hccl_plan_view plan_view(struct hccl_comm *c) {
+  return (struct hccl_plan_view){.nranks = c->nranks,
+                                 .nservers = c->nservers,
+                                 .local_nranks = c->local_nranks,
+                                 .world = &c->world,
+                                 .local = &c->local,
+                                 .cross = &c->cross,
+                                 .algo = &c->cfg.algo,
+                                 .zcopy_min_bytes = c->zcopy_min_bytes,
+                                 .offers = c->zcopy,
+                                 .comm = c};
+}
+
+/* o as the planner and the algorithms take it. */
+static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op *o) {
+  size_t esz = o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt);
+  struct hccl_call call = {.kind = o->kind,
+                           .send = o->send,
+                           .recv = o->recv,
+                           .count = o->count,
+                           .esz = esz,
+                           .root = o->root};
+  size_t resz = hccl__dtype_size(o->recv_dt), n = c->nranks;
+  if (o->kind == HCCL_K_ALLTOALL) {
+    call.sb = (struct hccl_blocks){NULL, NULL, o->count, esz};
+    call.rb = (struct hccl_blocks){NULL, NULL, o->recv_count, resz};
+  } else if (o->kind == HCCL_K_ALLTOALLV) {
+    call.sb = (struct hccl_blocks){o->v, o->v + n, 0, esz};
+    call.rb = (struct hccl_blocks){o->v + 2 * n, o->v + 3 * n, 0, resz};
+  }
+  return call;
+}
+
+/* Runs call (o's) by plan, which becomes the zero-copy one when that ran. */
+static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
+                         const struct hccl_plan_view *v, const struct hccl_call *call,
+                         struct hccl_plan *plan) {
   struct hccl_wait w = {.comm = c,
                         .what = hccl__coll_kind_name(o->kind),
                         .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
                         .progress = c->progress};
-  size_t esz = o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt);
-  struct hccl_prim p = {.w = &w, .esz = esz, .reduce = NULL};
+  struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL};
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
-  size_t bytes = o->count * esz;
-  uint32_t n = c->nranks;
-
-  struct hccl_prim move = {.w = &w, .esz = 1, .reduce = NULL};
-  p.stamp = move.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
-  switch (o->kind) {
-  case HCCL_K_GATHER:
-    return hccl__direct_gather(c, &move, o->send, o->recv, bytes, o->root);
-  case HCCL_K_SCATTER:
-    return hccl__direct_scatter(c, &move, o->send, o->recv, bytes, o->root);
-  case HCCL_K_ALLTOALL: {
-    struct hccl_blocks sb = {NULL, NULL, o->count, esz};
-    struct hccl_blocks rb = {NULL, NULL, o->recv_count, hccl__dtype_size(o->recv_dt)};
-    return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
-  }
-  case HCCL_K_ALLTOALLV: {
-    struct hccl_blocks sb = {o->v, o->v + n, 0, esz};
-    struct hccl_blocks rb = {o->v + 2 * n, o->v + 3 * n, 0, hccl__dtype_size(o->recv_dt)};
-    return hccl__pairwise_alltoall(c, &move, o->send, &sb, o->recv, &rb);
-  }
-  default:
-    break;
-  }
-
-  if (n == 1) {
-    size_t total = o->kind == HCCL_K_BARRIER || o->kind == HCCL_K_BROADCAST ? 0 : bytes;
-    if (total && o->recv && o->recv != o->send) memcpy(o->recv, o->send, total);
-    return HCCL_SUCCESS;
-  }
-  const struct hccl_group *g = &c->world; /* member k is rank k: roots stay as they are */
-  bool ran;
-  HCCL_TRY(offer_zcopy(c, &p, o, &ran));
-  if (ran) return HCCL_SUCCESS;
-  switch (o->kind) {
-  case HCCL_K_ALLREDUCE: {
-    struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
-    if (plan.hier)
-      return hccl__hier_allreduce(&c->local, &c->cross, plan.kind, &p, o->send, o->recv, o->count);
-    if (plan.kind == HCCL_ALGO_KIND_HD)
-      return hccl__hd_allreduce(g, &p, o->send, o->recv, o->count);
-    return hccl__ring_allreduce(g, &p, o->send, o->recv, o->count);
-  }
-  case HCCL_K_REDUCE_SCATTER:
-    if (hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD) {
-      /* Small: the whole reduced in log2(n) steps, then this rank's block of it. */
-      char *all = hccl__group_temp(g, bytes * n);
-      if (!all) return HCCL_E_MEMORY;
-      HCCL_TRY(hccl__hd_allreduce(g, &p, o->send, all, o->count * n));
-      memcpy(o->recv, all + bytes * c->rank, bytes);
-      return HCCL_SUCCESS;
-    }
-    return hccl__ring_reduce_scatter(g, &p, o->send, o->recv, o->count);
-  case HCCL_K_ALLGATHER:
-    if (hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__bruck_allgather(g, &p, o->send, o->recv, o->count);
-    return hccl__ring_allgather(g, &p, o->send, o->recv, o->count);
-  case HCCL_K_BROADCAST:
-    if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__binomial_broadcast(g, &p, o->recv, o->count, o->root);
-    return hccl__chain_broadcast(g, &p, o->recv, o->count, o->root);
-  case HCCL_K_REDUCE:
-    if (hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD)
-      return hccl__binomial_reduce(g, &p, o->send, o->recv, o->count, o->root);
-    return hccl__chain_reduce(g, &p, o->send, o->recv, o->count, o->root);
-  case HCCL_K_BARRIER:
-    return hccl__dissemination_barrier(g, &p);
-  default:
-    break;
-  }
-  return hccl__fail(HCCL_E_INTERNAL, "unknown collective %d", (int)o->kind);
+  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
+  HCCL_TRY(hccl__plan_run(v, plan, &p, call));
+  if (plan->algo == HCCL_PLAN_ZERO_COPY) c->zcopy_ran = c->coll_seq + 1;
+  return HCCL_SUCCESS;
 }
 
 /* A rooted collective's result on most ranks does not depend on every rank's messages (a
@@ -197,41 +118,6 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
   return HCCL_SUCCESS;
 }
 
-/* The algorithm a call runs, for its trace event. */
-static const char *algo_name(struct hccl_comm *c, const struct hccl_op *o) {
-  size_t bytes = o->count * (o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt));
-  if (c->nranks == 1) return "local";
-  if (c->zcopy_ran == c->coll_seq + 1) return "zero-copy";
-  switch (o->kind) {
-  case HCCL_K_ALLREDUCE: {
-    struct hccl_allreduce_plan plan = hccl__plan_allreduce(c, bytes);
-    if (plan.hier)
-      return plan.kind == HCCL_ALGO_KIND_HD ? "two-level, halving-doubling between servers"
-                                            : "two-level, ring between servers";
-    return plan.kind == HCCL_ALGO_KIND_HD ? "halving-doubling" : "ring";
-  }
-  case HCCL_K_BROADCAST:
-  case HCCL_K_REDUCE:
-    return hccl__select_rooted(c, bytes) == HCCL_ALGO_KIND_HD ? "binomial tree" : "chain";
-  case HCCL_K_GATHER:
-  case HCCL_K_SCATTER:
-    return "direct";
-  case HCCL_K_ALLTOALL:
-  case HCCL_K_ALLTOALLV:
-    return "pairwise";
-  case HCCL_K_BARRIER:
-    return "dissemination";
-  case HCCL_K_ALLGATHER:
-    return hccl__select_allgather(c, bytes) == HCCL_ALGO_KIND_HD ? "Bruck" : "ring";
-  case HCCL_K_REDUCE_SCATTER:
-    return hccl__select_reduce_scatter(c, bytes) == HCCL_ALGO_KIND_HD
-               ? "recursive doubling allreduce"
-               : "ring";
-  default:
-    return "ring";
-  }
-}
-
 static bool reduces(const struct hccl_op *o) {
   return o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
          o->kind == HCCL_K_REDUCE_SCATTER;
@@ -242,9 +128,10 @@ static bool rooted(const struct hccl_op *o) {
          o->kind == HCCL_K_SCATTER;
 }
 
-static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0) {
+static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0,
+                       const char *algo) {
   hccl__trace_call(c->trace, hccl__coll_kind_name(o->kind), t0, hccl__now_ns(), c->coll_seq,
-                   o->count, o->dt, reduces(o) ? (int)o->op : -1, o->root, algo_name(c, o), r);
+                   o->count, o->dt, reduces(o) ? (int)o->op : -1, o->root, algo, r);
 }
 
 /* Runs one call and, on failure, breaks the communicator and tells the peers. */
@@ -270,11 +157,15 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
         hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
     hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
-  if (r == HCCL_SUCCESS) r = run_op(c, o);
+  /* The one plan of this call: what runs, and the name the records give it. */
+  struct hccl_plan_view v = plan_view(c);
+  struct hccl_call call = call_of(c, o);
+  struct hccl_plan plan = hccl__plan(&v, &call);
+  if (r == HCCL_SUCCESS) r = run_op(c, o, &v, &call, &plan);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, algo_name(c, o));
-  if (c->trace) trace_call(c, o, r, t0);
+  if (fr) hccl__fr_end(c, fr, r, plan.name);
+  if (c->trace) trace_call(c, o, r, t0, plan.name);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
@@ -687,7 +578,8 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
 
 const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {
   if (!comm) return "none";
-  struct hccl_allreduce_plan plan = hccl__plan_allreduce(comm, bytes);
-  if (plan.hier) return plan.kind == HCCL_ALGO_KIND_HD ? "hier-hd" : "hier-ring";
-  return plan.kind == HCCL_ALGO_KIND_HD ? "hd" : "ring";
+  struct hccl_plan_view v = plan_view(comm);
+  v.offers = NULL; /* a size, not a call: no buffers to offer zero-copy */
+  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1};
+  return hccl__plan(&v, &call).word;
 }

@@ -14,6 +14,7 @@
 #include "group.h"
 #include "hccl.h"
 #include "log.h"
+#include "plan.h"
 #include "settings.h"
 #include "transport.h"
 #include "wait.h"
@@ -95,15 +96,10 @@ struct hccl_comm {
   struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
   bool worker_started, worker_busy, worker_stop;
   uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
-  /* The zero-copy offers (coll.c, offer_zcopy), per collective (enum hccl_zcopy_kind): calls
-   * that could have run it, the count at which the next one offers it, and the current
-   * back-off. Every rank makes the same calls and sees the same exchange results, so all hold
-   * the same values. */
-  struct hccl_zcopy_offers {
-    uint64_t calls, next, skip;
-  } zcopy[HCCL_ZCOPY_NKINDS];
-  uint64_t zcopy_ran; /* coll_seq + 1 of the last call that ran zero-copy (its trace label) */
-  /* The size from which calls offer zero-copy (hccl__plan_zcopy); 0, as made: select.c's
+  /* The zero-copy back-off per collective (enum hccl_zcopy_kind), kept by algo/plan.c. */
+  struct hccl_zcopy_offers zcopy[HCCL_ZCOPY_NKINDS];
+  uint64_t zcopy_ran; /* coll_seq + 1 of the last call that ran zero-copy (tests read it) */
+  /* The size from which calls offer zero-copy (algo/plan.c); 0, as made: plan.c's
    * measured threshold. Only tests change it, on every rank alike, to run the zero-copy path
    * on the few-element calls that put empty blocks at its edges. */
   size_t zcopy_min_bytes;

@@ -135,7 +135,7 @@ struct hccl_transport_ops {
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_comm *comm);
 
-  /* The transport's cost, for the cost model (algo/select.c), as UCX's iface_query answers
+  /* The transport's cost, for the cost model (algo/plan.c), as UCX's iface_query answers
    * it: nanoseconds per message hop (alpha) and per byte (beta). */
   double alpha_ns, beta_ns;
 };

@@ -1,0 +1,366 @@
+/*
+ * plan.c - one plan per collective call (plan.h): the cost model picks which algorithm a
+ * collective of n bytes runs, per call, as NCCL's tuning does, unless HCCL_ALGO forces one;
+ * the zero-copy rule and its back-off decide whether the zero-copy path is offered first; the
+ * plan carries the name the trace and the flight recorder print; hccl__plan_run runs it. The
+ * one place where the ring/tree/two-level decision is made; the algorithms know nothing of it.
+ *
+ * Each group carries the cost of its slowest link (group.h: alpha per message hop, beta per
+ * byte, from the transports' own figures). With n bytes on p ranks:
+ *   ring                  2(p-1) a + 2(p-1)/p n b
+ *   recursive doubling    log2(p) (a + n b)                 (n up to one slot)
+ *   halving-doubling      2 log2(p) a + 2(p-1)/p n b * 1.5  (its halves stride the buffer)
+ *   allgather, N = p n bytes out:
+ *     ring                (p-1) a + (p-1)/p N b
+ *     Bruck               ceil(log2 p) a + (p-1)/p N b + N c (c: a local copy, COST_COPY_NS)
+ *   reduce-scatter, N = p n bytes in:
+ *     ring                (p-1) a + (p-1)/p N b
+ *     by allreduce        the recursive doubling allreduce of N (N up to a slot), then the
+ *                         own block: log2(p) (a + N b) + N c
+ *   two-level, L ranks on each of S servers (hier.c):
+ *                         2 [(L-1) a_l + (L-1)/L n b_l]     reduce-scatter, allgather inside
+ *                       + the best flat allreduce of n/L bytes over the S servers
+ * The shm constants were fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs
+ * tree, 4 KiB to 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB.
+ */
+#include <string.h>
+
+#include "log.h"
+#include "plan.h"
+
+#define COST_HD_PENALTY 1.5
+/* A byte of local copy (memcpy at about 10 GB/s on this machine, bench/membw.c). */
+#define COST_COPY_NS 0.1
+/* From this size (of a rank's larger buffer) a call inside one server first offers the
+ * zero-copy path (zcopy.c), which costs two short synchronisations (2 log2(p) message hops)
+ * before any data moves. It beat the ring and halving-doubling allreduce from 64 KiB at 2, 4
+ * and 8 ranks on 2 cores (allreduce_perf -R 1 against -R 0; the crossover lies between 16 and
+ * 64 KiB). Reduce-scatter, allgather and broadcast use the same threshold on their larger
+ * buffer; it is not measured for them yet, and their crossover may lie higher: their ring
+ * (p-1 hops) or binomial tree (log2(p)) has fewer hops than an allreduce's. */
+#define ZCOPY_MIN_BYTES (64u << 10)
+
+static double log2u(uint32_t x) {
+  double l = 0;
+  while (x > 1)
+    x >>= 1, l += 1;
+  return l;
+}
+
+static double cost_ring(const struct hccl_group *g, double n) {
+  double p = g->n;
+  return 2 * (p - 1) * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns;
+}
+
+static double cost_hd(const struct hccl_group *g, double n) {
+  double p = g->n, lg = log2u(g->n);
+  if (n <= (double)g->chunk_bytes) return lg * (g->alpha_ns + n * g->beta_ns);
+  return 2 * lg * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns * COST_HD_PENALTY;
+}
+
+
+static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
+                                double *cost) {
+  double ring = cost_ring(g, n), hd = cost_hd(g, n);
+  enum hccl_algo_kind k = forced == HCCL_ALGO_RING ? HCCL_ALGO_KIND_RING
+                          : forced == HCCL_ALGO_HD ? HCCL_ALGO_KIND_HD
+                          : hd < ring              ? HCCL_ALGO_KIND_HD
+                                                   : HCCL_ALGO_KIND_RING;
+  if (cost) *cost = k == HCCL_ALGO_KIND_HD ? hd : ring;
+  return k;
+}
+
+/* The forced flat choice: a word of HCCL_ALGO, or a level of its level form (between servers
+ * level 1 first when each server has one rank, else level 0 first). */
+static enum hccl_algo_choice flat_choice(const struct hccl_plan_view *v) {
+  const struct hccl_algo_setting *a = v->algo;
+  if (a->levels && v->nservers > 1 && v->local_nranks == 1 && a->level[1] != HCCL_ALGO_AUTO)
+    return a->level[1];
+  return a->choice;
+}
+
+/* An allreduce of `bytes`: flat over every rank (ring or halving-doubling), or two-level with
+ * ring or halving-doubling between servers when that costs less or HCCL_ALGO's level form asks
+ * for it. */
+static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t bytes) {
+  const struct hccl_algo_setting *a = v->algo;
+  bool two_level = v->nservers > 1 && v->local_nranks > 1;
+  double flat_cost;
+  enum hccl_plan_algo flat = pick(v->world, flat_choice(v), (double)bytes, &flat_cost) ==
+                                     HCCL_ALGO_KIND_HD
+                                 ? HCCL_PLAN_HD_ALLREDUCE
+                                 : HCCL_PLAN_RING_ALLREDUCE;
+  if (!two_level) return flat;
+  /* The level form asks for the two-level algorithm; one word asks for a flat one. */
+  if (!a->levels && a->choice != HCCL_ALGO_AUTO) return flat;
+  const struct hccl_group *l = v->local;
+  double L = l->n, n = (double)bytes, cross_cost;
+  enum hccl_algo_kind cross =
+      pick(v->cross, a->levels ? a->level[1] : HCCL_ALGO_AUTO, n / L, &cross_cost);
+  double hier_cost = 2 * ((L - 1) * l->alpha_ns + (L - 1) / L * n * l->beta_ns) + cross_cost;
+  if (a->levels || hier_cost < flat_cost)
+    return cross == HCCL_ALGO_KIND_HD ? HCCL_PLAN_HIER_HD : HCCL_PLAN_HIER_RING;
+  return flat;
+}
+
+/* Whether a call whose larger buffer (send or receive, per rank) has `bytes` may offer the
+ * zero-copy path: the communicator is on one server, the message large enough, and HCCL_ALGO
+ * does not force an algorithm. The same rule for every zero-copy collective. */
+static bool plan_zcopy(const struct hccl_plan_view *v, size_t bytes) {
+  const struct hccl_algo_setting *a = v->algo;
+  size_t min = v->zcopy_min_bytes ? v->zcopy_min_bytes : ZCOPY_MIN_BYTES;
+  return v->nservers == 1 && v->world->n > 1 && bytes >= min && !a->levels &&
+         a->choice == HCCL_ALGO_AUTO;
+}
+
+/* Broadcast and reduce: chain or binomial tree over every rank. */
+static enum hccl_algo_kind plan_rooted(const struct hccl_plan_view *v, size_t bytes) {
+  enum hccl_algo_choice forced = flat_choice(v);
+  if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
+  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  return bytes <= v->world->chunk_bytes ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+/* The allgather of `bytes` a rank: HCCL_ALGO_KIND_HD (Bruck's, log2 steps) or the ring, by the
+ * cost model, or as HCCL_ALGO forces ("ring", "hd"/"tree"). */
+static enum hccl_algo_kind plan_allgather(const struct hccl_plan_view *v, size_t bytes) {
+  enum hccl_algo_choice forced = flat_choice(v);
+  if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
+  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  const struct hccl_group *g = v->world;
+  double p = g->n, steps = 0, N = p * (double)bytes;
+  while ((1u << (unsigned)steps) < g->n)
+    steps += 1;
+  double ring = (p - 1) * g->alpha_ns, bruck = steps * g->alpha_ns + N * COST_COPY_NS;
+  return g->n > 2 && bruck < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+/* The reduce-scatter of `bytes` a rank: HCCL_ALGO_KIND_HD (a recursive doubling allreduce of
+ * the whole, log2 steps, when the whole fits a slot) or the ring, by the cost model or as
+ * HCCL_ALGO forces. */
+static enum hccl_algo_kind plan_reduce_scatter(const struct hccl_plan_view *v, size_t bytes) {
+  enum hccl_algo_choice forced = flat_choice(v);
+  const struct hccl_group *g = v->world;
+  double p = g->n, N = p * (double)bytes;
+  if (forced == HCCL_ALGO_RING || N > (double)g->chunk_bytes) return HCCL_ALGO_KIND_RING;
+  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
+  double ring = cost_ring(g, N) / 2, rd = cost_hd(g, N) + N * COST_COPY_NS;
+  return g->n > 2 && rd < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+}
+
+/* What each algorithm is called in traces and flight records (tests and users grep these). */
+static const char *const NAMES[] = {
+    [HCCL_PLAN_LOCAL] = "local",
+    [HCCL_PLAN_ZERO_COPY] = "zero-copy",
+    [HCCL_PLAN_RING_ALLREDUCE] = "ring",
+    [HCCL_PLAN_HD_ALLREDUCE] = "halving-doubling",
+    [HCCL_PLAN_HIER_RING] = "two-level, ring between servers",
+    [HCCL_PLAN_HIER_HD] = "two-level, halving-doubling between servers",
+    [HCCL_PLAN_RING_REDUCE_SCATTER] = "ring",
+    [HCCL_PLAN_RD_REDUCE_SCATTER] = "recursive doubling allreduce",
+    [HCCL_PLAN_RING_ALLGATHER] = "ring",
+    [HCCL_PLAN_BRUCK_ALLGATHER] = "Bruck",
+    [HCCL_PLAN_CHAIN_BROADCAST] = "chain",
+    [HCCL_PLAN_BINOMIAL_BROADCAST] = "binomial tree",
+    [HCCL_PLAN_CHAIN_REDUCE] = "chain",
+    [HCCL_PLAN_BINOMIAL_REDUCE] = "binomial tree",
+    [HCCL_PLAN_DISSEMINATION_BARRIER] = "dissemination",
+    [HCCL_PLAN_DIRECT_GATHER] = "direct",
+    [HCCL_PLAN_DIRECT_SCATTER] = "direct",
+    [HCCL_PLAN_PAIRWISE_ALLTOALL] = "pairwise",
+};
+
+/* HcclAllReduceAlgoName's words (hccl.h) for the allreduce algorithms. */
+static const char *allreduce_word(enum hccl_plan_algo algo) {
+  switch (algo) {
+  case HCCL_PLAN_HD_ALLREDUCE:
+    return "hd";
+  case HCCL_PLAN_HIER_RING:
+    return "hier-ring";
+  case HCCL_PLAN_HIER_HD:
+    return "hier-hd";
+  default:
+    return "ring";
+  }
+}
+
+/* The zero-copy form of call (zcopy.c), or false when its collective has none. */
+static bool zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z) {
+  static const struct {
+    enum hccl_coll_kind coll;
+    enum hccl_zcopy_kind zcopy;
+  } kinds[] = {{HCCL_K_ALLREDUCE, HCCL_ZCOPY_ALLREDUCE},
+               {HCCL_K_REDUCE_SCATTER, HCCL_ZCOPY_REDUCE_SCATTER},
+               {HCCL_K_ALLGATHER, HCCL_ZCOPY_ALLGATHER},
+               {HCCL_K_BROADCAST, HCCL_ZCOPY_BROADCAST}};
+  for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+    if (kinds[i].coll == call->kind) {
+      *z = (struct hccl_zcopy_call){.kind = kinds[i].zcopy,
+                                    .send = call->send,
+                                    .recv = call->recv,
+                                    .count = call->count,
+                                    .root = call->root};
+      return true;
+    }
+  return false;
+}
+
+/* The zero-copy path (zcopy.c) runs only when every rank's buffers are HcclMemAlloc memory,
+ * which the ranks learn in an exchange that costs two log2(p) message rounds. After an
+ * exchange that finds ordinary memory somewhere, the next 1, 2, 4 ... 1024 eligible calls of
+ * that collective skip the offer and run their ordinary algorithm at once; a successful
+ * exchange resets that. Each collective keeps its own back-off, so ordinary buffers in one (a
+ * broadcast of parameters) never slow the offers of another (the gradients' allreduce). All
+ * ranks count the same calls and see the same results, so all decide alike. */
+static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *call,
+                       struct hccl_plan *plan) {
+  struct hccl_zcopy_call z;
+  size_t send_bytes, recv_bytes;
+  if (!v->offers || !zcopy_call(call, &z)) return;
+  hccl__zcopy_shape(&z, v->nranks, call->esz, &send_bytes, &recv_bytes);
+  if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes)) return;
+  const struct hccl_zcopy_offers *b = &v->offers[z.kind];
+  plan->zcopy_eligible = true;
+  plan->zcopy_offer = b->calls >= b->next;
+}
+
+struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
+  size_t bytes = call->count * call->esz;
+  struct hccl_plan plan = {.algo = HCCL_PLAN_LOCAL};
+  switch (call->kind) {
+  case HCCL_K_ALLREDUCE:
+    plan.algo = plan_allreduce(v, bytes);
+    plan.word = allreduce_word(plan.algo);
+    break;
+  case HCCL_K_REDUCE_SCATTER:
+    plan.algo = plan_reduce_scatter(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_RD_REDUCE_SCATTER
+                                                                   : HCCL_PLAN_RING_REDUCE_SCATTER;
+    break;
+  case HCCL_K_ALLGATHER:
+    plan.algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
+                                                              : HCCL_PLAN_RING_ALLGATHER;
+    break;
+  case HCCL_K_BROADCAST:
+    plan.algo = plan_rooted(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BINOMIAL_BROADCAST
+                                                           : HCCL_PLAN_CHAIN_BROADCAST;
+    break;
+  case HCCL_K_REDUCE:
+    plan.algo = plan_rooted(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BINOMIAL_REDUCE
+                                                           : HCCL_PLAN_CHAIN_REDUCE;
+    break;
+  case HCCL_K_BARRIER:
+    plan.algo = HCCL_PLAN_DISSEMINATION_BARRIER;
+    break;
+  case HCCL_K_GATHER:
+    plan.algo = HCCL_PLAN_DIRECT_GATHER;
+    break;
+  case HCCL_K_SCATTER:
+    plan.algo = HCCL_PLAN_DIRECT_SCATTER;
+    break;
+  case HCCL_K_ALLTOALL:
+  case HCCL_K_ALLTOALLV:
+    plan.algo = HCCL_PLAN_PAIRWISE_ALLTOALL;
+    break;
+  default:
+    break;
+  }
+  plan.name = NAMES[plan.algo];
+  if (v->nranks == 1) {
+    /* Gather, scatter and all-to-all still run their own code (it copies the own block); the
+     * others copy here, or do nothing. */
+    plan.name = NAMES[HCCL_PLAN_LOCAL];
+    if (plan.algo != HCCL_PLAN_DIRECT_GATHER && plan.algo != HCCL_PLAN_DIRECT_SCATTER &&
+        plan.algo != HCCL_PLAN_PAIRWISE_ALLTOALL)
+      plan.algo = HCCL_PLAN_LOCAL;
+    return plan;
+  }
+  plan_offer(v, call, &plan);
+  return plan;
+}
+
+/* The offer of the zero-copy path and the back-off after it (plan_offer's comment); *ran
+ * tells whether it ran. */
+static HcclResult run_zcopy(const struct hccl_plan_view *v, const struct hccl_plan *plan,
+                            const struct hccl_prim *p, const struct hccl_call *call, bool *ran) {
+  *ran = false;
+  struct hccl_zcopy_call z;
+  if (!plan->zcopy_eligible || !zcopy_call(call, &z)) return HCCL_SUCCESS;
+  struct hccl_zcopy_offers *b = &v->offers[z.kind];
+  b->calls++;
+  if (!plan->zcopy_offer) return HCCL_SUCCESS;
+  HCCL_TRY(hccl__zcopy(v->world, p, &z, ran));
+  if (*ran)
+    b->skip = 0;
+  else
+    b->skip = b->skip ? (b->skip < 1024 ? 2 * b->skip : 1024) : 1;
+  b->next = b->calls + b->skip;
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
+                          const struct hccl_prim *p, const struct hccl_call *call) {
+  const struct hccl_group *g = v->world; /* member k is rank k: roots stay as they are */
+  struct hccl_prim move = *p;
+  move.esz = 1;
+  move.reduce = NULL;
+  size_t bytes = call->count * call->esz;
+  bool ran;
+  HCCL_TRY(run_zcopy(v, plan, p, call, &ran));
+  if (ran) {
+    plan->algo = HCCL_PLAN_ZERO_COPY;
+    plan->name = NAMES[HCCL_PLAN_ZERO_COPY];
+    return HCCL_SUCCESS;
+  }
+  switch (plan->algo) {
+  case HCCL_PLAN_LOCAL: {
+    bool moves = call->kind != HCCL_K_BARRIER && call->kind != HCCL_K_BROADCAST;
+    if (moves && bytes && call->recv && call->recv != call->send)
+      memcpy(call->recv, call->send, bytes);
+    return HCCL_SUCCESS;
+  }
+  case HCCL_PLAN_ZERO_COPY:
+    break; /* only ever set above, once it ran */
+  case HCCL_PLAN_RING_ALLREDUCE:
+    return hccl__ring_allreduce(g, p, call->send, call->recv, call->count);
+  case HCCL_PLAN_HD_ALLREDUCE:
+    return hccl__hd_allreduce(g, p, call->send, call->recv, call->count);
+  case HCCL_PLAN_HIER_RING:
+  case HCCL_PLAN_HIER_HD:
+    return hccl__hier_allreduce(v->local, v->cross,
+                                plan->algo == HCCL_PLAN_HIER_HD ? HCCL_ALGO_KIND_HD
+                                                                : HCCL_ALGO_KIND_RING,
+                                p, call->send, call->recv, call->count);
+  case HCCL_PLAN_RING_REDUCE_SCATTER:
+    return hccl__ring_reduce_scatter(g, p, call->send, call->recv, call->count);
+  case HCCL_PLAN_RD_REDUCE_SCATTER: {
+    /* Small: the whole reduced in log2(n) steps, then this rank's block of it. */
+    char *all = hccl__group_temp(g, bytes * g->n);
+    if (!all) return HCCL_E_MEMORY;
+    HCCL_TRY(hccl__hd_allreduce(g, p, call->send, all, call->count * g->n));
+    memcpy(call->recv, all + bytes * g->me, bytes);
+    return HCCL_SUCCESS;
+  }
+  case HCCL_PLAN_RING_ALLGATHER:
+    return hccl__ring_allgather(g, p, call->send, call->recv, call->count);
+  case HCCL_PLAN_BRUCK_ALLGATHER:
+    return hccl__bruck_allgather(g, p, call->send, call->recv, call->count);
+  case HCCL_PLAN_CHAIN_BROADCAST:
+    return hccl__chain_broadcast(g, p, call->recv, call->count, call->root);
+  case HCCL_PLAN_BINOMIAL_BROADCAST:
+    return hccl__binomial_broadcast(g, p, call->recv, call->count, call->root);
+  case HCCL_PLAN_CHAIN_REDUCE:
+    return hccl__chain_reduce(g, p, call->send, call->recv, call->count, call->root);
+  case HCCL_PLAN_BINOMIAL_REDUCE:
+    return hccl__binomial_reduce(g, p, call->send, call->recv, call->count, call->root);
+  case HCCL_PLAN_DISSEMINATION_BARRIER:
+    return hccl__dissemination_barrier(g, p);
+  case HCCL_PLAN_DIRECT_GATHER:
+    return hccl__direct_gather(v->comm, &move, call->send, call->recv, bytes, call->root);
+  case HCCL_PLAN_DIRECT_SCATTER:
+    return hccl__direct_scatter(v->comm, &move, call->send, call->recv, bytes, call->root);
+  case HCCL_PLAN_PAIRWISE_ALLTOALL:
+    return hccl__pairwise_alltoall(v->comm, &move, call->send, &call->sb, call->recv, &call->rb);
+  }
+  return hccl__fail(HCCL_E_INTERNAL, "a plan with no algorithm (%d) for collective %d",
+                    (int)plan->algo, (int)call->kind);
+}

@@ -1,0 +1,107 @@
+/*
+ * plan.h - one plan per collective call, as NCCL's tuning makes it: which algorithm runs, the
+ * name the trace, the flight recorder and HcclAllReduceAlgoName give it, and whether the
+ * zero-copy path is offered first. The cost model, HCCL_ALGO, the zero-copy rule and its
+ * back-off all live in plan.c; the caller (core/coll.c) makes one plan per call, runs it with
+ * hccl__plan_run, and prints plan.name.
+ *
+ * The planner is given what it reads (struct hccl_plan_view), not the communicator, so it is a
+ * pure function of its inputs and tests/algo/test_plan.c checks it on made-up server shapes.
+ */
+#ifndef HCCL_PLAN_H
+#define HCCL_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo.h"
+#include "coll_kind.h"
+#include "settings.h"
+
+struct hccl_comm;
+
+/* One collective's zero-copy back-off (plan.c): eligible calls so far, the count at which the
+ * next one offers it, and the current back-off. Every rank makes the same calls and sees the
+ * same exchange results, so all hold the same values. */
+struct hccl_zcopy_offers {
+  uint64_t calls, next, skip;
+};
+
+/* What the planner reads of a communicator. */
+struct hccl_plan_view {
+  uint32_t nranks, nservers, local_nranks;
+  const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
+  const struct hccl_algo_setting *algo;           /* HCCL_ALGO */
+  size_t zcopy_min_bytes; /* the size from which zero-copy is offered; 0: plan.c's measured one */
+  /* [HCCL_ZCOPY_NKINDS]: each zero-copy collective's back-off, read by hccl__plan and updated
+   * by hccl__plan_run. NULL: never offer zero-copy (a question about a size, not a call). */
+  struct hccl_zcopy_offers *offers;
+  struct hccl_comm *comm; /* only handed to a2a.c's collectives, which run over it */
+};
+
+/* One call as the API made it, validated (coll.c): count 0 has returned already, except for a
+ * barrier and an alltoallv. count is the API's: elements of the whole buffer (allreduce,
+ * broadcast, reduce), of each rank's block (allgather's sendCount, reduce-scatter's recvCount,
+ * gather, scatter, alltoall's sendCount). root is a rank. sb and rb: alltoall(v)'s blocks. */
+struct hccl_call {
+  enum hccl_coll_kind kind;
+  const void *send;
+  void *recv;
+  size_t count;
+  size_t esz; /* bytes of an element (1 for a barrier) */
+  uint32_t root;
+  struct hccl_blocks sb, rb;
+};
+
+/* The algorithms a plan can run; hccl__plan_run switches on it. */
+enum hccl_plan_algo {
+  HCCL_PLAN_LOCAL,                 /* one rank: a copy, or nothing */
+  HCCL_PLAN_ZERO_COPY,             /* zcopy.c: set by hccl__plan_run when the offer ran */
+  HCCL_PLAN_RING_ALLREDUCE,        /* ring.c */
+  HCCL_PLAN_HD_ALLREDUCE,          /* hd.c: recursive halving-doubling */
+  HCCL_PLAN_HIER_RING,             /* hier.c, ring between servers */
+  HCCL_PLAN_HIER_HD,               /* hier.c, halving-doubling between servers */
+  HCCL_PLAN_RING_REDUCE_SCATTER,   /* ring.c */
+  HCCL_PLAN_RD_REDUCE_SCATTER,     /* a recursive doubling allreduce of the whole, own block */
+  HCCL_PLAN_RING_ALLGATHER,        /* ring.c */
+  HCCL_PLAN_BRUCK_ALLGATHER,       /* hd.c */
+  HCCL_PLAN_CHAIN_BROADCAST,       /* ring.c: pipelined chain */
+  HCCL_PLAN_BINOMIAL_BROADCAST,    /* hd.c */
+  HCCL_PLAN_CHAIN_REDUCE,          /* ring.c */
+  HCCL_PLAN_BINOMIAL_REDUCE,       /* hd.c */
+  HCCL_PLAN_DISSEMINATION_BARRIER, /* hd.c */
+  HCCL_PLAN_DIRECT_GATHER,         /* a2a.c */
+  HCCL_PLAN_DIRECT_SCATTER,        /* a2a.c */
+  HCCL_PLAN_PAIRWISE_ALLTOALL,     /* a2a.c, alltoall and alltoallv */
+};
+
+struct hccl_plan {
+  enum hccl_plan_algo algo;
+  /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
+   * "two-level, ring between servers", "two-level, halving-doubling between servers",
+   * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
+   * "direct", "pairwise", "local" (one rank) or "zero-copy" (set by hccl__plan_run). */
+  const char *name;
+  /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring" or
+   * "hier-hd", the cost model's choice without zero-copy (on one rank the model's "ring",
+   * though the call only copies). NULL for the other collectives. */
+  const char *word;
+  bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
+  bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */
+};
+
+/* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and whether zero-copy is
+ * offered first. Reads v (the back-off too) and changes nothing, so every rank, given the same
+ * calls, makes the same plan. */
+struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call);
+
+/* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
+ * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran) and updates the back-off in
+ * v->offers, then runs plan->algo over v->world (member k is rank k). p is the call's
+ * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
+ * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
+HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
+                          const struct hccl_prim *p, const struct hccl_call *call);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * test_plan.c - one plan per call (algo/plan.c), without processes: the planner reads only
+ * the view it is given, so made-up server shapes with the transports' own costs (shm inside a
+ * server, TCP between) stand in for communicators. A table of (collective, bytes, servers x
+ * ranks per server, HCCL_ALGO) gives the algorithm, the name the trace and the flight recorder
+ * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
+ * back-off as the view's offers hold it. That the trace records, for a real call, the name
+ * that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* The transports' figures (transport/shm.c, transport/tcp.c) and the default slot. */
+#define SHM_ALPHA 3700.0
+#define SHM_BETA 0.5
+#define TCP_ALPHA 25000.0
+#define TCP_BETA 2.0
+#define CHUNK (512u << 10)
+
+struct shape {
+  struct hccl_group world, local, cross;
+  struct hccl_algo_setting algo;
+  struct hccl_zcopy_offers offers[HCCL_ZCOPY_NKINDS];
+  struct hccl_plan_view v;
+};
+
+/* S servers of L ranks, HCCL_ALGO = algo (NULL: unset); the groups' slowest links as
+ * group.c measures them: the world's and the cross group's are TCP once there are servers. */
+static void make_shape(struct shape *s, uint32_t S, uint32_t L, const char *algo) {
+  memset(s, 0, sizeof(*s));
+  bool tcp = S > 1;
+  s->world = (struct hccl_group){.n = S * L,
+                                 .chunk_bytes = CHUNK,
+                                 .alpha_ns = tcp ? TCP_ALPHA : SHM_ALPHA,
+                                 .beta_ns = tcp ? TCP_BETA : SHM_BETA};
+  s->local = (struct hccl_group){
+      .n = L, .chunk_bytes = CHUNK, .alpha_ns = SHM_ALPHA, .beta_ns = SHM_BETA};
+  s->cross = (struct hccl_group){
+      .n = S, .chunk_bytes = CHUNK, .alpha_ns = TCP_ALPHA, .beta_ns = TCP_BETA};
+  if (algo) assert_int_equal(hccl__settings_parse_algo(algo, &s->algo), HCCL_SUCCESS);
+  s->v = (struct hccl_plan_view){.nranks = S * L,
+                                 .nservers = S,
+                                 .local_nranks = L,
+                                 .world = &s->world,
+                                 .local = &s->local,
+                                 .cross = &s->cross,
+                                 .algo = &s->algo,
+                                 .offers = s->offers};
+}
+
+#define K 1024u
+#define M (1024u * 1024u)
+
+static const struct row {
+  enum hccl_coll_kind kind;
+  size_t bytes; /* a rank's block for allgather, reduce-scatter, gather, scatter */
+  uint32_t servers, per_server;
+  const char *algo_env;
+  enum hccl_plan_algo algo;
+  const char *name, *word;
+  bool zcopy;
+} ROWS[] = {
+    /* one rank: a copy, whatever the model says (its allreduce word stays the model's) */
+    {HCCL_K_ALLREDUCE, 4 * K, 1, 1, NULL, HCCL_PLAN_LOCAL, "local", "ring", false},
+    {HCCL_K_BROADCAST, 4 * K, 1, 1, NULL, HCCL_PLAN_LOCAL, "local", NULL, false},
+    {HCCL_K_BARRIER, 0, 1, 1, NULL, HCCL_PLAN_LOCAL, "local", NULL, false},
+    {HCCL_K_GATHER, 4 * K, 1, 1, NULL, HCCL_PLAN_DIRECT_GATHER, "local", NULL, false},
+    {HCCL_K_ALLTOALL, 4 * K, 1, 1, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "local", NULL, false},
+    /* one server of 8: halving-doubling while a message is short, the ring for long ones;
+     * zero-copy offered from 64 KiB of a rank's larger buffer */
+    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd", false},
+    {HCCL_K_ALLREDUCE, 16 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd",
+     false},
+    {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
+    {HCCL_K_ALLREDUCE, 64 * M, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
+    {HCCL_K_ALLREDUCE, 64 * M, 1, 8, "ring", HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},
+    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, "ring", HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 1, 8, "tree", HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd",
+     false},
+    {HCCL_K_REDUCE_SCATTER, 64, 1, 8, NULL, HCCL_PLAN_RD_REDUCE_SCATTER,
+     "recursive doubling allreduce", NULL, false},
+    {HCCL_K_REDUCE_SCATTER, 64, 1, 2, NULL, HCCL_PLAN_RING_REDUCE_SCATTER, "ring", NULL, false},
+    {HCCL_K_REDUCE_SCATTER, 16 * K, 1, 8, NULL, HCCL_PLAN_RING_REDUCE_SCATTER, "ring", NULL, true},
+    {HCCL_K_ALLGATHER, 64, 1, 8, NULL, HCCL_PLAN_BRUCK_ALLGATHER, "Bruck", NULL, false},
+    {HCCL_K_ALLGATHER, 64, 1, 2, NULL, HCCL_PLAN_RING_ALLGATHER, "ring", NULL, false},
+    {HCCL_K_ALLGATHER, 1 * M, 1, 8, NULL, HCCL_PLAN_RING_ALLGATHER, "ring", NULL, true},
+    {HCCL_K_BROADCAST, 4 * K, 1, 8, NULL, HCCL_PLAN_BINOMIAL_BROADCAST, "binomial tree", NULL,
+     false},
+    {HCCL_K_BROADCAST, 1 * M, 1, 8, NULL, HCCL_PLAN_CHAIN_BROADCAST, "chain", NULL, true},
+    {HCCL_K_BROADCAST, 1 * M, 1, 8, "tree", HCCL_PLAN_BINOMIAL_BROADCAST, "binomial tree", NULL,
+     false},
+    {HCCL_K_REDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_BINOMIAL_REDUCE, "binomial tree", NULL, false},
+    {HCCL_K_REDUCE, 1 * M, 1, 8, NULL, HCCL_PLAN_CHAIN_REDUCE, "chain", NULL, false},
+    {HCCL_K_BARRIER, 0, 1, 8, NULL, HCCL_PLAN_DISSEMINATION_BARRIER, "dissemination", NULL, false},
+    {HCCL_K_GATHER, 1 * M, 1, 8, NULL, HCCL_PLAN_DIRECT_GATHER, "direct", NULL, false},
+    {HCCL_K_SCATTER, 1 * M, 1, 8, NULL, HCCL_PLAN_DIRECT_SCATTER, "direct", NULL, false},
+    {HCCL_K_ALLTOALL, 1 * M, 1, 8, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "pairwise", NULL, false},
+    {HCCL_K_ALLTOALLV, 0, 1, 8, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "pairwise", NULL, false},
+    /* two servers of 4: two-level wins, halving-doubling between servers for short shards,
+     * the ring for long ones; never zero-copy across servers */
+    {HCCL_K_ALLREDUCE, 4 * K, 2, 4, NULL, HCCL_PLAN_HIER_HD,
+     "two-level, halving-doubling between servers", "hier-hd", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 2, 4, NULL, HCCL_PLAN_HIER_RING, "two-level, ring between servers",
+     "hier-ring", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 2, 4, "level0:ring;level1:tree", HCCL_PLAN_HIER_HD,
+     "two-level, halving-doubling between servers", "hier-hd", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 2, 4, "ring", HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},
+    {HCCL_K_BROADCAST, 1 * M, 2, 4, NULL, HCCL_PLAN_CHAIN_BROADCAST, "chain", NULL, false},
+    /* four servers of one rank: flat, over TCP */
+    {HCCL_K_ALLREDUCE, 4 * K, 4, 1, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 4, 1, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},
+    {HCCL_K_ALLREDUCE, 64 * M, 4, 1, "level0:NA;level1:tree", HCCL_PLAN_HD_ALLREDUCE,
+     "halving-doubling", "hd", false},
+};
+
+static void test_plan_table(void **st) {
+  (void)st;
+  for (size_t i = 0; i < sizeof(ROWS) / sizeof(ROWS[0]); i++) {
+    const struct row *r = &ROWS[i];
+    struct shape s;
+    make_shape(&s, r->servers, r->per_server, r->algo_env);
+    struct hccl_call call = {.kind = r->kind, .count = r->bytes / 4, .esz = 4};
+    struct hccl_plan p = hccl__plan(&s.v, &call);
+    printf("  %-14s %9zu B on %ux%u, HCCL_ALGO %-24s -> %s\n", hccl__coll_kind_name(r->kind),
+           r->bytes, r->servers, r->per_server, r->algo_env ? r->algo_env : "unset", p.name);
+    if (p.algo != r->algo || strcmp(p.name, r->name) ||
+        (r->word ? !p.word || strcmp(p.word, r->word) : p.word != NULL) ||
+        p.zcopy_eligible != r->zcopy || p.zcopy_offer != r->zcopy)
+      fail_msg("row %zu: algo %d name \"%s\" word \"%s\" zero-copy %d/%d; expected %d \"%s\" "
+               "\"%s\" %d",
+               i, (int)p.algo, p.name, p.word ? p.word : "(null)", p.zcopy_eligible,
+               p.zcopy_offer, (int)r->algo, r->name, r->word ? r->word : "(null)", r->zcopy);
+    /* The same call asked as a size (HcclAllReduceAlgoName's way): the same algorithm, never
+     * zero-copy. */
+    s.v.offers = NULL;
+    struct hccl_plan q = hccl__plan(&s.v, &call);
+    assert_int_equal(q.algo, p.algo);
+    assert_string_equal(q.name, p.name);
+    assert_false(q.zcopy_eligible);
+    assert_false(q.zcopy_offer);
+  }
+}
+
+/* The plan reads the back-off and changes nothing; an eligible call whose collective is
+ * backing off counts but does not offer. Each collective has its own. */
+static void test_plan_backoff(void **st) {
+  (void)st;
+  struct shape s;
+  make_shape(&s, 1, 4, NULL);
+  struct hccl_call ar = {.kind = HCCL_K_ALLREDUCE, .count = M, .esz = 4};
+  struct hccl_call bc = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
+  s.offers[HCCL_ZCOPY_ALLREDUCE] = (struct hccl_zcopy_offers){.calls = 5, .next = 7, .skip = 2};
+  struct hccl_plan p = hccl__plan(&s.v, &ar);
+  assert_true(p.zcopy_eligible);
+  assert_false(p.zcopy_offer);
+  assert_string_equal(p.name, "ring");
+  assert_int_equal(s.offers[HCCL_ZCOPY_ALLREDUCE].calls, 5);
+  p = hccl__plan(&s.v, &bc);
+  assert_true(p.zcopy_eligible && p.zcopy_offer);
+  s.offers[HCCL_ZCOPY_ALLREDUCE].calls = 7;
+  p = hccl__plan(&s.v, &ar);
+  assert_true(p.zcopy_eligible && p.zcopy_offer);
+  /* The threshold a test may lower (comm->zcopy_min_bytes): from one byte. */
+  struct hccl_call tiny = {.kind = HCCL_K_ALLGATHER, .count = 1, .esz = 1};
+  assert_false(hccl__plan(&s.v, &tiny).zcopy_offer);
+  s.v.zcopy_min_bytes = 1;
+  assert_true(hccl__plan(&s.v, &tiny).zcopy_offer);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_table),
+      cmocka_unit_test(test_plan_backoff),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
