@@ -223,13 +223,16 @@ setup_deepspeed() {
   fi
 }
 
-# DeepSpeed's documented launch on one machine: its deepspeed launcher (it sets LOCAL_SIZE,
-# which the shm op needs), without core binding (--bind_cores_to_rank needs numactl and a
-# core per rank), as gloo runs.
+# DeepSpeed's documented launch for CPU: its deepspeed launcher (it sets LOCAL_SIZE, which the
+# shm op needs) with --bind_cores_to_rank, which DeepSpeed's CPU guide recommends. That needs
+# numactl and at least one core per rank; otherwise the ranks run unbound (like mpirun, which
+# binds only while there are enough cores). The shm op's waits spin: unbound on a busy
+# machine they are slow (bench/README.md).
 ds_launch() {
-  local n=$1
+  local n=$1 bind=()
   shift
-  timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" --num_gpus "$n" --master_port "$(free_port)" "$@"
+  if command -v numactl >/dev/null && [ "$n" -le "$(nproc)" ]; then bind=(--bind_cores_to_rank); fi
+  timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" "${bind[@]}" --num_gpus "$n" --master_port "$(free_port)" "$@"
 }
 
 # MPICH: only when Debian's mpich is installed (this script does not apt-get it: it is a
