@@ -40,7 +40,7 @@
 # (latency); one sweep with a single -n would either take minutes at 64 MiB or be noise at
 # 4 KiB. Each of those runs is repeated REPEATS times and the table shows the median, so one
 # burst of load from something else on the machine does not decide a column. Numbers are
-# from the out-of-place columns, time combined across ranks as the average (-a 1, the
+# from the out-of-place columns (the anchors tables: in-place, the call all of them have), time combined across ranks as the average (-a 1, the
 # default). Every run checks its results (-c 1): a wrong element makes the cell n/a.
 #
 # Settings (environment): ITERS_LARGE (default 5) and ITERS_SMALL (default 500) timed
@@ -201,7 +201,7 @@ ccl_launch() {
 
 # DeepSpeed: a venv that sees $PY's packages (so its torch is $PY's torch, pinned on the
 # install line so pip cannot swap it), with deepspeed installed in it. Its shm op is built
-# JIT by the first run (~/.cache/torch_extensions, about 30 s).
+# JIT by the first run (~/.cache/torch_extensions; 30 s to 2 min here, once per venv).
 setup_deepspeed() {
   local log=$RESULTS_DIR/install.deepspeed.txt tv
   if [ $HAVE_GLOO != 1 ]; then
