@@ -221,6 +221,13 @@ setup_deepspeed() {
       return
     fi
   fi
+  # Build (or find built) the shm op here, unbound and without RUN_TIMEOUT: built by the first
+  # timed run instead, it compiles on the one core its rank is pinned to.
+  log=$RESULTS_DIR/build.deepspeed.txt
+  if ! DS_ACCELERATOR=cpu timeout 900 "$DS_VENV/bin/python" -c 'from deepspeed.accelerator import get_accelerator
+get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >"$log" 2>&1; then
+    DS_WHY="JIT build of DeepSpeed's ShareMemCommBuilder failed: $(first_error "$log")"
+  fi
 }
 
 # DeepSpeed's documented launch for CPU: its deepspeed launcher (it sets LOCAL_SIZE, which the
