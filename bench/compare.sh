@@ -23,18 +23,35 @@
 #                       allreduce_perf, when the build's Python ($PY) can import torch (hccl: when
 #                       <build>/python/torch_hccl was built);
 #   torch_ddp_step.py --backend gloo|hccl: the median time of a DDP training step.
+# and the anchors a CPU user would choose instead (bench/README.md, "Anchors"), in one more
+# pair of tables with the best anchor named at each rank count and hccl's ratio to it:
+#   oneCCL              bench/ccl_allreduce_perf.cpp under the mpiexec of Intel MPI; oneCCL
+#                       (oneccl-cpu, its impi-rt, oneccl-devel's headers) is pip-installed into
+#                       ANCHORS_DIR/oneccl on first use and the program built into <build>/bin;
+#   DeepSpeed shm       torch_allreduce_perf.py --backend deepspeed-shm under the deepspeed
+#                       launcher, from a venv ANCHORS_DIR/deepspeed-venv (deepspeed pip-installed
+#                       on first use, torch pinned to the version $PY has);
+#   MPICH               mpi_allreduce_perf.c built with mpicc.mpich, under mpirun.mpich, when
+#                       Debian's mpich is installed (the script does not install it).
+# An anchor that is not installed or cannot run shows the reason in its cells.
 # The torch table compares in-place columns (torch's allreduce is in place; its out-of-place
 # twin adds a copy) with allreduce_perf's in-place columns.
 # Each program runs at 64 MiB with few iterations (bandwidth) and at 4 KiB with many
 # (latency); one sweep with a single -n would either take minutes at 64 MiB or be noise at
 # 4 KiB. Each of those runs is repeated REPEATS times and the table shows the median, so one
 # burst of load from something else on the machine does not decide a column. Numbers are
-# from the out-of-place columns, time combined across ranks as the average (-a 1, the
+# from the out-of-place columns (the anchors tables: in-place, the call all of them have), time combined across ranks as the average (-a 1, the
 # default). Every run checks its results (-c 1): a wrong element makes the cell n/a.
 #
 # Settings (environment): ITERS_LARGE (default 5) and ITERS_SMALL (default 500) timed
 # iterations, REPEATS (default 3), RUN_TIMEOUT (default 120) seconds per run, RESULTS_DIR
 # (default a new /tmp/hccl-compare.XXXXXX) where every run's full output is kept.
+# RANKS (default "2 4 8"). ANCHORS_DIR (default <build>/anchors) where the anchors are
+# installed; ANCHORS_INSTALL=0 installs nothing (an anchor not already there shows "not
+# installed"); ONECCL_VERSION (default 2021.15.2), DEEPSPEED_VERSION (default 0.19.8).
+# QUICK=1: a functional check, not a measurement: 2 ranks, 4 KiB only, ITERS_SMALL 20, one
+# repeat, no DDP step; prints the anchors table (about a minute once the anchors are
+# installed; the first run installs them: about two minutes, 120 MB downloaded, 550 MB on disk).
 set -u
 case "${1:-}" in
 -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -46,9 +63,20 @@ BUILD=${1:-./build}
 PY=${PYTHON:-$(cat "$BUILD/python/INTERPRETER" 2>/dev/null || command -v python3)}
 BIN=$BUILD/bin
 HERE=$(cd "$(dirname "$0")" && pwd)
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+  ITERS_SMALL=${ITERS_SMALL:-20}
+  REPEATS=${REPEATS:-1}
+  RANKS=${RANKS:-2}
+fi
 ITERS_LARGE=${ITERS_LARGE:-5}
 ITERS_SMALL=${ITERS_SMALL:-500}
 REPEATS=${REPEATS:-3}
+RANKS=${RANKS:-2 4 8}
+ANCHORS_DIR=${ANCHORS_DIR:-$BUILD/anchors}
+ANCHORS_INSTALL=${ANCHORS_INSTALL:-1}
+ONECCL_VERSION=${ONECCL_VERSION:-2021.15.2}
+DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 RESULTS_DIR=${RESULTS_DIR:-$(mktemp -d /tmp/hccl-compare.XXXXXX)}
 mkdir -p "$RESULTS_DIR"
@@ -118,6 +146,124 @@ mpi_launch() {
     --mca mpi_yield_when_idle 1 "$@"
 }
 
+# --- Anchors (bench/README.md, "Anchors"). setup_X leaves X_WHY empty when X can run, else
+# sets it to a short reason that the tables print in X's cells.
+mkdir -p "$ANCHORS_DIR" && ANCHORS_DIR=$(cd "$ANCHORS_DIR" && pwd)
+ONECCL=$ANCHORS_DIR/oneccl
+DS_VENV=$ANCHORS_DIR/deepspeed-venv
+CCL_WHY= DS_WHY= MPICH_WHY=
+
+# first_error LOG: the first line of LOG that says what went wrong, made fit for a table cell.
+first_error() {
+  { grep -m1 -E 'ERROR|[Ee]rror|cannot|not found|No such' "$1" || tail -n1 "$1"; } |
+    tr '|' '/' | cut -c1-150
+}
+
+# oneCCL: oneccl-cpu (libccl; it depends on impi-rt, Intel MPI's runtime with mpiexec and
+# libfabric) and oneccl-devel's headers (--no-deps: it would pull the GPU build) into
+# $ONECCL, then bench/ccl_allreduce_perf.cpp built against them.
+setup_oneccl() {
+  local log=$RESULTS_DIR/install.oneccl.txt exe=$BIN/ccl_allreduce_perf
+  if [ ! -e "$ONECCL/lib/libccl.so.1" ] || [ ! -e "$ONECCL/include/oneapi/ccl.hpp" ] ||
+    [ ! -x "$ONECCL/bin/mpiexec" ]; then
+    if [ "$ANCHORS_INSTALL" != 1 ]; then
+      CCL_WHY="oneCCL not installed in $ONECCL (ANCHORS_INSTALL=0)"
+      return
+    fi
+    echo "oneccl: pip install --prefix $ONECCL oneccl-cpu==$ONECCL_VERSION oneccl-devel==$ONECCL_VERSION ..." >&2
+    if ! "$PY" -m pip install --prefix "$ONECCL" "oneccl-cpu==$ONECCL_VERSION" >"$log" 2>&1 ||
+      ! "$PY" -m pip install --no-deps --prefix "$ONECCL" "oneccl-devel==$ONECCL_VERSION" >>"$log" 2>&1; then
+      CCL_WHY="pip install oneccl-cpu==$ONECCL_VERSION failed: $(first_error "$log")"
+      return
+    fi
+  fi
+  if [ ! -x "$exe" ] || [ "$HERE/ccl_allreduce_perf.cpp" -nt "$exe" ] ||
+    [ "$ONECCL/lib/libccl.so.1" -nt "$exe" ]; then
+    log=$RESULTS_DIR/build.oneccl.txt
+    if ! "${CXX:-g++}" -O2 -std=c++17 -I"$ONECCL/include" "$HERE/ccl_allreduce_perf.cpp" \
+      -L"$ONECCL/lib" -lccl -Wl,-rpath,"$ONECCL/lib" -o "$exe" >"$log" 2>&1; then
+      CCL_WHY="building ccl_allreduce_perf failed: $(first_error "$log")"
+      return
+    fi
+  fi
+}
+
+# oneCCL's documented launch: Intel MPI's mpiexec with the variables its vars.sh would set.
+# The key-value store's address goes through a file of this run's own.
+ccl_launch() {
+  local n=$1
+  shift
+  CCL_ROOT=$ONECCL I_MPI_ROOT=$ONECCL FI_PROVIDER_PATH=$ONECCL/lib \
+    LD_LIBRARY_PATH=$ONECCL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=$ONECCL/bin:$PATH \
+    CCL_PERF_KVS_FILE=$RESULTS_DIR/ccl.kvs.$RANDOM$RANDOM \
+    timeout "$RUN_TIMEOUT" "$ONECCL/bin/mpiexec" -n "$n" "$@"
+}
+
+# DeepSpeed: a venv that sees $PY's packages (so its torch is $PY's torch, pinned on the
+# install line so pip cannot swap it), with deepspeed installed in it. Its shm op is built
+# JIT by the first run (~/.cache/torch_extensions; 30 s to 2 min here, once per venv).
+setup_deepspeed() {
+  local log=$RESULTS_DIR/install.deepspeed.txt tv
+  if [ $HAVE_GLOO != 1 ]; then
+    DS_WHY="needs torch ($PY cannot import it)"
+    return
+  fi
+  if ! "$DS_VENV/bin/python" -c "import deepspeed" >/dev/null 2>&1; then
+    if [ "$ANCHORS_INSTALL" != 1 ]; then
+      DS_WHY="DeepSpeed not installed in $DS_VENV (ANCHORS_INSTALL=0)"
+      return
+    fi
+    tv=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])')
+    echo "deepspeed: pip install deepspeed==$DEEPSPEED_VERSION torch==$tv into $DS_VENV ..." >&2
+    if ! { "$PY" -m venv --system-site-packages "$DS_VENV" &&
+      "$DS_VENV/bin/python" -m pip install "deepspeed==$DEEPSPEED_VERSION" "torch==$tv"; } >"$log" 2>&1; then
+      DS_WHY="pip install deepspeed==$DEEPSPEED_VERSION failed: $(first_error "$log")"
+      return
+    fi
+  fi
+  # Build (or find built) the shm op here, unbound and without RUN_TIMEOUT: built by the first
+  # timed run instead, it compiles on the one core its rank is pinned to.
+  log=$RESULTS_DIR/build.deepspeed.txt
+  if ! DS_ACCELERATOR=cpu timeout 900 "$DS_VENV/bin/python" -c 'from deepspeed.accelerator import get_accelerator
+get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >"$log" 2>&1; then
+    DS_WHY="JIT build of DeepSpeed's ShareMemCommBuilder failed: $(first_error "$log")"
+  fi
+}
+
+# DeepSpeed's documented launch for CPU: its deepspeed launcher (it sets LOCAL_SIZE, which the
+# shm op needs) with --bind_cores_to_rank, which DeepSpeed's CPU guide recommends. That needs
+# numactl and at least one core per rank; otherwise the ranks run unbound (like mpirun, which
+# binds only while there are enough cores). The shm op's waits spin: unbound on a busy
+# machine they are slow (bench/README.md).
+ds_launch() {
+  local n=$1 bind=()
+  shift
+  if command -v numactl >/dev/null && [ "$n" -le "$(nproc)" ]; then bind=(--bind_cores_to_rank); fi
+  timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" "${bind[@]}" --num_gpus "$n" --master_port "$(free_port)" "$@"
+}
+
+# MPICH: only when Debian's mpich is installed (this script does not apt-get it: it is a
+# system package, and libmpich-dev competes with Open MPI's for the mpi.h alternative).
+setup_mpich() {
+  local exe=$BIN/mpich_allreduce_perf log=$RESULTS_DIR/build.mpich.txt
+  if ! command -v mpicc.mpich >/dev/null || ! command -v mpirun.mpich >/dev/null; then
+    MPICH_WHY="Debian's mpich not installed (apt-get install mpich)"
+    return
+  fi
+  if [ ! -x "$exe" ] || [ "$HERE/mpi_allreduce_perf.c" -nt "$exe" ]; then
+    if ! mpicc.mpich -O2 -I"$HERE/../perf" -o "$exe" "$HERE/mpi_allreduce_perf.c" \
+      "$HERE/../perf/perf_common.c" "$HERE/../perf/perf_coll.c" "$HERE/../perf/perf_data.c" -lm >"$log" 2>&1; then
+      MPICH_WHY="building with mpicc.mpich failed: $(first_error "$log")"
+    fi
+  fi
+}
+
+mpich_launch() {
+  local n=$1
+  shift
+  timeout "$RUN_TIMEOUT" mpirun.mpich -np "$n" "$@"
+}
+
 # field FILE COLUMN [ip]: the out-of-place (or, with ip, in-place) time (COLUMN=time) or busbw
 # (COLUMN=busbw) of the float/sum line in FILE. Tolerates a per-rank prefix a launcher may add.
 field() {
@@ -133,16 +279,27 @@ field() {
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 
 # run NAME N SIZE launcher-fn prog... : runs REPEATS times, keeps every output, prints the
-# median "time busbw time_ip busbw_ip" (out-of-place, then in-place), or n/a if any run failed.
+# median "time busbw time_ip busbw_ip" (out-of-place, then in-place), or n/a if any run failed
+# (and then the reason in RESULTS_DIR/NAME.npN.SIZE.why, which cell prints).
 run() {
   local name=$1 n=$2 size=$3 how=$4
   shift 4
-  local flags out k times=() bws=() times_ip=() bws_ip=()
+  local flags out k rc times=() bws=() times_ip=() bws_ip=()
   if [ "$size" = 64M ]; then flags=("${LARGE_FLAGS[@]}"); else flags=("${SMALL_FLAGS[@]}"); fi
   for ((k = 1; k <= REPEATS; k++)); do
     out=$RESULTS_DIR/$name.np$n.$size.$k.txt
-    if ! "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1 || ! grep -q "Out of bounds values : 0 OK" "$out"; then
+    "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1
+    rc=$?
+    if [ $rc != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out"; then
       echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
+      if [ $rc = 124 ]; then
+        echo "timed out after RUN_TIMEOUT=${RUN_TIMEOUT}s" >"$RESULTS_DIR/$name.np$n.$size.why"
+      elif grep -q "Out of bounds values : [1-9]" "$out"; then
+        echo "wrong results: $(grep -m1 'Out of bounds' "$out" | tr -d '#')" >"$RESULTS_DIR/$name.np$n.$size.why"
+      else
+        { grep -m1 -E 'deepspeed-shm:|ccl_allreduce_perf:|CCL_ERROR' "$out" || first_error "$out"; } |
+          tr '|' '/' | cut -c1-150 >"$RESULTS_DIR/$name.np$n.$size.why"
+      fi
       echo "n/a n/a n/a n/a"
       return
     fi
@@ -168,54 +325,138 @@ ddp() {
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
+# cell VALUE NAME N SIZE [WHY]: VALUE, or, when it is n/a, "n/a: " and why (WHY, or the reason
+# run left for NAME at N ranks and SIZE).
+cell() {
+  local why=${5:-}
+  if [ "$1" != n/a ]; then
+    echo "$1"
+    return
+  fi
+  [ -n "$why" ] || why=$(cat "$RESULTS_DIR/$2.np$3.$4.why" 2>/dev/null)
+  echo "n/a${why:+: $why}"
+}
+
+# best more|less NAME=VALUE...: "NAME|VALUE" of the largest (more) or smallest (less) number.
+best() {
+  local dir=$1
+  shift
+  printf '%s\n' "$@" | awk -F= -v dir="$dir" '
+    $2 + 0 > 0 && (b == "" || (dir == "more" ? $2 + 0 > bv : $2 + 0 < bv)) { b = $1; bv = $2 + 0 }
+    END { if (b == "") print "n/a|n/a"; else print b "|" bv }'
+}
+
+echo "anchors: $ANCHORS_DIR" >&2
+setup_oneccl
+setup_deepspeed
+setup_mpich
+for a in "oneCCL:$CCL_WHY" "DeepSpeed:$DS_WHY" "MPICH:$MPICH_WHY"; do
+  [ -z "${a#*:}" ] || echo "${a%%:*}: ${a#*:}"
+done
+
 start=$(date +%s)
 rows=()
 trows=()
-for n in 2 4 8; do
+arows_bw=()
+arows_t=()
+for n in $RANKS; do
   echo "running $n ranks ..." >&2
-  read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
-  read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
-  m_bw=n/a m_t=n/a g_bw=n/a g_t=n/a t_bw=n/a t_t=n/a d_g=n/a d_h=n/a
+  h_bw=n/a hi_bw=n/a m_bw=n/a mi_bw=n/a g_bw=n/a t_bw=n/a
+  c_bw=n/a s_bw=n/a x_bw=n/a
+  m_t=n/a mi_t=n/a g_t=n/a t_t=n/a d_g=n/a d_h=n/a c_t=n/a s_t=n/a x_t=n/a
+  sizes="64M 4K"
+  [ "$QUICK" = 1 ] && sizes=4K
+  for size in $sizes; do
+    if [ $size = 64M ]; then
+      read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
+    else
+      read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
+    fi
+  done
   if [ $HAVE_MPI = 1 ]; then
-    read -r _ m_bw _ _ <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
-    read -r m_t _ _ _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
+    [ "$QUICK" = 1 ] || read -r _ m_bw _ mi_bw <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
+    read -r m_t _ mi_t _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
   fi
   if [ $HAVE_GLOO = 1 ]; then
-    read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
+    [ "$QUICK" = 1 ] || read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
     read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
-    d_g=$(ddp "$n" gloo)
+    [ "$QUICK" = 1 ] || d_g=$(ddp "$n" gloo)
   fi
-  if [ $HAVE_THCCL = 1 ]; then
+  if [ $HAVE_THCCL = 1 ] && [ "$QUICK" != 1 ]; then
     read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
     read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
     d_h=$(ddp "$n" hccl)
   fi
+  if [ -z "$CCL_WHY" ]; then
+    [ "$QUICK" = 1 ] || read -r _ _ _ c_bw <<<"$(run oneccl "$n" 64M ccl_launch "$BIN/ccl_allreduce_perf")"
+    read -r _ _ c_t _ <<<"$(run oneccl "$n" 4K ccl_launch "$BIN/ccl_allreduce_perf")"
+  fi
+  if [ -z "$DS_WHY" ]; then
+    [ "$QUICK" = 1 ] || read -r _ _ _ s_bw <<<"$(run deepspeed "$n" 64M ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
+    read -r _ _ s_t _ <<<"$(run deepspeed "$n" 4K ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
+  fi
+  if [ -z "$MPICH_WHY" ]; then
+    [ "$QUICK" = 1 ] || read -r _ _ _ x_bw <<<"$(run mpich "$n" 64M mpich_launch "$BIN/mpich_allreduce_perf")"
+    read -r _ _ x_t _ <<<"$(run mpich "$n" 4K mpich_launch "$BIN/mpich_allreduce_perf")"
+  fi
   rows+=("| $n | $h_bw | $m_bw | $(ratio "$h_bw" "$m_bw") | $h_t | $m_t | $(ratio "$h_t" "$m_t") |")
   trows+=("| $n | $hi_bw | $t_bw | $(ratio "$t_bw" "$hi_bw") | $g_bw | $(ratio "$t_bw" "$g_bw") | $hi_t | $t_t | $(ratio "$t_t" "$hi_t") | $g_t | $d_g | $d_h | $(ratio "$d_h" "$d_g") |")
+  mpi_why=
+  [ $HAVE_MPI = 1 ] || mpi_why="mpi_allreduce_perf or mpirun missing"
+  gloo_why=
+  [ $HAVE_GLOO = 1 ] || gloo_why="python3-torch not installed"
+  if [ "$QUICK" != 1 ]; then
+    IFS='|' read -r bn bv <<<"$(best more "Open MPI=$mi_bw" "MPICH=$x_bw" "oneCCL=$c_bw" "DeepSpeed shm=$s_bw" "gloo=$g_bw" )"
+    arows_bw+=("| $n | $(cell "$hi_bw" hccl "$n" 64M) | $(cell "$mi_bw" mpi "$n" 64M "$mpi_why") | $(cell "$x_bw" mpich "$n" 64M "$MPICH_WHY") | $(cell "$c_bw" oneccl "$n" 64M "$CCL_WHY") | $(cell "$s_bw" deepspeed "$n" 64M "$DS_WHY") | $(cell "$g_bw" gloo "$n" 64M "$gloo_why") | $bn | $(ratio "$hi_bw" "$bv") |")
+  fi
+  IFS='|' read -r bn bv <<<"$(best less "Open MPI=$mi_t" "MPICH=$x_t" "oneCCL=$c_t" "DeepSpeed shm=$s_t" "gloo=$g_t" )"
+  arows_t+=("| $n | $(cell "$hi_t" hccl "$n" 4K) | $(cell "$mi_t" mpi "$n" 4K "$mpi_why") | $(cell "$x_t" mpich "$n" 4K "$MPICH_WHY") | $(cell "$c_t" oneccl "$n" 4K "$CCL_WHY") | $(cell "$s_t" deepspeed "$n" 4K "$DS_WHY") | $(cell "$g_t" gloo "$n" 4K "$gloo_why") | $bn | $(ratio "$hi_t" "$bv") |")
 done
 
 echo
 echo "allreduce, float sum; busbw in GB/s, time in us; $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
-echo
-echo "libhccl (allreduce_perf) against MPI, out-of-place:"
-echo
-echo "| ranks | hccl busbw@64MiB | mpi busbw@64MiB | ratio | hccl time@4KiB | mpi time@4KiB | ratio |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-printf '%s\n' "${rows[@]}"
-echo
-echo "ratio = hccl / mpi: above 1 is better for hccl in the busbw column, below 1 is better"
-echo "for hccl in the time column."
-if [ $HAVE_GLOO = 1 ]; then
+[ "$QUICK" = 1 ] && echo "QUICK=1: a functional check at 4 KiB, -n $ITERS_SMALL, $REPEATS run(s): not a measurement"
+if [ "$QUICK" != 1 ]; then
   echo
-  echo "Through torch.distributed, in-place (torch-hccl = torch_hccl over libhccl); DDP step in ms:"
+  echo "libhccl (allreduce_perf) against MPI, out-of-place:"
   echo
-  echo "| ranks | allreduce_perf busbw@64MiB | torch-hccl | ratio | gloo | hccl/gloo | allreduce_perf time@4KiB | torch-hccl | ratio | gloo | DDP step gloo | DDP step hccl | hccl/gloo |"
-  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-  printf '%s\n' "${trows[@]}"
+  echo "| ranks | hccl busbw@64MiB | mpi busbw@64MiB | ratio | hccl time@4KiB | mpi time@4KiB | ratio |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${rows[@]}"
   echo
-  echo "busbw ratios above 1 favour the first named; time ratios below 1 favour the first named."
+  echo "ratio = hccl / mpi: above 1 is better for hccl in the busbw column, below 1 is better"
+  echo "for hccl in the time column."
+  if [ $HAVE_GLOO = 1 ]; then
+    echo
+    echo "Through torch.distributed, in-place (torch-hccl = torch_hccl over libhccl); DDP step in ms:"
+    echo
+    echo "| ranks | allreduce_perf busbw@64MiB | torch-hccl | ratio | gloo | hccl/gloo | allreduce_perf time@4KiB | torch-hccl | ratio | gloo | DDP step gloo | DDP step hccl | hccl/gloo |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    printf '%s\n' "${trows[@]}"
+    echo
+    echo "busbw ratios above 1 favour the first named; time ratios below 1 favour the first named."
+  fi
 fi
-echo "64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20; median of $REPEATS runs each;"
-echo "DDP: median of 20 steps after 3 (bench/torch_ddp_step.py). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "libhccl (allreduce_perf) against the anchors a CPU user would choose, in-place (each"
+echo "library's own in-place call; bench/README.md, \"Anchors\"):"
+if [ "$QUICK" != 1 ]; then
+  echo
+  echo "| ranks | hccl busbw@64MiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
+  printf '%s\n' "${arows_bw[@]}"
+fi
+echo
+echo "| ranks | hccl time@4KiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
+printf '%s\n' "${arows_t[@]}"
+echo
+echo "hccl/best: above 1 is better for hccl in the busbw table, below 1 in the time table."
+if [ "$QUICK" != 1 ]; then
+  echo "64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20; median of $REPEATS runs each;"
+  echo "DDP: median of 20 steps after 3 (bench/torch_ddp_step.py). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+else
+  echo "4 KiB: -n $ITERS_SMALL -w 20; $REPEATS run(s). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+fi
 [ $HAVE_GLOO = 1 ] || echo "gloo: python3-torch not installed"
 echo "took $(($(date +%s) - start)) s; raw output in $RESULTS_DIR"

@@ -1,7 +1,18 @@
 #!/usr/bin/python3
 """torch_allreduce_perf.py - allreduce_perf's flags and output for torch.distributed, on the
-backend named by --backend (gloo, the default, or hccl through torch_hccl), so
+backend named by --backend (gloo, the default, hccl through torch_hccl, or deepspeed-shm), so
 bench/compare.sh can put torch's backends next to libhccl's own allreduce_perf and MPI.
+
+--backend deepspeed-shm times DeepSpeed's CPU shared-memory allreduce,
+deepspeed.comm.inference_all_reduce, over a gloo group (gloo carries the setup, the header
+and the checking; the timed calls are DeepSpeed's). It needs deepspeed installed, every rank on
+this machine with LOCAL_SIZE = WORLD_SIZE (the deepspeed launcher sets it; so does this script
+from LOCAL_WORLD_SIZE), float, half or bfloat16 data and -o sum. DeepSpeed silently falls back
+to gloo's allreduce when its op is not built or the CPU lacks AVX2 (AVX-512BW for 16-bit
+types); this script refuses to run then (exit 1, the reason on stderr), so a number in its
+column is always DeepSpeed's own path. Start it with the deepspeed launcher:
+
+    deepspeed --num_gpus 4 --master_port 29600 bench/torch_allreduce_perf.py --backend deepspeed-shm -b 4K -e 64M -f 4
 
     npu-launch --device-list 0-3 -- /usr/bin/python3 bench/torch_allreduce_perf.py --backend hccl -b 4K -e 64M -f 4
 
@@ -23,8 +34,8 @@ PROG = "torch_allreduce_perf"
 TYPES = ["int8", "int32", "half", "float", "int64", "double", "bfloat16"]
 OPS = ["sum", "prod", "max", "min"]
 AVG = ["rank0", "avg", "min", "max"]
-USAGE = """Usage: %s [--backend gloo|hccl] [flags]   (one process per rank; rank 0 prints)
-  --backend NAME  gloo or hccl (torch_hccl); must come first                default gloo
+USAGE = """Usage: %s [--backend gloo|hccl|deepspeed-shm] [flags]   (one process per rank; rank 0 prints)
+  --backend NAME  gloo, hccl (torch_hccl) or deepspeed-shm; must come first default gloo
   -b <bytes>  smallest size (K, M, G = powers of 1024)                      default 32M
   -e <bytes>  largest size, >= -b                                           default 32M
   -f <n>      multiply the size by n (>= 2) each step                       default 2
@@ -129,18 +140,78 @@ def sizes(o):
         s = nxt
 
 
+def deepspeed_setup(o):
+    """Checks what DeepSpeed's shm allreduce needs; returns a function that initialises
+    deepspeed.comm over gloo and returns the allreduce to time. Exits 1 naming what is
+    missing, since DeepSpeed itself would fall back to gloo without a word."""
+    def fail(msg):
+        sys.stderr.write("%s: deepspeed-shm: %s\n" % (PROG, msg))
+        sys.exit(1)
+
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if "RANK" in os.environ and "LOCAL_SIZE" not in os.environ:
+        # npu-launch and torchrun give LOCAL_WORLD_SIZE; DeepSpeed's shm op reads LOCAL_SIZE
+        if "LOCAL_WORLD_SIZE" in os.environ:
+            os.environ["LOCAL_SIZE"] = os.environ["LOCAL_WORLD_SIZE"]
+    try:
+        import deepspeed
+        import deepspeed.comm as dscomm
+    except Exception as e:  # ImportError, or an accelerator probe that fails
+        fail("cannot import deepspeed (%s: %s); pip install deepspeed" % (type(e).__name__, e))
+
+    def init():
+        import torch
+        if "RANK" not in os.environ:
+            os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_SIZE="1", MASTER_ADDR="127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", "29500")
+        if os.environ.get("LOCAL_SIZE") != os.environ.get("WORLD_SIZE"):
+            fail("LOCAL_SIZE=%s but WORLD_SIZE=%s: the shm allreduce needs every rank on this "
+                 "machine and LOCAL_SIZE set (the deepspeed launcher sets it)"
+                 % (os.environ.get("LOCAL_SIZE"), os.environ.get("WORLD_SIZE")))
+        try:
+            deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False,
+                                       verbose=False)
+        except Exception as e:
+            fail("init_distributed(gloo) failed: %s: %s" % (type(e).__name__, e))
+        cdb = dscomm.comm.cdb
+        if getattr(cdb, "shm_comm_op", None) is None:
+            fail("DeepSpeed's ShareMemCommBuilder op did not build or load (see the JIT "
+                 "output above); inference_all_reduce would fall back to gloo")
+        level = getattr(cdb, "shm_vector_kernel_level", 0)
+        need = 2 if set(o["d"]) & {"half", "bfloat16"} else 1
+        if level < need:
+            fail("this CPU's vector level is %d, the shm kernels need %d (AVX2 for float, "
+                 "AVX-512BW for 16-bit types); inference_all_reduce would fall back to gloo"
+                 % (level, need))
+        if not hasattr(torch.ops.deepspeed, "inference_all_reduce_"):
+            fail("torch.ops.deepspeed.inference_all_reduce_ is not registered")
+        return lambda t: dscomm.inference_all_reduce(t, op=dscomm.ReduceOp.SUM)
+
+    return init
+
+
 def main():
-    argv = sys.argv[1:]
+    # the deepspeed launcher passes --local_rank=N first (LOCAL_RANK carries the same)
+    argv = [a for a in sys.argv[1:] if not a.startswith("--local_rank=")]
     backend = "gloo"
     if len(argv) >= 2 and argv[0] == "--backend":
         backend, argv = argv[1], argv[2:]
-    if backend not in ("gloo", "hccl"):
-        usage_error("--backend '%s' is not known: expected gloo or hccl" % backend)
+    if backend not in ("gloo", "hccl", "deepspeed-shm"):
+        usage_error("--backend '%s' is not known: expected gloo, hccl or deepspeed-shm" % backend)
     o = parse_args(argv)
+    if backend == "deepspeed-shm":
+        bad = [d for d in o["d"] if d not in ("float", "half", "bfloat16")]
+        if bad or o["o"] != ["sum"]:
+            usage_error("--backend deepspeed-shm reduces float, half and bfloat16 with sum only "
+                        "(inference_all_reduce); got -d %s -o %s"
+                        % (",".join(o["d"]), ",".join(o["o"])))
     import torch
     import torch.distributed as dist
     if backend == "hccl":
         import torch_hccl  # noqa: F401  (registers the backend)
+    ds_allreduce = None
+    if backend == "deepspeed-shm":
+        ds_allreduce = deepspeed_setup(o)
 
     dtypes = {"int8": torch.int8, "int32": torch.int32, "half": torch.float16,
               "float": torch.float32, "int64": torch.int64, "double": torch.float64,
@@ -151,7 +222,10 @@ def main():
     if "RANK" not in os.environ:  # no launcher: one rank, like allreduce_perf
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group(backend, init_method="env://")
+    if ds_allreduce is None:
+        dist.init_process_group(backend, init_method="env://")
+    else:
+        ds_allreduce = ds_allreduce()
     rank, p = dist.get_rank(), dist.get_world_size()
 
     # header: every rank's pid and device (LOCAL_RANK), gathered like allreduce_perf does
@@ -160,7 +234,11 @@ def main():
     infos = [torch.zeros(3, dtype=torch.int64) for _ in range(p)]
     dist.all_gather(infos, me)
     if rank == 0:
-        print("# %s (torch %s %s) nranks %d" % (PROG, torch.__version__, backend, p))
+        name = backend
+        if backend == "deepspeed-shm":
+            import deepspeed
+            name = "deepspeed %s shm inference_all_reduce" % deepspeed.__version__
+        print("# %s (torch %s %s) nranks %d" % (PROG, torch.__version__, name, p))
         step = ("%d(factor)" % o["f"]) if o["f"] > 1 else ("%d(bytes)" % o["i"])
         print("# minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d validation: %d "
               "average: %d(%s) blocking: %d" % (o["b"], o["e"], step, o["w"], o["n"], o["c"],
@@ -232,7 +310,10 @@ def main():
                     def call():
                         if not inplace:
                             recv.copy_(send)
-                        dist.all_reduce(recv, rops[op])
+                        if ds_allreduce is not None:
+                            ds_allreduce(recv)
+                        else:
+                            dist.all_reduce(recv, rops[op])
 
                     for _ in range(o["w"]):
                         call()
