@@ -21,6 +21,7 @@
 #include "algo.h"
 #include "coll_check.h"
 #include "comm.h"
+#include "comm_wait.h"
 #include "harness.h"
 #include "reduce.h"
 #include "wait.h"
@@ -108,9 +109,7 @@ static int hier_body(int rank, int nranks, void *arg) {
               memcpy(sb.p, in, bytes);
               if (!inplace) cc_buf_alloc(&rb, bytes);
               void *out = inplace ? sb.p : rb.p;
-              struct hccl_wait w = {.comm = c,
-                                    .what = "two-level allreduce",
-                                    .deadline_ns = hccl__now_ns() + 60000000000LL};
+              struct hccl_wait w = hccl__comm_wait(c, "two-level allreduce", NULL);
               struct hccl_prim p = {.w = &w, .esz = es, .reduce = hccl__reduce_kernel(dt, OP[oi])};
               HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
                                                   sb.p, out, count);

@@ -550,14 +550,15 @@ static int links_body(int rank, int nranks, void *argp) {
   hccl__group_partners(&c->world, need);
   hccl__group_partners(&c->cross, need);
   int lazy = 0;
+  struct hccl_link **coll = c->tx.links[HCCL_CHANNEL_COLL], **p2p = c->tx.links[HCCL_CHANNEL_P2P];
   for (int r = 0; r < nranks; r++) {
     if (r == rank) continue;
     bool local = r / j->per == rank / j->per;
-    RANK_CHECK((c->links[r] != NULL) == (local || need[r]),
+    RANK_CHECK((coll[r] != NULL) == (local || need[r]),
                "after init the collective link to rank %d is %s (local %d, partner %d)", r,
-               c->links[r] ? "made" : "missing", local, need[r]);
-    RANK_CHECK((c->p2p[r] != NULL) == local, "after init the p2p link to rank %d is %s", r,
-               c->p2p[r] ? "made" : "missing");
+               coll[r] ? "made" : "missing", local, need[r]);
+    RANK_CHECK((p2p[r] != NULL) == local, "after init the p2p link to rank %d is %s", r,
+               p2p[r] ? "made" : "missing");
     lazy += !local && !need[r];
   }
   RANK_CHECK(lazy > 0, "every remote rank is a partner of rank %d: the test proves nothing", rank);
@@ -595,7 +596,7 @@ static int links_body(int rank, int nranks, void *argp) {
   for (int k = 0; k < 8; k++)
     RANK_CHECK(rb[k] == k * 100 + rank, "all-to-all: %d from rank %d", rb[k], k);
   for (int r = 0; r < nranks; r++)
-    RANK_CHECK(r == rank || c->links[r], "after the all-to-all no link to rank %d", r);
+    RANK_CHECK(r == rank || coll[r], "after the all-to-all no link to rank %d", r);
   OK(HcclCommDestroy(comm), "destroy");
   return 0;
 }

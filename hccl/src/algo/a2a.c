@@ -25,11 +25,10 @@
 #include <string.h>
 
 #include "algo.h"
-#include "comm.h"
 #include "log.h"
 
-/* The channel-0 link to r, made now if this is its first use (links.c). */
-#define LINK(r, l) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_COLL, (r), HCCL_CONNECT_WAIT, &(l)))
+/* The link to member r, made now if this is its first use (group.c). */
+#define LINK(r, l) HCCL_TRY(hccl__group_link_get(g, (r), &(l)))
 
 static size_t blk_off(const struct hccl_blocks *b, uint32_t j) {
   return (size_t)(b->displs ? b->displs[j] : (uint64_t)j * b->count) * b->esz;
@@ -38,11 +37,11 @@ static size_t blk_bytes(const struct hccl_blocks *b, uint32_t j) {
   return (size_t)(b->counts ? b->counts[j] : b->count) * b->esz;
 }
 
-HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                               void *recv, size_t bytes, uint32_t root) {
-  uint32_t n = c->nranks;
+HcclResult hccl__direct_gather(const struct hccl_group *g, const struct hccl_prim *p,
+                               const void *send, void *recv, size_t bytes, uint32_t root) {
+  uint32_t n = g->n;
   struct hccl_link *l;
-  if (c->rank != root) {
+  if (g->me != root) {
     LINK(root, l);
     HCCL_TRY(hccl__prim_sendrecv(p, l, send, bytes, NULL, NULL, NULL, 0));
     return hccl__prim_drain(p, l);
@@ -57,11 +56,11 @@ HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, c
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                void *recv, size_t bytes, uint32_t root) {
-  uint32_t n = c->nranks;
+HcclResult hccl__direct_scatter(const struct hccl_group *g, const struct hccl_prim *p,
+                                const void *send, void *recv, size_t bytes, uint32_t root) {
+  uint32_t n = g->n;
   struct hccl_link *l;
-  if (c->rank != root) {
+  if (g->me != root) {
     LINK(root, l);
     return hccl__prim_sendrecv(p, NULL, NULL, 0, l, NULL, recv, bytes);
   }
@@ -73,14 +72,14 @@ HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, 
   }
   if (in + (size_t)root * bytes != recv) memmove(recv, in + (size_t)root * bytes, bytes);
   for (uint32_t k = 1; k < n; k++)
-    HCCL_TRY(hccl__prim_drain(p, c->links[(root + k) % n]));
+    HCCL_TRY(hccl__prim_drain(p, hccl__group_link(g, (root + k) % n)));
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                   const struct hccl_blocks *sb, void *recv,
+HcclResult hccl__pairwise_alltoall(const struct hccl_group *g, const struct hccl_prim *p,
+                                   const void *send, const struct hccl_blocks *sb, void *recv,
                                    const struct hccl_blocks *rb) {
-  uint32_t n = c->nranks, me = c->rank;
+  uint32_t n = g->n, me = g->me;
   const char *in = send;
   char *out = recv;
   /* Equal sizes of the own block are an argument check (coll.c). */
@@ -94,6 +93,6 @@ HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *
                                  out + blk_off(rb, from), blk_bytes(rb, from)));
   }
   for (uint32_t k = 1; k < n; k++)
-    HCCL_TRY(hccl__prim_drain(p, c->links[(me + k) % n]));
+    HCCL_TRY(hccl__prim_drain(p, hccl__group_link(g, (me + k) % n)));
   return HCCL_SUCCESS;
 }

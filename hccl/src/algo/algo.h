@@ -20,8 +20,6 @@
 #include "hccl.h"
 #include "prims.h"
 
-struct hccl_comm;
-
 enum hccl_algo_kind {
   HCCL_ALGO_KIND_RING = 0, /* ring / pipelined chain */
   HCCL_ALGO_KIND_HD = 1,   /* recursive halving-doubling (allreduce), binomial tree (rooted) */
@@ -75,13 +73,14 @@ struct hccl_blocks {
   size_t esz;
 };
 
-/* Data-moving collectives of a2a.c; p->esz must be 1 (sizes in bytes). */
-HcclResult hccl__direct_gather(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                               void *recv, size_t bytes, uint32_t root);
-HcclResult hccl__direct_scatter(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                void *recv, size_t bytes, uint32_t root);
-HcclResult hccl__pairwise_alltoall(struct hccl_comm *c, const struct hccl_prim *p, const void *send,
-                                   const struct hccl_blocks *sb, void *recv,
+/* Data-moving collectives of a2a.c over every member of g (the world group: member k = rank
+ * k), making links on first use; p->esz must be 1 (sizes in bytes). */
+HcclResult hccl__direct_gather(const struct hccl_group *g, const struct hccl_prim *p,
+                               const void *send, void *recv, size_t bytes, uint32_t root);
+HcclResult hccl__direct_scatter(const struct hccl_group *g, const struct hccl_prim *p,
+                                const void *send, void *recv, size_t bytes, uint32_t root);
+HcclResult hccl__pairwise_alltoall(const struct hccl_group *g, const struct hccl_prim *p,
+                                   const void *send, const struct hccl_blocks *sb, void *recv,
                                    const struct hccl_blocks *rb);
 
 /* The even cut of count elements into n blocks that the ring's reduce-scatter makes (block j

@@ -5,7 +5,6 @@
  */
 #include <stdlib.h>
 
-#include "comm.h"
 #include "group.h"
 #include "log.h"
 #include "partners.h"
@@ -31,33 +30,35 @@ void hccl__group_free(struct hccl_group *g) {
 
 /* The local and cross groups (group.h), once the world ring is known: the local group's ring
  * is the world ring's stretch on this server; the cross group's members are in server order. */
-HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of) {
-  uint32_t mine = server_of[c->rank];
-  HCCL_TRY(hccl__group_alloc(&c->local, c->local_nranks));
-  HCCL_TRY(hccl__group_alloc(&c->cross, c->nservers));
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    if (server_of[r] == mine) c->local.rank[c->local_index[r]] = r;
-    if (c->local_index[r] == c->local_rank) c->cross.rank[server_of[r]] = r;
+HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers,
+                             const uint32_t *server_of, const struct hccl_group *world,
+                             struct hccl_group *local, struct hccl_group *cross) {
+  uint32_t mine = server_of[tx->rank], my_index = tx->local_index[tx->rank];
+  HCCL_TRY(hccl__group_alloc(local, tx->local_nranks));
+  HCCL_TRY(hccl__group_alloc(cross, nservers));
+  for (uint32_t r = 0; r < tx->nranks; r++) {
+    if (server_of[r] == mine) local->rank[tx->local_index[r]] = r;
+    if (tx->local_index[r] == my_index) cross->rank[server_of[r]] = r;
   }
   uint32_t pos = 0;
-  for (uint32_t i = 0; i < c->nranks; i++) {
-    uint32_t r = c->world.ring[i];
-    if (server_of[r] == mine) c->local.ring[pos++] = c->local_index[r];
+  for (uint32_t i = 0; i < tx->nranks; i++) {
+    uint32_t r = world->ring[i];
+    if (server_of[r] == mine) local->ring[pos++] = tx->local_index[r];
   }
-  for (uint32_t k = 0; k < c->local.n; k++)
-    c->local.pos[c->local.ring[k]] = k;
-  for (uint32_t s = 0; s < c->cross.n; s++)
-    c->cross.ring[s] = c->cross.pos[s] = s;
-  c->local.me = c->local_rank;
-  c->cross.me = server_of[c->rank];
+  for (uint32_t k = 0; k < local->n; k++)
+    local->pos[local->ring[k]] = k;
+  for (uint32_t s = 0; s < cross->n; s++)
+    cross->ring[s] = cross->pos[s] = s;
+  local->me = my_index;
+  cross->me = mine;
   return HCCL_SUCCESS;
 }
 
 /* A group's chunk (the smallest slot of its links) and cost (its slowest link's), once the
  * links exist; every group shares the communicator's links and scratch. */
-void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g) {
-  g->links = c->links;
-  g->comm = c;
+void hccl__group_measure(struct hccl_algo_state *s, struct hccl_group *g) {
+  g->links = s->tx->links[HCCL_CHANNEL_COLL];
+  g->state = s;
   g->chunk_bytes = DEFAULT_CHUNK;
   g->alpha_ns = g->beta_ns = 0;
   for (uint32_t k = 0; k < g->n; k++) {
@@ -81,7 +82,7 @@ void hccl__group_partners(const struct hccl_group *g, bool *need) {
 }
 
 void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {
-  struct hccl_comm *c = g->comm;
+  struct hccl_algo_state *c = g->state;
   if (bytes <= c->temp_bytes) return c->temp;
   free(c->temp);
   c->temp = malloc(bytes);
@@ -90,13 +91,15 @@ void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {
   return c->temp;
 }
 
+HcclResult hccl__group_link_get(const struct hccl_group *g, uint32_t k, struct hccl_link **out) {
+  return hccl__link_get(g->state->tx, HCCL_CHANNEL_COLL, g->rank[k], HCCL_CONNECT_WAIT, out);
+}
+
 struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k) {
   struct hccl_link *l = NULL;
-  if (hccl__link_get(g->comm, HCCL_CHANNEL_COLL, g->rank[k], HCCL_CONNECT_WAIT, &l) !=
-      HCCL_SUCCESS)
-    return NULL;
+  if (hccl__group_link_get(g, k, &l) != HCCL_SUCCESS) return NULL;
   HCCL_WARN("rank %u made its link to rank %u on first use inside a collective: "
             "hccl__group_partners missed it (a bug; the collective goes on)",
-            g->comm->rank, g->rank[k]);
+            g->state->tx->rank, g->rank[k]);
   return l;
 }

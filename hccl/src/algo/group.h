@@ -12,7 +12,9 @@
  *
  * The communicator builds its groups once (group.c, called by core/comm.c): `world` (every rank,
  * member k = rank k), `local` (this server's ranks, member k = local index k) and `cross` (the
- * ranks with this rank's local index, one per server, in server order).
+ * ranks with this rank's local index, one per server, in server order). What they share is an
+ * algorithm state (struct hccl_algo_state): the transport context their links are made through,
+ * the scratch and a temp buffer. No algorithm sees the communicator.
  */
 #ifndef HCCL_GROUP_H
 #define HCCL_GROUP_H
@@ -24,6 +26,17 @@
 #include "hccl.h"
 #include "transport.h"
 
+/* What a communicator's groups share: the transports' context (transport.h), through which a
+ * link not made at init is made on first use; the scratch (the largest chunk of any group);
+ * and hccl__group_temp's buffer, which grows and is kept for the next collective (one runs at a
+ * time). The communicator keeps it; algorithms reach it through their groups. */
+struct hccl_algo_state {
+  struct hccl_tctx *tx;
+  void *scratch;
+  void *temp;
+  size_t temp_bytes;
+};
+
 struct hccl_group {
   uint32_t n;               /* members */
   uint32_t me;              /* this rank's member index */
@@ -33,37 +46,42 @@ struct hccl_group {
   struct hccl_link **links; /* indexed by GLOBAL rank (the communicator's channel-0 links) */
   size_t chunk_bytes;       /* largest message every link of the group takes */
   void *scratch;            /* chunk_bytes of scratch (binomial reduce) */
-  struct hccl_comm *comm;   /* whose links these are */
+  struct hccl_algo_state *state; /* what the communicator's groups share */
   /* Cost of one message hop and of one byte on this group's slowest link, for the cost
    * model (transport ops' alpha and beta). */
   double alpha_ns, beta_ns;
 };
 
-struct hccl_comm;
-
 /* Allocates g's member arrays for n members (HCCL_E_MEMORY, logged, when out of memory). */
 HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n);
 /* Frees them; a group never allocated (all NULL) is accepted. */
 void hccl__group_free(struct hccl_group *g);
-/* The communicator's local and cross groups, once the world ring is set; server_of[r] is rank
- * r's server index. */
-HcclResult hccl__groups_make(struct hccl_comm *c, const uint32_t *server_of);
+/* The local and cross groups of rank tx->rank, once the world ring is set: server_of[r] is
+ * rank r's server index (of nservers), tx->local_index[r] its index on its server. */
+HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers,
+                             const uint32_t *server_of, const struct hccl_group *world,
+                             struct hccl_group *local, struct hccl_group *cross);
 /* Sets need[rank] (indexed by global rank) for every member an algorithm over g may exchange
  * with, seen from g->me: ring neighbours (ring.c, zcopy.c) and hd.c's partners. The
  * communicator makes these links at init, O(log n) of them; hccl__group_link makes any other
  * on first use. */
 void hccl__group_partners(const struct hccl_group *g, bool *need);
-/* g's links (the communicator's channel-0 links), chunk (its smallest slot) and cost (its
+/* g's state (s), links (s->tx's channel-0 links), chunk (its smallest slot) and cost (its
  * slowest link's alpha and beta), once the links exist. */
-void hccl__group_measure(struct hccl_comm *c, struct hccl_group *g);
+void hccl__group_measure(struct hccl_algo_state *s, struct hccl_group *g);
 
 /* `bytes` of memory for the collective running on g's communicator (one runs at a time): a
- * buffer the communicator keeps and grows, so that calls of the same size allocate nothing.
+ * buffer g's state keeps and grows, so that calls of the same size allocate nothing.
  * NULL (logged) when out of memory. */
 void *hccl__group_temp(const struct hccl_group *g, size_t bytes);
 
-/* The link to member k not made at init: made now (hccl__link_get, waiting), counted in
- * hccl_group.on_demand. NULL, logged, when it cannot be made. */
+/* The link to member k, made now (hccl__link_get, waiting) if it is not there: for the
+ * algorithms whose partners are every member (a2a.c), so links are made on first use. Fails,
+ * logged, when it cannot be made. */
+HcclResult hccl__group_link_get(const struct hccl_group *g, uint32_t k, struct hccl_link **out);
+
+/* The link to member k not made at init, which hccl__group_partners should have named: made
+ * now, with a warning. NULL, logged, when it cannot be made. */
 struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k);
 
 /* The link to member k. */

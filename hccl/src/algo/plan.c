@@ -355,11 +355,11 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   case HCCL_PLAN_DISSEMINATION_BARRIER:
     return hccl__dissemination_barrier(g, p);
   case HCCL_PLAN_DIRECT_GATHER:
-    return hccl__direct_gather(v->comm, &move, call->send, call->recv, bytes, call->root);
+    return hccl__direct_gather(v->world, &move, call->send, call->recv, bytes, call->root);
   case HCCL_PLAN_DIRECT_SCATTER:
-    return hccl__direct_scatter(v->comm, &move, call->send, call->recv, bytes, call->root);
+    return hccl__direct_scatter(v->world, &move, call->send, call->recv, bytes, call->root);
   case HCCL_PLAN_PAIRWISE_ALLTOALL:
-    return hccl__pairwise_alltoall(v->comm, &move, call->send, &call->sb, call->recv, &call->rb);
+    return hccl__pairwise_alltoall(v->world, &move, call->send, &call->sb, call->recv, &call->rb);
   }
   return hccl__fail(HCCL_E_INTERNAL, "a plan with no algorithm (%d) for collective %d",
                     (int)plan->algo, (int)call->kind);

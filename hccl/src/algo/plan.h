@@ -19,8 +19,6 @@
 #include "coll_kind.h"
 #include "settings.h"
 
-struct hccl_comm;
-
 /* One collective's zero-copy back-off (plan.c): eligible calls so far, the count at which the
  * next one offers it, and the current back-off. Every rank makes the same calls and sees the
  * same exchange results, so all hold the same values. */
@@ -37,7 +35,6 @@ struct hccl_plan_view {
   /* [HCCL_ZCOPY_NKINDS]: each zero-copy collective's back-off, read by hccl__plan and updated
    * by hccl__plan_run. NULL: never offer zero-copy (a question about a size, not a call). */
   struct hccl_zcopy_offers *offers;
-  struct hccl_comm *comm; /* only handed to a2a.c's collectives, which run over it */
 };
 
 /* One call as the API made it, validated (coll.c): count 0 has returned already, except for a

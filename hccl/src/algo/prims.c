@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "comm.h"
 #include "fingerprint.h"
 #include "log.h"
 
@@ -20,12 +19,12 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
     struct hccl_stamp st;
     HCCL_TRY(recv_from->ops->recv_acquire(recv_from, &src, &got, &st, p->w));
     if (!hccl__fp_match(&p->stamp, &st))
-      return hccl__fp_mismatch(p->w->comm, recv_from->peer, &p->stamp, &st);
+      return hccl__fp_mismatch(p->w->rank, recv_from->peer, &p->stamp, &st);
     if (got != bytes)
       return hccl__fail(HCCL_E_INTERNAL,
                         "%s on rank %u: rank %u sent a message of %zu bytes where %zu were "
                         "expected; every rank must make the same calls with the same counts",
-                        p->w->what, p->w->comm->rank, recv_from->peer, got, bytes);
+                        p->w->what, p->w->rank, recv_from->peer, got, bytes);
   }
   if (send_to) HCCL_TRY(send_to->ops->send_acquire(send_to, &dst, p->w));
 

@@ -58,8 +58,7 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
                                  .cross = &c->cross,
                                  .algo = &c->cfg.algo,
                                  .zcopy_min_bytes = c->zcopy_min_bytes,
-                                 .offers = c->zcopy,
-                                 .comm = c};
+                                 .offers = c->zcopy};
 }
 
 /* o as the planner and the algorithms take it. */
@@ -86,10 +85,7 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
                          struct hccl_plan *plan) {
-  struct hccl_wait w = {.comm = c,
-                        .what = hccl__coll_kind_name(o->kind),
-                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
-                        .progress = c->progress};
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
   struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL};
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
@@ -108,13 +104,11 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
   if (c->nranks == 1 || !(o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
                           o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER))
     return HCCL_SUCCESS;
-  struct hccl_wait w = {.comm = c,
-                        .what = hccl__coll_kind_name(o->kind),
-                        .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
-                        .progress = c->progress};
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
   struct hccl_prim p = {.w = &w, .esz = 1};
+  struct hccl_link **links = c->tx.links[HCCL_CHANNEL_COLL];
   for (uint32_t r = 0; r < c->nranks; r++)
-    if (c->links[r]) HCCL_TRY(hccl__prim_drain(&p, c->links[r]));
+    if (links[r]) HCCL_TRY(hccl__prim_drain(&p, links[r]));
   return HCCL_SUCCESS;
 }
 

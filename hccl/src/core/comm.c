@@ -25,11 +25,13 @@
 
 #include "coll.h"
 #include "comm.h"
+#include "comm_wait.h"
 #include "dtype.h"
 #include "flight.h"
 #include "log.h"
 #include "p2p.h"
 #include "place.h"
+#include "progress.h"
 #include "ranktable.h"
 #include "rounds.h"
 #include "store.h"
@@ -153,11 +155,11 @@ static HcclResult check_and_place(struct hccl_comm *c) {
     P[r].device = pr[r].device;
   c->nservers = pl.nservers;
   c->local_rank = c->local_index[c->rank];
-  c->local_nranks = pl.per_server;
+  c->local_nranks = c->tx.local_nranks = pl.per_server;
   c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
-  res = hccl__groups_make(c, server_of);
+  res = hccl__groups_make(&c->tx, c->nservers, server_of, &c->world, &c->local, &c->cross);
 out:
   free(pr);
   free(server_of);
@@ -166,17 +168,23 @@ out:
 
 /* After the links exist: each group's chunk and cost, and the scratch they share. */
 static HcclResult measure_groups(struct hccl_comm *c) {
-  hccl__group_measure(c, &c->world);
-  hccl__group_measure(c, &c->local);
-  hccl__group_measure(c, &c->cross);
+  struct hccl_algo_state *s = &c->astate;
+  hccl__group_measure(s, &c->world);
+  hccl__group_measure(s, &c->local);
+  hccl__group_measure(s, &c->cross);
   size_t scratch = c->world.chunk_bytes;
   if (c->local.chunk_bytes > scratch) scratch = c->local.chunk_bytes;
   if (c->cross.chunk_bytes > scratch) scratch = c->cross.chunk_bytes;
-  c->scratch = malloc(scratch);
-  if (!c->scratch)
+  s->scratch = malloc(scratch);
+  if (!s->scratch)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for %zu bytes of scratch", scratch);
-  c->world.scratch = c->local.scratch = c->cross.scratch = c->scratch;
+  c->world.scratch = c->local.scratch = c->cross.scratch = s->scratch;
   return HCCL_SUCCESS;
+}
+
+/* The transports' way to this rank's own account (tcp: a peer's progress query). */
+static void progress_report(void *arg, uint32_t seq, char *buf, size_t len, uint32_t *next) {
+  hccl__progress_report(arg, seq, buf, len, next);
 }
 
 static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t rank,
@@ -189,19 +197,30 @@ static struct hccl_comm *comm_alloc(const struct hccl_settings *cfg, uint32_t ra
   c->log.rank = (int)rank;
   c->peers = calloc(nranks, sizeof(*c->peers));
   c->local_index = calloc(nranks, sizeof(uint32_t));
-  c->links = calloc(nranks, sizeof(*c->links));
-  c->p2p = calloc(nranks, sizeof(*c->p2p));
+  struct hccl_tctx *tx = &c->tx;
+  *tx = (struct hccl_tctx){.rank = rank,
+                           .nranks = nranks,
+                           .local_index = c->local_index,
+                           .peers = c->peers,
+                           .cfg = &c->cfg,
+                           .key = c->key_prefix,
+                           .log = &c->log,
+                           .report = progress_report,
+                           .report_arg = c};
+  for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
+    tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
+  c->astate.tx = tx;
   pthread_mutex_init(&c->qlock, NULL);
   pthread_mutex_init(&c->report_lock, NULL);
   pthread_cond_init(&c->qcond, NULL);
   c->world.me = rank;
-  c->world.links = c->links;
-  if (!c->peers || !c->local_index || !c->links || !c->p2p ||
-      hccl__group_alloc(&c->world, nranks) != HCCL_SUCCESS) {
+  c->world.links = tx->links[HCCL_CHANNEL_COLL];
+  if (!c->peers || !c->local_index || !tx->links[HCCL_CHANNEL_COLL] ||
+      !tx->links[HCCL_CHANNEL_P2P] || hccl__group_alloc(&c->world, nranks) != HCCL_SUCCESS) {
     free(c->peers);
     free(c->local_index);
-    free(c->links);
-    free(c->p2p);
+    for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
+      free(tx->links[ch]);
     hccl__group_free(&c->world);
     free(c);
     return NULL;
@@ -223,22 +242,21 @@ static void comm_free(struct hccl_comm *c) {
   hccl__trace_close(c);
   hccl__fr_close(c);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
-  for (uint32_t r = 0; r < c->nranks; r++)
-    if (c->p2p[r]) c->p2p[r]->ops->close(c->p2p[r]);
-  for (uint32_t r = 0; r < c->nranks; r++)
-    if (c->links[r]) c->links[r]->ops->close(c->links[r]);
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(c);
+  for (int ch = HCCL_NCHANNELS - 1; ch >= 0; ch--)
+    for (uint32_t r = 0; r < c->nranks; r++)
+      if (c->tx.links[ch][r]) c->tx.links[ch][r]->ops->close(c->tx.links[ch][r]);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(&c->tx);
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
   pthread_mutex_destroy(&c->report_lock);
   pthread_cond_destroy(&c->qcond);
-  free(c->scratch);
-  free(c->temp);
+  free(c->astate.scratch);
+  free(c->astate.temp);
   free(c->peers);
   free(c->local_index);
-  free(c->links);
-  free(c->p2p);
+  for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
+    free(c->tx.links[ch]);
   hccl__group_free(&c->world);
   hccl__group_free(&c->local);
   hccl__group_free(&c->cross);
@@ -249,7 +267,7 @@ static void comm_free(struct hccl_comm *c) {
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(c, self));
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   if (c->nranks > 1) {
     HCCL_TRY(hccl__round_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
@@ -259,7 +277,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);
   hccl__group_partners(&c->cross, need);
-  HcclResult lr = hccl__links_connect(c, need);
+  HcclResult lr = hccl__links_connect(&c->tx, need);
   free(need);
   HCCL_TRY(lr);
   HCCL_TRY(measure_groups(c));
@@ -271,7 +289,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     free(ready);
     HCCL_TRY(r);
   }
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(c);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(&c->tx);
   return HCCL_SUCCESS;
 }
 
@@ -300,11 +318,9 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (all_joined) r = bootstrap_rest(c, &self);
   hccl__round_finish(c, all_joined);
   HCCL_TRY(r);
-  /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
-   * needs a core as much as the rank does. */
-  c->spin = hccl__wait_spin_budget((int)c->local_nranks * (c->nservers > 1 ? 2 : 1), c->cfg.spin);
   HCCL_TRY(hccl__trace_open(c));
   HCCL_TRY(hccl__fr_open(c));
+  hccl__comm_waiter_init(c);
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);
   return HCCL_SUCCESS;

@@ -14,6 +14,7 @@
 #include "group.h"
 #include "hccl.h"
 #include "log.h"
+#include "peer.h"
 #include "plan.h"
 #include "settings.h"
 #include "transport.h"
@@ -25,24 +26,6 @@ struct hccl_coll_req;
 struct hccl_request;
 struct hccl_p2p;
 
-/* What each rank publishes about itself during bootstrap (fixed size, plain data). */
-struct hccl_peer_info {
-  uint32_t rank;
-  uint32_t nranks;
-  int32_t device;
-  int32_t pid;
-  char device_src[24]; /* where device came from: "HcclSetDevice", "DEVICE_ID", ... */
-  uint64_t host_hash; /* same server = same hash (host name, boot id, network namespace) */
-  char host[64];
-  uint64_t buffsize;
-  int32_t algo;
-  /* The run rank 0 proposes (comm.c, run_propose); every rank takes rank 0's. */
-  uint64_t run;
-  int64_t run_start_us;
-  /* What each transport needs to connect to this rank, opaque to the core (transport.h). */
-  uint8_t conn[HCCL_MAX_TRANSPORTS][HCCL_CONN_BYTES];
-};
-
 struct hccl_comm {
   uint32_t rank, nranks;
   int32_t device;
@@ -51,18 +34,16 @@ struct hccl_comm {
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
-  struct hccl_link **links;     /* [nranks]; NULL for self: collectives (channel 0) */
-  struct hccl_link **p2p;       /* [nranks]; NULL for self: point-to-point (channel 1) */
+  /* What the transports see of this communicator (transport.h): rank, peers, settings, each
+   * transport's state, and the link tables: tx.links[HCCL_CHANNEL_COLL] (collectives) and
+   * tx.links[HCCL_CHANNEL_P2P] (point-to-point), [nranks] each, NULL for self. */
+  struct hccl_tctx tx;
   /* The groups algorithms run over (algo/group.h): every rank in the topology-aware ring
    * order (servers in order, each server's ranks in its topology's ring order); this
    * server's ranks; the ranks with this rank's local index, one per server. */
   struct hccl_group world, local, cross;
-  struct hccl_spin spin; /* how this rank's waits poll (wait.c) */
-  void *scratch;         /* the groups' scratch: the largest chunk of any group */
-  void *temp;            /* hccl__group_temp's buffer: grows, kept for the next collective */
-  size_t temp_bytes;
-
-  void *tstate[HCCL_MAX_TRANSPORTS]; /* each transport's state, by its index (transport.h) */
+  struct hccl_algo_state astate; /* what the groups share: transports, scratch, temp (group.h) */
+  struct hccl_waiter waiter;     /* this communicator's side of every wait (comm_wait.c) */
 
   struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
 

@@ -1,120 +1,55 @@
 /*
- * comm_wait.c - spin, yield, then futex sleep with a deadline. See comm_wait.h.
- *
- * Lost wake-ups are impossible: the waiter sets its flag, then re-reads the word before
- * sleeping, and FUTEX_WAIT itself re-checks the word; the poster stores the word, then reads
- * the flag. Both sides use sequentially consistent accesses, so at least one sees the other.
+ * comm_wait.c - a communicator's side of its waits. See comm_wait.h.
  */
-#define _GNU_SOURCE
 #include "comm_wait.h"
 
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
 #include "comm.h"
-#include "log.h"
 #include "progress.h"
 #include "trace.h"
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
-static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts) {
-  return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
-}
-
 HcclResult hccl__check_aborts(struct hccl_comm *c, const char *what) {
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, check_abort) HCCL_TRY(t->check_abort(c, what));
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, check_abort) HCCL_TRY(t->check_abort(&c->tx, what));
   return HCCL_SUCCESS;
 }
 
-#define DEADLOCK_FIRST_NS 200000000LL
-#define DEADLOCK_EVERY_NS 100000000LL
+struct hccl_wait hccl__comm_wait(struct hccl_comm *c, const char *what,
+                                 struct hccl_progress *progress) {
+  return (struct hccl_wait){.waiter = &c->waiter,
+                            .rank = c->rank,
+                            .what = what,
+                            .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL,
+                            .progress = progress};
+}
 
-HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
-                             uint32_t peer, const struct hccl_wait *w,
-                             HcclResult (*check)(const struct hccl_wait *w, uint32_t peer)) {
-  if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-  int64_t spin_end = hccl__now_ns() + w->comm->spin.poll_ns;
-  do {
-    for (int i = 0; i < 32; i++) {
-      if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-      cpu_relax();
-    }
-  } while (hccl__now_ns() < spin_end);
-  for (int i = 0; i < w->comm->spin.yields; i++) {
-    sched_yield();
-    if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-  }
-  /* Asleep from here on: say for whom, and keep a heartbeat, for the peers' timeout
-   * messages (progress.h). */
-  struct hccl_progress *pg = w->progress;
-  if (pg) {
-    atomic_fetch_add_explicit(&pg->wait_no, 1, memory_order_relaxed);
-    atomic_store_explicit(&pg->waiting_for, peer + 1, memory_order_release);
-  }
-  int64_t slept_from = w->comm->trace ? hccl__now_ns() : 0;
-  /* A deadlock (progress.h) is looked for after DEADLOCK_FIRST_NS asleep, then every
-   * DEADLOCK_EVERY_NS; the same cycle of the same waits seen twice fails the call. */
-  int64_t cycle_check = hccl__now_ns() + DEADLOCK_FIRST_NS, cycle_seen_ms = 0;
-  uint64_t cycle_sig = 0;
-  HcclResult r = HCCL_SUCCESS;
-  for (;;) {
-    atomic_store(waiting, 1);
-    if (atomic_load(word) != old) break;
-    int64_t now = hccl__now_ns();
-    if (pg) atomic_store_explicit(&pg->beat_ms, now / 1000000, memory_order_relaxed);
-    if (pg && now >= cycle_check) {
-      char cycle[480];
-      int64_t oldest_ms;
-      uint64_t sig = hccl__progress_cycle(w->comm, peer, cycle, sizeof(cycle), &oldest_ms);
-      if (sig && sig == cycle_sig && oldest_ms > cycle_seen_ms) {
-        r = hccl__fail(HCCL_E_PARA,
-                       "%s: deadlock: the ranks wait for each other in a cycle, so their calls "
-                       "differ: %s",
-                       w->what, cycle);
-        break;
-      }
-      if (sig != cycle_sig) cycle_seen_ms = now / 1000000;
-      cycle_sig = sig;
-      cycle_check = now + DEADLOCK_EVERY_NS;
-    }
-    int64_t left = w->deadline_ns - now;
-    if (left <= 0) {
-      char why[400];
-      hccl__progress_explain(w->comm, peer, why, sizeof(why));
-      r = hccl__fail(HCCL_E_TIMEOUT, "%s timed out after %.3g s waiting for rank %u (%s); %s",
-                     w->what, (double)w->comm->cfg.exec_timeout_ms / 1000, peer,
-                     w->comm->cfg.exec_timeout_src, why);
-      break;
-    }
-    int64_t slice = left < 10000000 ? left : 10000000;
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = slice};
-    futex(word, FUTEX_WAIT, old, &ts);
-    if (atomic_load(word) != old) break;
-    /* An abort may reach this rank over any transport (a local peer's mark in shared memory, an
-     * ABORT frame over TCP) while it waits on a link of another: look at all of them, before
-     * the link's own check of its peer, so the origin's reason wins over a peer's later exit. */
-    r = hccl__check_aborts(w->comm, w->what);
-    if (r != HCCL_SUCCESS) break;
-    if (check) {
-      r = check(w, peer);
-      if (r != HCCL_SUCCESS) break;
-    }
-  }
-  atomic_store(waiting, 0);
-  if (slept_from) hccl__trace_wait(w->comm->trace, slept_from, hccl__now_ns(), peer, w->what);
-  /* A failed wait stays published: a peer explaining its own timeout at the same moment
-   * follows it on to the rank that is really behind instead of blaming this one. */
-  if (pg && r == HCCL_SUCCESS) atomic_store_explicit(&pg->waiting_for, 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  return r;
+static HcclResult aborted(void *arg, const char *what) {
+  return hccl__check_aborts(arg, what);
+}
+
+static uint64_t cycle(void *arg, uint32_t peer, char *buf, size_t len, int64_t *oldest_ms) {
+  return hccl__progress_cycle(arg, peer, buf, len, oldest_ms);
+}
+
+static void explain(void *arg, uint32_t peer, char *buf, size_t len) {
+  hccl__progress_explain(arg, peer, buf, len);
+}
+
+static void slept(void *arg, int64_t from_ns, int64_t to_ns, uint32_t peer, const char *what) {
+  struct hccl_comm *c = arg;
+  hccl__trace_wait(c->trace, from_ns, to_ns, peer, what);
+}
+
+void hccl__comm_waiter_init(struct hccl_comm *c) {
+  /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
+   * needs a core as much as the rank does. */
+  c->waiter = (struct hccl_waiter){
+      .spin = hccl__wait_spin_budget((int)c->local_nranks * (c->nservers > 1 ? 2 : 1),
+                                     c->cfg.spin),
+      .aborted = aborted,
+      .cycle = cycle,
+      .explain = explain,
+      .slept = c->trace ? slept : NULL,
+      .arg = c,
+      .timeout_ms = c->cfg.exec_timeout_ms,
+      .timeout_src = c->cfg.exec_timeout_src,
+  };
 }

@@ -1,25 +1,24 @@
 /*
- * comm_wait.h - a communicator's wait for a word in shared memory (the pieces are base/wait.h):
- * spin, yield, then futex sleep with a deadline, the peer checks, the abort checks of every
- * transport, this rank's published progress and the deadlock and timeout messages that read
- * the peers' records. Here, not in base/, because it reads the communicator.
+ * comm_wait.h - a communicator's side of its waits: the struct hccl_waiter (base/wait.h) every
+ * wait of the communicator carries, whose functions read the communicator (the abort checks of
+ * every transport, the peers' progress records for the deadlock and timeout messages, the
+ * trace). The wait itself is base/wait.c's: a transport waits without knowing the communicator.
  */
 #ifndef HCCL_COMM_WAIT_H
 #define HCCL_COMM_WAIT_H
 
-#include <stdatomic.h>
-#include <stdint.h>
-
 #include "hccl.h"
 #include "wait.h"
 
-/* Waits until *word != old. `waiting` is the sleeper flag a poster checks (hccl__wake);
- * `peer` is the global rank waited for; `check` is called each sleep slice (about 10 ms) and
- * may return an error to end the wait (dead peer, abort). Returns HCCL_E_TIMEOUT (logged,
- * naming the peer and w->what) at the deadline. */
-HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t old,
-                             uint32_t peer, const struct hccl_wait *w,
-                             HcclResult (*check)(const struct hccl_wait *w, uint32_t peer));
+struct hccl_comm;
+
+/* Fills c->waiter, once the settings, the placement and the trace are known. */
+void hccl__comm_waiter_init(struct hccl_comm *c);
+
+/* A wait of c's for `what`, its deadline HCCL_EXEC_TIMEOUT from now; progress: the record it
+ * publishes (c->progress for a collective), or NULL. */
+struct hccl_wait hccl__comm_wait(struct hccl_comm *c, const char *what,
+                                 struct hccl_progress *progress);
 
 /* Whether any transport has heard of an abort (a peer's failure, HcclCommAbort): returns
  * HCCL_E_REMOTE, logged with the origin's reason, if so. Called at the start and end of every

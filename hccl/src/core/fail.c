@@ -23,5 +23,5 @@ void hccl__comm_fail(struct hccl_comm *comm, HcclResult code) {
                         : code == HCCL_E_REMOTE ? "peer failure"
                                                 : "failure");
   }
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, abort) t->abort(comm, comm->rank, code);
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, abort) t->abort(&comm->tx, comm->rank, code);
 }

@@ -136,7 +136,7 @@ static void fail_all(struct hccl_p2p *e, HcclResult r, struct p2p_op *origin) {
  * size is known from then on. */
 static HcclResult op_link(struct hccl_p2p *e, struct p2p_op *op, struct hccl_link **l) {
   struct hccl_comm *c = e->comm;
-  HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_P2P, op->peer, HCCL_CONNECT_TRY, l));
+  HCCL_TRY(hccl__link_get(&c->tx, HCCL_CHANNEL_P2P, op->peer, HCCL_CONNECT_TRY, l));
   if (*l && op->chunk == 0) {
     struct hccl_prim p = {.esz = 1};
     op->chunk = hccl__prim_chunk(&p, *l);
@@ -148,9 +148,10 @@ static HcclResult op_link(struct hccl_p2p *e, struct p2p_op *op, struct hccl_lin
 /* The p2p link to r for a recv-any: one that exists, or one r already made to send here. */
 static struct hccl_link *any_link(struct hccl_comm *c, uint32_t r) {
   struct hccl_link *l = NULL;
-  if (!c->p2p[r] && hccl__link_get(c, HCCL_CHANNEL_P2P, r, HCCL_CONNECT_OFFERED, &l) != HCCL_SUCCESS)
+  if (!c->tx.links[HCCL_CHANNEL_P2P][r] &&
+      hccl__link_get(&c->tx, HCCL_CHANNEL_P2P, r, HCCL_CONNECT_OFFERED, &l) != HCCL_SUCCESS)
     return NULL;
-  return c->p2p[r];
+  return c->tx.links[HCCL_CHANNEL_P2P][r];
 }
 
 /* Moves eligible op forward without waiting. Sets *moved when a chunk moved or op finished. */
@@ -174,7 +175,8 @@ static HcclResult progress(struct hccl_p2p *e, struct p2p_op *op, bool *moved, b
   if (op->peer == NO_PEER) {
     for (uint32_t k = 0; k < c->nranks && op->peer == NO_PEER; k++) {
       uint32_t r = (e->rotate + k) % c->nranks;
-      if (r != c->rank && any_link(c, r) && hccl__prim_can_recv(c->p2p[r])) op->peer = r;
+      if (r != c->rank && any_link(c, r) && hccl__prim_can_recv(c->tx.links[HCCL_CHANNEL_P2P][r]))
+        op->peer = r;
     }
     if (op->peer == NO_PEER) return HCCL_SUCCESS;
     snprintf(op->what, sizeof(op->what), "recv-any of %zu bytes (matched rank %u)", op->bytes,
@@ -259,7 +261,7 @@ static HcclResult block(struct hccl_p2p *e, int nelig, struct p2p_op **which) {
   struct hccl_wait w = op->w;
   if (now + slice < w.deadline_ns) w.deadline_ns = now + slice;
   struct hccl_prim p = {.w = &w, .esz = 1};
-  struct hccl_link *l = c->p2p[peer];
+  struct hccl_link *l = c->tx.links[HCCL_CHANNEL_P2P][peer];
   HcclResult r;
   if (!l || (op->peer != NO_PEER && op->chunk == 0)) {
     /* Not linked yet (made on first use): progress() asks again after a short sleep. */
@@ -370,8 +372,8 @@ static void *engine_main(void *arg) {
     }
     /* Nothing moved: poll a little, give the core away, then wait in a bounded slice. */
     if (idle_since == 0) idle_since = now;
-    if (now - idle_since < c->spin.poll_ns) continue;
-    if (now - idle_since < c->spin.poll_ns + 1000 * (int64_t)c->spin.yields) {
+    if (now - idle_since < c->waiter.spin.poll_ns) continue;
+    if (now - idle_since < c->waiter.spin.poll_ns + 1000 * (int64_t)c->waiter.spin.yields) {
       sched_yield();
       continue;
     }
@@ -480,9 +482,7 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
     snprintf(op->what, sizeof(op->what), "recv of %zu bytes from rank %u", op->bytes, peer);
   else
     snprintf(op->what, sizeof(op->what), "recv-any of %zu bytes", op->bytes);
-  op->w = (struct hccl_wait){.comm = c,
-                             .what = op->what,
-                             .deadline_ns = hccl__now_ns() + c->cfg.exec_timeout_ms * 1000000LL};
+  op->w = hccl__comm_wait(c, op->what, NULL);
   pthread_mutex_lock(&e->lock);
   hccl__request_attach(&op->req, c, &e->lock, &e->cond, &e->live);
   if (e->in_tail)

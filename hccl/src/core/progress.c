@@ -16,7 +16,7 @@
 
 static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
   HCCL_FOR_EACH_TRANSPORT_WITH(t, progress) {
-    struct hccl_progress *p = t->progress(c, rank);
+    struct hccl_progress *p = t->progress(&c->tx, rank);
     if (p) return p;
   }
   return NULL;
@@ -71,7 +71,7 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
       uint32_t next = UINT32_MAX;
       int got = -1;
       HCCL_FOR_EACH_TRANSPORT_WITH(t, ask_progress) {
-        got = t->ask_progress(c, p, (uint32_t)seq, ASK_MS, answer, sizeof(answer), &next);
+        got = t->ask_progress(&c->tx, p, (uint32_t)seq, ASK_MS, answer, sizeof(answer), &next);
         if (got >= 0) break;
       }
       asked++;

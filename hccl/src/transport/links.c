@@ -1,7 +1,7 @@
 /*
- * links.c - a communicator's links: for a peer, the first transport of the priority table
- * (transport.c) that can join the two is asked for a link on a channel, as NCCL's transport
- * selection does. At init a rank makes only the links its collectives use: both channels to
+ * links.c - a communicator's links (the link tables of its transport context): for a peer, the
+ * first transport of the priority table (transport.c) that can join the two is asked for a
+ * link on a channel, as NCCL's transport selection does. At init a rank makes only the links its collectives use: both channels to
  * the ranks of its server, and channel 0 to the partners of the algorithms over the world and
  * cross groups (ring neighbours, halving-doubling and tree partners: O(log n) of them). Any
  * other link (point-to-point, all-to-all, gather, scatter) is made on first use, which is what
@@ -9,11 +9,10 @@
  */
 #include <stdio.h>
 
-#include "comm.h"
 #include "log.h"
 #include "transport.h"
 
-static HcclResult pick(const struct hccl_comm *c, uint32_t r,
+static HcclResult pick(const struct hccl_tctx *c, uint32_t r,
                        const struct hccl_transport_ops **out) {
   HCCL_FOR_EACH_TRANSPORT_WITH(t, can_connect) {
     if (t->can_connect(c, r)) {
@@ -31,9 +30,9 @@ static HcclResult pick(const struct hccl_comm *c, uint32_t r,
                     c->rank, c->peers[c->rank].host, r, c->peers[r].host, tried);
 }
 
-HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int mode,
+HcclResult hccl__link_get(struct hccl_tctx *c, int channel, uint32_t peer, int mode,
                           struct hccl_link **out) {
-  struct hccl_link **slot = channel == HCCL_CHANNEL_COLL ? &c->links[peer] : &c->p2p[peer];
+  struct hccl_link **slot = &c->links[channel][peer];
   *out = *slot;
   if (*slot || peer == c->rank) return HCCL_SUCCESS;
   const struct hccl_transport_ops *t = NULL;
@@ -43,7 +42,7 @@ HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int m
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__links_connect(struct hccl_comm *c, const bool *need) {
+HcclResult hccl__links_connect(struct hccl_tctx *c, const bool *need) {
   uint64_t mine = c->peers[c->rank].host_hash;
   struct hccl_link *l;
   for (uint32_t r = 0; r < c->nranks; r++) {

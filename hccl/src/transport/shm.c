@@ -34,8 +34,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "comm_wait.h"
 #include "log.h"
 #include "mem_region.h"
 #include "transport.h"
@@ -144,26 +142,26 @@ static void area_bind(struct shm_area *a, void *base, size_t bytes, uint32_t nfi
   a->bytes = bytes;
 }
 
-static bool shm_can_connect(const struct hccl_comm *comm, uint32_t peer) {
-  return comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash;
+static bool shm_can_connect(const struct hccl_tctx *tx, uint32_t peer) {
+  return tx->peers[peer].host_hash == tx->peers[tx->rank].host_hash;
 }
 
-static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self) {
+static HcclResult shm_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   struct shm_state *st = calloc(1, sizeof(*st));
   if (!st) return hccl__fail(HCCL_E_MEMORY, "out of memory for the shared-memory transport");
   st->memfd = -1;
-  st->by_rank = calloc(comm->nranks, sizeof(*st->by_rank));
+  st->by_rank = calloc(tx->nranks, sizeof(*st->by_rank));
   if (!st->by_rank) {
     free(st);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the shared-memory transport");
   }
-  comm->tstate[HCCL_TRANSPORT_SHM] = st;
+  tx->state[HCCL_TRANSPORT_SHM] = st;
   struct shm_conn conn = {.fd = -1};
   memcpy(self->conn[HCCL_TRANSPORT_SHM], &conn, sizeof(conn));
-  uint32_t L = comm->local_nranks;
+  uint32_t L = tx->local_nranks;
   if (L <= 1) return HCCL_SUCCESS;
 
-  size_t slot = comm->cfg.buffsize / ((size_t)HCCL_NCHANNELS * (L - 1) * SHM_NSLOTS);
+  size_t slot = tx->cfg->buffsize / ((size_t)HCCL_NCHANNELS * (L - 1) * SHM_NSLOTS);
   if (slot > SHM_SLOT_MAX) slot = SHM_SLOT_MAX;
   slot = slot / 4096 * 4096;
   if (slot < SHM_SLOT_MIN) slot = SHM_SLOT_MIN;
@@ -201,11 +199,11 @@ static HcclResult shm_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   return HCCL_SUCCESS;
 }
 
-static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel, int mode,
+static HcclResult shm_connect(struct hccl_tctx *tx, uint32_t peer, int channel, int mode,
                               struct hccl_link **out) {
   (void)mode; /* the peer's area exists since setup: mapping it never waits for the peer */
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
-  const struct hccl_peer_info *pi = &comm->peers[peer];
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
+  const struct hccl_peer_info *pi = &tx->peers[peer];
   struct shm_conn conn;
   memcpy(&conn, pi->conn[HCCL_TRANSPORT_SHM], sizeof(conn));
   char path[64];
@@ -215,7 +213,7 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
     return hccl__fail(HCCL_E_SYSCALL,
                       "rank %u cannot open the device-link area of rank %u (%s): %s; both must "
                       "run as the same user in the same PID namespace",
-                      comm->rank, peer, path, strerror(errno));
+                      tx->rank, peer, path, strerror(errno));
   void *base = mmap(NULL, conn.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
@@ -227,7 +225,7 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
     munmap(base, conn.bytes);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a device link");
   }
-  uint32_t L = comm->local_nranks;
+  uint32_t L = tx->local_nranks;
   area_bind(&l->peer, base, conn.bytes, HCCL_NCHANNELS * L, st->slot_bytes);
   if (l->peer.hdr->magic != SHM_MAGIC || l->peer.hdr->slot_bytes != st->slot_bytes) {
     munmap(base, conn.bytes);
@@ -235,10 +233,10 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
     return hccl__fail(HCCL_E_INTERNAL,
                       "the device-link area of rank %u does not match rank %u's layout "
                       "(different HCCL_BUFFSIZE or library version?)",
-                      peer, comm->rank);
+                      peer, tx->rank);
   }
-  uint32_t me = channel * L + comm->local_index[comm->rank];
-  uint32_t them = channel * L + comm->local_index[peer];
+  uint32_t me = channel * L + tx->local_index[tx->rank];
+  uint32_t them = channel * L + tx->local_index[peer];
   l->channel = channel;
   l->sfifo = &l->peer.fifos[me];
   l->sdata = l->peer.data + (size_t)me * SHM_NSLOTS * st->slot_bytes;
@@ -246,7 +244,7 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
   l->rdata = st->own.data + (size_t)them * SHM_NSLOTS * st->slot_bytes;
   l->pidfd = (int)syscall(SYS_pidfd_open, pi->pid, 0);
   l->base.ops = &hccl__transport_shm;
-  l->base.comm = comm;
+  l->base.tx = tx;
   l->base.peer = peer;
   l->base.slot_bytes = st->slot_bytes;
   /* The channel-0 link stands for the peer in abort marks and dead-peer checks; it is closed
@@ -256,31 +254,31 @@ static HcclResult shm_connect(struct hccl_comm *comm, uint32_t peer, int channel
   return HCCL_SUCCESS;
 }
 
-static void shm_connected(struct hccl_comm *comm) {
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static void shm_connected(struct hccl_tctx *tx) {
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (st && st->memfd >= 0) {
     close(st->memfd);
     st->memfd = -1;
   }
 }
 
-static HcclResult shm_check_abort(struct hccl_comm *comm, const char *what) {
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static HcclResult shm_check_abort(struct hccl_tctx *tx, const char *what) {
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return HCCL_SUCCESS;
   struct shm_header *h = st->own.hdr;
   uint32_t origin = atomic_load(&h->abort_origin);
   if (origin == 0) return HCCL_SUCCESS;
   for (int i = 0; i < 100 && !atomic_load(&h->abort_ready); i++)
     usleep(100);
-  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, comm->rank,
+  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, tx->rank,
                     origin - 1, h->abort_reason);
 }
 
 /* Called every sleep slice, after the wait has read every transport's abort mark
  * (hccl__check_aborts): the peer's own abort mark, its departure or death. */
-static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
-  struct hccl_comm *comm = w->comm;
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static HcclResult shm_check(void *arg, const struct hccl_wait *w, uint32_t peer) {
+  struct hccl_tctx *tx = ((struct hccl_link *)arg)->tx;
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   uint32_t origin;
   struct shm_link *l = st->by_rank[peer];
   if (!l) return HCCL_SUCCESS;
@@ -288,20 +286,20 @@ static HcclResult shm_check(const struct hccl_wait *w, uint32_t peer) {
   origin = atomic_load(&ph->abort_origin);
   if (origin != 0 && atomic_load(&ph->abort_ready))
     return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", w->what,
-                      comm->rank, origin - 1, ph->abort_reason);
+                      tx->rank, origin - 1, ph->abort_reason);
   if (atomic_load(&ph->state) == SHM_DESTROYED)
     return hccl__fail(HCCL_E_REMOTE,
                       "%s on rank %u: rank %u (device %d) destroyed its communicator while rank "
                       "%u waited for it",
-                      w->what, comm->rank, peer, comm->peers[peer].device, comm->rank);
+                      w->what, tx->rank, peer, tx->peers[peer].device, tx->rank);
   if (l->pidfd >= 0) {
     struct pollfd p = {.fd = l->pidfd, .events = POLLIN};
     if (poll(&p, 1, 0) > 0)
       return hccl__fail(HCCL_E_REMOTE,
                         "%s on rank %u: rank %u (pid %d, device %d) exited while rank %u waited "
                         "for it",
-                        w->what, comm->rank, peer, comm->peers[peer].pid, comm->peers[peer].device,
-                        comm->rank);
+                        w->what, tx->rank, peer, tx->peers[peer].pid, tx->peers[peer].device,
+                        tx->rank);
   }
   return HCCL_SUCCESS;
 }
@@ -315,7 +313,7 @@ static HcclResult shm_send_acquire(struct hccl_link *base, void **buf, const str
       continue;
     }
     HCCL_TRY(hccl__wait_change(&l->sfifo->head, &l->sfifo->send_waiting, head, base->peer, w,
-                               shm_check));
+                               shm_check, base));
   }
   *buf = l->sdata + (size_t)(l->sent % SHM_NSLOTS) * base->slot_bytes;
   return HCCL_SUCCESS;
@@ -340,7 +338,7 @@ static HcclResult shm_recv_acquire(struct hccl_link *base, const void **buf, siz
       break;
     }
     HCCL_TRY(hccl__wait_change(&l->rfifo->tail, &l->rfifo->recv_waiting, tail, base->peer, w,
-                               shm_check));
+                               shm_check, base));
   }
   uint32_t slot = l->received % SHM_NSLOTS;
   *buf = l->rdata + (size_t)slot * base->slot_bytes;
@@ -382,7 +380,7 @@ static HcclResult shm_send_drain(struct hccl_link *base, const struct hccl_wait 
   struct shm_link *l = (struct shm_link *)base;
   while (!shm_send_drained(base))
     HCCL_TRY(hccl__wait_change(&l->sfifo->head, &l->sfifo->send_waiting, l->head_seen, base->peer,
-                               w, shm_check));
+                               w, shm_check, base));
   return HCCL_SUCCESS;
 }
 
@@ -401,8 +399,8 @@ static void mark_abort(struct shm_header *h, uint32_t origin, HcclResult code, c
   atomic_store(&h->abort_ready, 1);
 }
 
-static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) {
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static void shm_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return;
   const char *reason = HcclGetLastErrorMessage();
   char copy[HCCL_REASON_MAX];
@@ -412,17 +410,17 @@ static void shm_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   /* Mark everyone before waking anyone: a woken peer may fail and destroy at once, and the
    * others must already know why. */
   mark_abort(st->own.hdr, origin, code, copy);
-  for (uint32_t r = 0; r < comm->nranks; r++)
+  for (uint32_t r = 0; r < tx->nranks; r++)
     if (st->by_rank[r]) mark_abort(st->by_rank[r]->peer.hdr, origin, code, copy);
-  for (uint32_t r = 0; r < comm->nranks; r++)
+  for (uint32_t r = 0; r < tx->nranks; r++)
     if (st->by_rank[r]) wake_area(&st->by_rank[r]->peer);
   wake_area(&st->own);
 }
 
-static struct hccl_progress *shm_progress(struct hccl_comm *comm, uint32_t rank) {
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static struct hccl_progress *shm_progress(struct hccl_tctx *tx, uint32_t rank) {
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return NULL;
-  if (rank == comm->rank) return &st->own.hdr->progress;
+  if (rank == tx->rank) return &st->own.hdr->progress;
   return st->by_rank[rank] ? &st->by_rank[rank]->peer.hdr->progress : NULL;
 }
 
@@ -430,16 +428,16 @@ static struct hccl_progress *shm_progress(struct hccl_comm *comm, uint32_t rank)
  * region it was described as (the owner may have freed it and reused the number). */
 static HcclResult map_region(struct shm_link *l, const struct hccl_window *w,
                              struct shm_window *slot) {
-  struct hccl_comm *comm = l->base.comm;
+  struct hccl_tctx *tx = l->base.tx;
   uint32_t peer = l->base.peer;
   char path[64], got[128], want[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", comm->peers[peer].pid, w->fd);
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", tx->peers[peer].pid, w->fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return hccl__fail(HCCL_E_SYSCALL,
                       "rank %u cannot open rank %u's HcclMemAlloc region %llu (%s): %s; was it "
                       "freed during the call?",
-                      comm->rank, peer, (unsigned long long)w->serial, path, strerror(errno));
+                      tx->rank, peer, (unsigned long long)w->serial, path, strerror(errno));
   snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
   ssize_t n = readlink(path, got, sizeof(got) - 1);
   got[n > 0 ? n : 0] = '\0';
@@ -451,14 +449,14 @@ static HcclResult map_region(struct shm_link *l, const struct hccl_window *w,
     return hccl__fail(HCCL_E_PARA,
                       "rank %u: rank %u's buffer is no longer in HcclMemAlloc region %llu (its "
                       "descriptor now names \"%s\"); was it freed during the call?",
-                      comm->rank, peer, (unsigned long long)w->serial, got);
+                      tx->rank, peer, (unsigned long long)w->serial, got);
   }
   void *base = mmap(NULL, w->region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (base == MAP_FAILED)
     return hccl__fail(HCCL_E_MEMORY, "rank %u cannot map %llu bytes of rank %u's HcclMemAlloc "
-                      "region: %s", comm->rank, (unsigned long long)w->region_bytes, peer,
+                      "region: %s", tx->rank, (unsigned long long)w->region_bytes, peer,
                       strerror(e));
   if (slot->serial) munmap(slot->base, slot->bytes);
   slot->serial = w->serial;
@@ -488,15 +486,15 @@ static void shm_close(struct hccl_link *base) {
   struct shm_link *l = (struct shm_link *)base;
   for (int i = 0; i < SHM_WINDOWS; i++)
     if (l->win[i].serial) munmap(l->win[i].base, l->win[i].bytes);
-  struct shm_state *st = base->comm->tstate[HCCL_TRANSPORT_SHM];
+  struct shm_state *st = base->tx->state[HCCL_TRANSPORT_SHM];
   if (st && l->channel == HCCL_CHANNEL_COLL) st->by_rank[base->peer] = NULL;
   if (l->pidfd >= 0) close(l->pidfd);
   munmap(l->peer.hdr, l->peer.bytes);
   free(l);
 }
 
-static void shm_teardown(struct hccl_comm *comm) {
-  struct shm_state *st = comm->tstate[HCCL_TRANSPORT_SHM];
+static void shm_teardown(struct hccl_tctx *tx) {
+  struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (!st) return;
   if (st->own.hdr) {
     atomic_store(&st->own.hdr->state, SHM_DESTROYED);
@@ -506,7 +504,7 @@ static void shm_teardown(struct hccl_comm *comm) {
   if (st->memfd >= 0) close(st->memfd);
   free(st->by_rank);
   free(st);
-  comm->tstate[HCCL_TRANSPORT_SHM] = NULL;
+  tx->state[HCCL_TRANSPORT_SHM] = NULL;
 }
 
 const struct hccl_transport_ops hccl__transport_shm = {

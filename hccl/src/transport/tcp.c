@@ -59,8 +59,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
-#include "comm_wait.h"
 #include "hash.h"
 #include "log.h"
 #include "tcp.h"
@@ -71,12 +69,12 @@
 #define TCP_SLOT_MAX (512u << 10)
 #define TCP_SLOT_MIN 4096u
 
-static struct tcp_state *state_of(const struct hccl_comm *c) {
-  return c->tstate[HCCL_TRANSPORT_TCP];
+static struct tcp_state *state_of(const struct hccl_tctx *tx) {
+  return tx->state[HCCL_TRANSPORT_TCP];
 }
 
-static bool tcp_can_connect(const struct hccl_comm *comm, uint32_t peer) {
-  return comm->peers[peer].host_hash != comm->peers[comm->rank].host_hash;
+static bool tcp_can_connect(const struct hccl_tctx *tx, uint32_t peer) {
+  return tx->peers[peer].host_hash != tx->peers[tx->rank].host_hash;
 }
 
 /* ---- waking the progress thread ---- */
@@ -94,29 +92,29 @@ static void poke(struct tcp_state *st) {
 
 /* ---- failures ---- */
 
-static HcclResult tcp_check_abort(struct hccl_comm *comm, const char *what) {
-  struct tcp_state *st = state_of(comm);
+static HcclResult tcp_check_abort(struct hccl_tctx *tx, const char *what) {
+  struct tcp_state *st = state_of(tx);
   if (!st) return HCCL_SUCCESS;
   uint32_t origin = atomic_load(&st->abort_origin);
   if (origin == 0) return HCCL_SUCCESS;
   for (int i = 0; i < 100 && !atomic_load(&st->abort_ready); i++)
     usleep(100);
-  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, comm->rank,
+  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, tx->rank,
                     origin - 1, st->abort_reason);
 }
 
 /* Called every sleep slice of a wait on a TCP link, after the wait has read every transport's
  * abort mark (hccl__check_aborts): the peer's departure. */
-static HcclResult tcp_check(const struct hccl_wait *w, uint32_t peer) {
-  struct hccl_comm *comm = w->comm;
-  struct tcp_state *st = state_of(comm);
+static HcclResult tcp_check(void *arg, const struct hccl_wait *w, uint32_t peer) {
+  struct hccl_tctx *tx = ((struct hccl_link *)arg)->tx;
+  struct tcp_state *st = state_of(tx);
   struct tcp_peer *p = &st->peers[peer];
   if (atomic_load(&p->dead))
     return hccl__fail(HCCL_E_REMOTE,
                       "%s on rank %u stopped: rank %u (host %s, address %s) %s while rank %u "
                       "waited for it",
-                      w->what, comm->rank, peer, comm->peers[peer].host, p->addr, p->reason,
-                      comm->rank);
+                      w->what, tx->rank, peer, tx->peers[peer].host, p->addr, p->reason,
+                      tx->rank);
   return HCCL_SUCCESS;
 }
 
@@ -130,12 +128,12 @@ static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const str
       l->acked_seen = acked;
       continue;
     }
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, base->peer, w, tcp_check));
+    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, base->peer, w, tcp_check, base));
   }
   /* A dead peer would never read it: fail now rather than at the next wait. */
   if (atomic_load_explicit(&l->st->peers[base->peer].dead, memory_order_relaxed)) {
-    HCCL_TRY(hccl__check_aborts(w->comm, w->what)); /* an origin's reason wins, as in waits */
-    return tcp_check(w, base->peer);
+    HCCL_TRY(hccl__wait_aborted(w)); /* an origin's reason wins, as in waits */
+    return tcp_check(base, w, base->peer);
   }
   *buf = l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes;
   return HCCL_SUCCESS;
@@ -156,7 +154,8 @@ static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, siz
   for (;;) {
     uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_acquire);
     if (arrived != l->received) break;
-    HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w, tcp_check));
+    HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w, tcp_check,
+                               base));
   }
   uint32_t slot = l->received % TCP_NSLOTS;
   *buf = l->rbuf + (size_t)slot * base->slot_bytes;
@@ -194,8 +193,8 @@ static bool tcp_send_drained(struct hccl_link *base) {
 static HcclResult tcp_send_drain(struct hccl_link *base, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
   while (!tcp_send_drained(base))
-    HCCL_TRY(
-        hccl__wait_change(&l->acked, &l->send_waiting, l->acked_seen, base->peer, w, tcp_check));
+    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, l->acked_seen, base->peer, w,
+                               tcp_check, base));
   return HCCL_SUCCESS;
 }
 
@@ -224,58 +223,58 @@ static void state_free(struct tcp_state *st) {
   free(st);
 }
 
-static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self) {
+static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   struct tcp_blob blob = {0};
   memcpy(self->conn[HCCL_TRANSPORT_TCP], &blob, sizeof(blob));
   uint32_t nremote = 0;
-  for (uint32_t r = 0; r < comm->nranks; r++)
-    if (tcp_can_connect(comm, r)) nremote++;
+  for (uint32_t r = 0; r < tx->nranks; r++)
+    if (tcp_can_connect(tx, r)) nremote++;
   if (nremote == 0) return HCCL_SUCCESS; /* one server: no state at all */
 
   struct tcp_state *st = calloc(1, sizeof(*st));
   if (!st) return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport");
-  st->comm = comm;
+  st->tx = tx;
   st->epfd = st->evfd = -1;
   pthread_mutex_init(&st->lock, NULL);
-  comm->tstate[HCCL_TRANSPORT_TCP] = st;
-  HCCL_TRY(hccl__tcp_acceptor_init(&st->acc, comm->nranks));
-  st->peers = calloc(comm->nranks, sizeof(*st->peers));
-  st->all = calloc(2 * (size_t)comm->nranks, sizeof(*st->all));
-  st->dial = calloc(2 * (size_t)comm->nranks, sizeof(*st->dial));
+  tx->state[HCCL_TRANSPORT_TCP] = st;
+  HCCL_TRY(hccl__tcp_acceptor_init(&st->acc, tx->nranks));
+  st->peers = calloc(tx->nranks, sizeof(*st->peers));
+  st->all = calloc(2 * (size_t)tx->nranks, sizeof(*st->all));
+  st->dial = calloc(2 * (size_t)tx->nranks, sizeof(*st->dial));
   if (!st->peers || !st->all || !st->dial)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport");
 
-  size_t slot = comm->cfg.buffsize / ((size_t)HCCL_NCHANNELS * nremote * TCP_NSLOTS);
+  size_t slot = tx->cfg->buffsize / ((size_t)HCCL_NCHANNELS * nremote * TCP_NSLOTS);
   if (slot > TCP_SLOT_MAX) slot = TCP_SLOT_MAX;
   slot = slot / 4096 * 4096;
   if (slot < TCP_SLOT_MIN) slot = TCP_SLOT_MIN;
   st->slot_bytes = slot;
   /* Every rank derives the same identity: the store's key prefix and rank 0's process. */
-  uint64_t id = hccl__fnv1a(HCCL_FNV1A_SEED, comm->key_prefix, strlen(comm->key_prefix));
-  id = hccl__fnv1a(id, &comm->peers[0].host_hash, sizeof(comm->peers[0].host_hash));
+  uint64_t id = hccl__fnv1a(HCCL_FNV1A_SEED, tx->key, strlen(tx->key));
+  id = hccl__fnv1a(id, &tx->peers[0].host_hash, sizeof(tx->peers[0].host_hash));
   struct hccl_tcp_acceptor *acc = &st->acc;
   acc->expect = (struct hccl_tcp_hello){
       .magic = HCCL_TCP_MAGIC,
       .version = HCCL_TCP_VERSION,
-      .rank = comm->rank,
+      .rank = tx->rank,
       .slot_bytes = (uint32_t)slot,
-      .comm_id = hccl__fnv1a(id, &comm->peers[0].pid, sizeof(comm->peers[0].pid)),
+      .comm_id = hccl__fnv1a(id, &tx->peers[0].pid, sizeof(tx->peers[0].pid)),
       .token_hash =
-          hccl__fnv1a(0x84222325cbf29ce4ULL, comm->cfg.job_token, strlen(comm->cfg.job_token))};
-  acc->greet_timeout_ns = comm->cfg.connect_timeout_ms * 1000000LL;
-  if (comm->cfg.whitelist_on)
-    HCCL_TRY(hccl__whitelist_load(comm->cfg.whitelist_file, &acc->whitelist));
-  for (uint32_t r = 0; r < comm->nranks; r++)
-    acc->may_connect[r] = tcp_can_connect(comm, r);
-  st->spin_ns = hccl__wait_spin_budget(2 * (int)comm->local_nranks, comm->cfg.spin).poll_ns;
+          hccl__fnv1a(0x84222325cbf29ce4ULL, tx->cfg->job_token, strlen(tx->cfg->job_token))};
+  acc->greet_timeout_ns = tx->cfg->connect_timeout_ms * 1000000LL;
+  if (tx->cfg->whitelist_on)
+    HCCL_TRY(hccl__whitelist_load(tx->cfg->whitelist_file, &acc->whitelist));
+  for (uint32_t r = 0; r < tx->nranks; r++)
+    acc->may_connect[r] = tcp_can_connect(tx, r);
+  st->spin_ns = hccl__wait_spin_budget(2 * (int)tx->local_nranks, tx->cfg->spin).poll_ns;
 
   struct sockaddr_storage addr;
   char why[64], where[80];
-  HCCL_TRY(hccl__tcp_local_addr(&comm->cfg, &addr, why, sizeof(why)));
+  HCCL_TRY(hccl__tcp_local_addr(tx->cfg, &addr, why, sizeof(why)));
   HCCL_TRY(hccl__tcp_listen(&addr, 2 * (int)nremote + 16, &acc->listen_fd));
   hccl__tcp_addr_str(&addr, where, sizeof(where));
   HCCL_INFO("TCP transport: rank %u listens on %s (%s), %u remote ranks, slots of %zu bytes",
-            comm->rank, where, why, nremote, slot);
+            tx->rank, where, why, nremote, slot);
   blob.family = addr.ss_family;
   if (addr.ss_family == AF_INET) {
     blob.port = ((struct sockaddr_in *)&addr)->sin_port;
@@ -298,7 +297,7 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
   acc->epfd = st->epfd;
   acc->ep_tag = &st->acc;
   if (pthread_create(&st->thread, NULL, hccl__tcp_progress_main, st) != 0)
-    return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", comm->rank);
+    return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", tx->rank);
   st->thread_started = true;
   return HCCL_SUCCESS;
 }
@@ -307,7 +306,7 @@ static HcclResult tcp_setup(struct hccl_comm *comm, struct hccl_peer_info *self)
  * Called with st->lock held. */
 static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, int fd,
                             struct hccl_link **out) {
-  struct hccl_comm *comm = st->comm;
+  struct hccl_tctx *tx = st->tx;
   struct tcp_link *l = calloc(1, sizeof(*l));
   if (!l) {
     close(fd);
@@ -322,13 +321,13 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u (2 x %zu bytes)",
                       peer, TCP_NSLOTS * st->slot_bytes);
   }
-  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, comm->nranks);
+  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, tx->nranks);
   struct sockaddr_storage to;
   hccl__tcp_peer_addr(st, peer, &to); /* its address, for the messages of a failure */
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;
-  l->base.comm = comm;
+  l->base.tx = tx;
   l->base.peer = peer;
   l->base.slot_bytes = st->slot_bytes;
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
@@ -342,7 +341,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
   st->all[n] = l;
   atomic_store_explicit(&st->nlinks, n + 1, memory_order_release);
   poke(st);
-  HCCL_DEBUG("TCP link: rank %u to rank %u (%s) channel %d, link %d of this rank", comm->rank,
+  HCCL_DEBUG("TCP link: rank %u to rank %u (%s) channel %d, link %d of this rank", tx->rank,
              peer, st->peers[peer].addr, channel, n + 1);
   *out = &l->base;
   return HCCL_SUCCESS;
@@ -353,9 +352,9 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
  * thread to dial (a callback) and waits for that, so it never depends on the lower rank's own
  * threads reaching the same call: a send to a rank that receives from any rank, a gather's
  * root, and an all-to-all all connect without deadlock. */
-static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel, int mode,
+static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, int mode,
                               struct hccl_link **out) {
-  struct tcp_state *st = state_of(comm);
+  struct tcp_state *st = state_of(tx);
   struct tcp_dial *d = &st->dial[peer * 2 + channel];
   HcclResult r = HCCL_SUCCESS;
   *out = NULL;
@@ -363,14 +362,14 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
   int fd = hccl__tcp_acceptor_take(&st->acc, peer, (uint32_t)channel);
   if (fd < 0 && mode == HCCL_CONNECT_OFFERED) goto out;
   if (!d->since_ns) d->since_ns = hccl__now_ns();
-  if (fd < 0 && comm->rank < peer && d->state == DIAL_NONE) {
+  if (fd < 0 && tx->rank < peer && d->state == DIAL_NONE) {
     d->state = DIAL_BUSY;
     pthread_mutex_unlock(&st->lock);
     r = hccl__tcp_dial(st, peer, (uint32_t)channel, &fd);
     pthread_mutex_lock(&st->lock);
     d->state = DIAL_NONE;
     if (r != HCCL_SUCCESS) goto out;
-  } else if (fd < 0 && comm->rank > peer && mode != HCCL_CONNECT_INIT && d->state == DIAL_NONE) {
+  } else if (fd < 0 && tx->rank > peer && mode != HCCL_CONNECT_INIT && d->state == DIAL_NONE) {
     d->state = DIAL_ASKED;
     pthread_mutex_unlock(&st->lock);
     int ask = -1;
@@ -379,7 +378,7 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
     pthread_mutex_lock(&st->lock);
     if (r != HCCL_SUCCESS) goto out;
   }
-  int64_t deadline = d->since_ns + comm->cfg.connect_timeout_ms * 1000000LL;
+  int64_t deadline = d->since_ns + tx->cfg->connect_timeout_ms * 1000000LL;
   while (fd < 0 && mode != HCCL_CONNECT_TRY && hccl__now_ns() < deadline) {
     pthread_mutex_unlock(&st->lock);
     usleep(500);
@@ -394,8 +393,8 @@ static HcclResult tcp_connect(struct hccl_comm *comm, uint32_t peer, int channel
                    "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (host %s) to "
                    "connect to %s; check that rank %u runs and that its server reaches this "
                    "address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                   comm->rank, (long long)(comm->cfg.connect_timeout_ms / 1000), peer,
-                   comm->peers[peer].host, st->peers[comm->rank].addr, peer);
+                   tx->rank, (long long)(tx->cfg->connect_timeout_ms / 1000), peer,
+                   tx->peers[peer].host, st->peers[tx->rank].addr, peer);
   }
 out:
   pthread_mutex_unlock(&st->lock);
@@ -404,8 +403,8 @@ out:
 
 /* ---- abort and teardown ---- */
 
-static void tcp_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) {
-  struct tcp_state *st = state_of(comm);
+static void tcp_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
+  struct tcp_state *st = state_of(tx);
   if (!st) return;
   /* A failure that came from another rank's abort: the progress thread passed it on. */
   if (atomic_load(&st->abort_origin) != 0) return;
@@ -416,10 +415,10 @@ static void tcp_abort(struct hccl_comm *comm, uint32_t origin, HcclResult code) 
   hccl__tcp_wake_all(st);
 }
 
-static int tcp_ask_progress(struct hccl_comm *comm, uint32_t peer, uint32_t seq, int64_t wait_ms,
+static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,
                             char *buf, size_t len, uint32_t *next) {
-  struct tcp_state *st = state_of(comm);
-  if (!st || peer >= comm->nranks) return -1;
+  struct tcp_state *st = state_of(tx);
+  if (!st || peer >= tx->nranks) return -1;
   struct tcp_peer *p = &st->peers[peer];
   if (!atomic_load(&p->link[HCCL_CHANNEL_COLL]) && !atomic_load(&p->link[HCCL_CHANNEL_P2P]))
     return -1;
@@ -461,8 +460,8 @@ static void tcp_close(struct hccl_link *base) {
   (void)base;
 }
 
-static void tcp_teardown(struct hccl_comm *comm) {
-  struct tcp_state *st = state_of(comm);
+static void tcp_teardown(struct hccl_tctx *tx) {
+  struct tcp_state *st = state_of(tx);
   if (!st) return;
   if (st->thread_started) {
     atomic_store(&st->stop, 1);
@@ -470,7 +469,7 @@ static void tcp_teardown(struct hccl_comm *comm) {
     pthread_join(st->thread, NULL);
   }
   state_free(st);
-  comm->tstate[HCCL_TRANSPORT_TCP] = NULL;
+  tx->state[HCCL_TRANSPORT_TCP] = NULL;
 }
 
 const struct hccl_transport_ops hccl__transport_tcp = {

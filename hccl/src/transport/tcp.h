@@ -26,7 +26,6 @@
 #include "hccl.h"
 #include "transport.h"
 
-struct hccl_comm;
 struct hccl_settings;
 
 /* One interface address, as getifaddrs gives it. */
@@ -309,7 +308,7 @@ struct tcp_dial {
 };
 
 struct tcp_state {
-  struct hccl_comm *comm;
+  struct hccl_tctx *tx;
   size_t slot_bytes;
   /* Guards acc, dial[], the appending of links to all[] and peers[].link[]: the progress thread
    * accepts and dials callbacks while the collective and point-to-point threads make links on

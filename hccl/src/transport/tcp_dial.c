@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "log.h"
 #include "tcp.h"
 #include "wait.h"
@@ -35,17 +34,17 @@ static void blob_addr(const struct tcp_blob *b, struct sockaddr_storage *a) {
 
 /* Fills p->addr (and this rank's own) for messages; false when the peer published none. */
 bool hccl__tcp_peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_storage *to) {
-  struct hccl_comm *comm = st->comm;
+  struct hccl_tctx *tx = st->tx;
   struct tcp_blob blob;
-  memcpy(&blob, comm->peers[peer].conn[HCCL_TRANSPORT_TCP], sizeof(blob));
+  memcpy(&blob, tx->peers[peer].conn[HCCL_TRANSPORT_TCP], sizeof(blob));
   blob_addr(&blob, to);
   hccl__tcp_addr_str(to, st->peers[peer].addr, sizeof(st->peers[peer].addr));
-  if (!st->peers[comm->rank].addr[0]) {
+  if (!st->peers[tx->rank].addr[0]) {
     struct tcp_blob mine;
     struct sockaddr_storage a;
-    memcpy(&mine, comm->peers[comm->rank].conn[HCCL_TRANSPORT_TCP], sizeof(mine));
+    memcpy(&mine, tx->peers[tx->rank].conn[HCCL_TRANSPORT_TCP], sizeof(mine));
     blob_addr(&mine, &a);
-    hccl__tcp_addr_str(&a, st->peers[comm->rank].addr, sizeof(st->peers[comm->rank].addr));
+    hccl__tcp_addr_str(&a, st->peers[tx->rank].addr, sizeof(st->peers[tx->rank].addr));
   }
   return blob.family != 0;
 }
@@ -53,28 +52,28 @@ bool hccl__tcp_peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_st
 /* Dials peer's listener and says hello on `channel` (0, 1, or + HCCL_TCP_CALLBACK to ask the
  * peer to dial back), by HCCL_CONNECT_TIMEOUT. Any thread; logs and fails naming the pair. */
 HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel, int *fd_out) {
-  struct hccl_comm *comm = st->comm;
+  struct hccl_tctx *tx = st->tx;
   struct sockaddr_storage to;
   if (!hccl__tcp_peer_addr(st, peer, &to))
     return hccl__fail(HCCL_E_INTERNAL, "rank %u on server %s published no TCP address", peer,
-                      comm->peers[peer].host);
+                      tx->peers[peer].host);
   const char *addr = st->peers[peer].addr;
-  int64_t deadline = hccl__now_ns() + comm->cfg.connect_timeout_ms * 1000000LL;
+  int64_t deadline = hccl__now_ns() + tx->cfg->connect_timeout_ms * 1000000LL;
   int fd = -1, err = 0;
   if (hccl__tcp_connect(&to, deadline, &fd, &err) != HCCL_SUCCESS)
     return hccl__fail(HCCL_E_TCP_CONNECT,
                       "rank %u cannot connect to rank %u (host %s) at %s within %lld s "
                       "(HCCL_CONNECT_TIMEOUT): %s; check that the servers reach each other at "
                       "that address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                      comm->rank, peer, comm->peers[peer].host, addr,
-                      (long long)(comm->cfg.connect_timeout_ms / 1000), strerror(err));
+                      tx->rank, peer, tx->peers[peer].host, addr,
+                      (long long)(tx->cfg->connect_timeout_ms / 1000), strerror(err));
   struct hccl_tcp_hello h = st->acc.expect; /* the same ids, this rank, the channel */
   h.channel = channel;
   if (hccl__tcp_write_all(fd, &h, sizeof(h), deadline) != HCCL_SUCCESS) {
     int e = errno;
     close(fd);
     return hccl__fail(HCCL_E_TCP_CONNECT, "rank %u cannot send its hello to rank %u at %s: %s",
-                      comm->rank, peer, addr, strerror(e));
+                      tx->rank, peer, addr, strerror(e));
   }
   *fd_out = fd;
   return HCCL_SUCCESS;

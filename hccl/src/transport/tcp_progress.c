@@ -24,9 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "log.h"
-#include "progress.h"
 #include "tcp.h"
 #include "tcp_sys.h"
 #include "wait.h"
@@ -229,7 +227,7 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     struct tcp_frame f = {.type = FRAME_PROGA};
     char text[HCCL_REASON_MAX];
     uint32_t next;
-    hccl__progress_report(st->comm, l->rx.progq_seq, text, sizeof(text), &next);
+    st->tx->report(st->tx->report_arg, l->rx.progq_seq, text, sizeof(text), &next);
     f.arg = next == UINT32_MAX ? 0 : next + 1;
     f.size = (uint32_t)strlen(text) + 1;
     ctl_push(l, &f, text);
@@ -343,7 +341,7 @@ static void queue_aborts(struct tcp_state *st) {
 
 /* Progress queries the algorithm's threads asked for: a PROGQ on the peer's first link. */
 static void queue_asks(struct tcp_state *st) {
-  for (uint32_t r = 0; r < st->comm->nranks; r++) {
+  for (uint32_t r = 0; r < st->tx->nranks; r++) {
     uint64_t ask = atomic_exchange(&st->peers[r].ask, 0);
     if (!ask) continue;
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
@@ -364,7 +362,7 @@ void *hccl__tcp_progress_main(void *arg) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals stay with the application's threads */
-  hccl__log_bind(&st->comm->log);
+  hccl__log_bind(st->tx->log);
   struct epoll_event ev[32];
   int64_t idle_since = 0, flush_end = 0, linger_end = 0;
   for (;;) {

@@ -22,9 +22,13 @@
  * accepts a peer carries it, as in NCCL.
  *
  * What a transport needs to connect stays opaque to the core, as NCCL's ncclConnect: each peer
- * info holds one blob of HCCL_CONN_BYTES per transport (conn[index]), which only that transport
- * writes (setup) and reads (connect), and the communicator keeps one state pointer per transport
- * (tstate[index]).
+ * info (base/peer.h) holds one blob of HCCL_CONN_BYTES per transport (conn[index]), which only
+ * that transport writes (setup) and reads (connect).
+ *
+ * A transport never sees the communicator: it is given a transport context (struct
+ * hccl_tctx), as NCCL hands a transport its connector and UCX an endpoint: this rank, the
+ * peers' infos, the settings, one state pointer per transport (state[index]) and the link
+ * tables. The core embeds it in its communicator and fills it at init.
  */
 #ifndef HCCL_TRANSPORT_H
 #define HCCL_TRANSPORT_H
@@ -34,17 +38,14 @@
 #include <stdint.h>
 
 #include "hccl.h"
+#include "log.h"
 #include "mem_region.h"
+#include "peer.h"
 #include "progress_record.h"
+#include "settings.h"
 
-struct hccl_comm;
-struct hccl_peer_info;
 struct hccl_wait;
 
-/* Per-transport slots in the core: struct hccl_peer_info's conn[] and struct hccl_comm's
- * tstate[]. Each transport owns the index in its ops table. */
-#define HCCL_MAX_TRANSPORTS 4
-#define HCCL_CONN_BYTES 64
 enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
 
 /* The longest failure reason an abort passes to the peers (the library's messages fit). */
@@ -69,9 +70,29 @@ struct hccl_stamp {
   uint64_t w[2];
 };
 
+/* What the transports see of a communicator (the core fills it at init; read-only to them
+ * except state[] and links[]). */
+struct hccl_tctx {
+  uint32_t rank, nranks;
+  uint32_t local_nranks;              /* ranks on this server */
+  const uint32_t *local_index;        /* [nranks]: a rank's index among its server's ranks */
+  const struct hccl_peer_info *peers; /* [nranks]: what each rank published (base/peer.h) */
+  const struct hccl_settings *cfg;
+  const char *key;                    /* the communicator's store key prefix: unique in the job */
+  struct hccl_log_ctx *log;           /* what a transport's own thread binds (hccl__log_bind) */
+  void *state[HCCL_MAX_TRANSPORTS];   /* each transport's state, by its index */
+  /* The links, per channel, indexed by global rank; NULL for self and for links not made
+   * yet (links.c makes them). */
+  struct hccl_link **links[HCCL_NCHANNELS];
+  /* This rank's own account of where it is, for a peer's progress query (the core's): its
+   * text in buf, and in *next the rank on another server its chain of waits leads to. */
+  void (*report)(void *arg, uint32_t seq, char *buf, size_t len, uint32_t *next);
+  void *report_arg;
+};
+
 struct hccl_link {
   const struct hccl_transport_ops *ops;
-  struct hccl_comm *comm;
+  struct hccl_tctx *tx; /* whose link this is */
   uint32_t peer;     /* global rank of the other end */
   size_t slot_bytes; /* largest message */
 };
@@ -80,18 +101,18 @@ struct hccl_transport_ops {
   const char *name;
   int index; /* enum hccl_transport_index: its conn blob and its tstate slot */
   /* Whether this transport can join this rank to `peer` (peer infos are known). */
-  bool (*can_connect)(const struct hccl_comm *comm, uint32_t peer);
-  /* Before the peer infos are exchanged: make local resources (state in comm->tstate[index])
+  bool (*can_connect)(const struct hccl_tctx *tx, uint32_t peer);
+  /* Before the peer infos are exchanged: make local resources (state in tx->state[index])
    * and describe them in self->conn[index]. */
-  HcclResult (*setup)(struct hccl_comm *comm, struct hccl_peer_info *self);
+  HcclResult (*setup)(struct hccl_tctx *tx, struct hccl_peer_info *self);
   /* After the exchange: make the link to `peer` on `channel` (enum hccl_channel), as `mode`
    * says (enum hccl_connect_mode). *out stays NULL when the mode does not wait and the link is
    * not there yet; the caller asks again. */
-  HcclResult (*connect)(struct hccl_comm *comm, uint32_t peer, int channel, int mode,
+  HcclResult (*connect)(struct hccl_tctx *tx, uint32_t peer, int channel, int mode,
                         struct hccl_link **out);
   /* After every rank has made its links of init (a store barrier): drop what was only needed
    * for them (e.g. the descriptors peers opened). May be NULL. */
-  void (*connected)(struct hccl_comm *comm);
+  void (*connected)(struct hccl_tctx *tx);
 
   HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
   void (*send_commit)(struct hccl_link *l, size_t bytes, const struct hccl_stamp *stamp);
@@ -112,20 +133,20 @@ struct hccl_transport_ops {
 
   /* Tells every peer this transport reaches that rank `origin` failed with `code`, so that
    * their waits end with HCCL_E_REMOTE instead of running into their deadline. */
-  void (*abort)(struct hccl_comm *comm, uint32_t origin, HcclResult code);
+  void (*abort)(struct hccl_tctx *tx, uint32_t origin, HcclResult code);
   /* Whether a peer has aborted; returns HCCL_E_REMOTE (logged, naming the origin and its
    * reason) if so. Called at the start and end of every collective, so a rank that never has
    * to wait still learns of a failure. May be NULL. */
-  HcclResult (*check_abort)(struct hccl_comm *comm, const char *what);
+  HcclResult (*check_abort)(struct hccl_tctx *tx, const char *what);
   /* The progress record of `rank` as this transport shares it: this rank's own (to write) or
    * a peer's (to read); NULL when the transport has none for that rank. May be NULL. */
-  struct hccl_progress *(*progress)(struct hccl_comm *comm, uint32_t rank);
+  struct hccl_progress *(*progress)(struct hccl_tctx *tx, uint32_t rank);
   /* Asks `peer`'s side of this transport for the peer's own account of where it is, for the
    * message of a timeout (core/progress.c): its text in buf, and in *next the rank on another
    * server its chain of waits leads to (UINT32_MAX: none). Waits up to wait_ms. Returns 1
    * answered, 0 no answer in time (the peer's process does not run), -1 not reachable this
    * way (no link). May be NULL. */
-  int (*ask_progress)(struct hccl_comm *comm, uint32_t peer, uint32_t seq, int64_t wait_ms,
+  int (*ask_progress)(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,
                       char *buf, size_t len, uint32_t *next);
   /* Maps the peer's window w into this process and returns where its buffer starts; the
    * mapping is kept (a few per link) for the peer's next calls. NULL where the transport
@@ -133,7 +154,7 @@ struct hccl_transport_ops {
   HcclResult (*map_window)(struct hccl_link *l, const struct hccl_window *w, void **ptr);
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
-  void (*teardown)(struct hccl_comm *comm);
+  void (*teardown)(struct hccl_tctx *tx);
 
   /* The transport's cost, for the cost model (algo/plan.c), as UCX's iface_query answers
    * it: nanoseconds per message hop (alpha) and per byte (beta). */
@@ -143,13 +164,13 @@ struct hccl_transport_ops {
 /* Connects the links a communicator makes at init (links.c): both channels to every rank of
  * this server (the device links), and channel 0 to every rank with need[rank] set (the partners
  * of the collective algorithms, algo/group.c). Every other link is made on first use. */
-HcclResult hccl__links_connect(struct hccl_comm *c, const bool *need);
+HcclResult hccl__links_connect(struct hccl_tctx *tx, const bool *need);
 
-/* The link to `peer` on `channel` (c->links or c->p2p), made now if it is not there, with the
+/* The link to `peer` on `channel` (tx->links[channel]), made now if it is not there, with the
  * first transport in the table that can join the pair. *out is NULL when `mode` does not wait
  * and the link is not made yet. Fails naming the pair (no transport, the transport's reason,
  * HCCL_CONNECT_TIMEOUT). */
-HcclResult hccl__link_get(struct hccl_comm *c, int channel, uint32_t peer, int mode,
+HcclResult hccl__link_get(struct hccl_tctx *tx, int channel, uint32_t peer, int mode,
                           struct hccl_link **out);
 
 /* The table, highest priority first, NULL-terminated. */

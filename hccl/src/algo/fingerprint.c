@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm.h"
 #include "dtype.h"
 #include "log.h"
 
@@ -77,7 +76,7 @@ static void describe(const struct fields *f, char *buf, size_t len) {
   snprintf(buf + n, len - (size_t)n, ")");
 }
 
-HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
+HcclResult hccl__fp_mismatch(uint32_t rank, uint32_t peer,
                              const struct hccl_stamp *mine, const struct hccl_stamp *theirs) {
   struct fields a = unpack(mine), b = unpack(theirs);
   char da[96], db[96], diff[96] = "";
@@ -99,6 +98,6 @@ HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
                     "mismatched collectives: rank %u called %s as call %llu while rank %u called "
                     "%s as call %llu (they differ in %s); every rank must make the same "
                     "collective calls, with the same arguments, in the same order",
-                    peer, db, (unsigned long long)b.seq, c->rank, da, (unsigned long long)a.seq,
+                    peer, db, (unsigned long long)b.seq, rank, da, (unsigned long long)a.seq,
                     diff);
 }

@@ -18,8 +18,6 @@
 #include "hccl.h"
 #include "transport.h"
 
-struct hccl_comm;
-
 /* The stamp of call number seq (from 1) of this kind. Fields a collective does not use (the
  * reduction of a broadcast, the root of an allreduce, the counts of an alltoallv, which
  * differ per rank) are left out, so they never cause a difference. */
@@ -32,9 +30,9 @@ static inline int hccl__fp_match(const struct hccl_stamp *mine, const struct hcc
   return mine->w[0] == 0 || (mine->w[0] == theirs->w[0] && mine->w[1] == theirs->w[1]);
 }
 
-/* Fails with HCCL_E_PARA naming this rank's call and rank `peer`'s (from its stamp), and the
- * fields that differ. */
-HcclResult hccl__fp_mismatch(const struct hccl_comm *c, uint32_t peer,
+/* Fails with HCCL_E_PARA naming this rank's (`rank`) call and rank `peer`'s (from its stamp),
+ * and the fields that differ. */
+HcclResult hccl__fp_mismatch(uint32_t rank, uint32_t peer,
                              const struct hccl_stamp *mine, const struct hccl_stamp *theirs);
 
 #endif
