@@ -159,8 +159,8 @@ static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, siz
   }
   uint32_t slot = l->received % TCP_NSLOTS;
   *buf = l->rbuf + (size_t)slot * base->slot_bytes;
-  *bytes = l->rx.hdr[slot].size;
-  *stamp = l->rx.hdr[slot].stamp;
+  *bytes = l->rhdr[slot].size;
+  *stamp = l->rhdr[slot].stamp;
   return HCCL_SUCCESS;
 }
 
@@ -205,7 +205,7 @@ static void link_free(struct tcp_link *l) {
   if (l->fd >= 0) close(l->fd);
   free(l->sbuf);
   free(l->rbuf);
-  free(l->in);
+  hccl__tcp_pump_free(l->pump);
   free(l);
 }
 
@@ -315,21 +315,19 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
   l->fd = fd;
   l->sbuf = malloc(TCP_NSLOTS * st->slot_bytes);
   l->rbuf = malloc(TCP_NSLOTS * st->slot_bytes);
-  l->in = malloc(TCP_INBUF);
-  if (!l->sbuf || !l->rbuf || !l->in) {
-    link_free(l);
-    return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u (2 x %zu bytes)",
-                      peer, TCP_NSLOTS * st->slot_bytes);
-  }
-  hccl__tcp_rx_init(&l->rx, l->rbuf, st->slot_bytes, tx->nranks);
-  struct sockaddr_storage to;
-  hccl__tcp_peer_addr(st, peer, &to); /* its address, for the messages of a failure */
   l->st = st;
   l->channel = channel;
   l->base.ops = &hccl__transport_tcp;
   l->base.tx = tx;
   l->base.peer = peer;
   l->base.slot_bytes = st->slot_bytes;
+  if (!l->sbuf || !l->rbuf || hccl__tcp_pump_new(l) != HCCL_SUCCESS) {
+    link_free(l);
+    return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u (2 x %zu bytes)",
+                      peer, TCP_NSLOTS * st->slot_bytes);
+  }
+  struct sockaddr_storage to;
+  hccl__tcp_peer_addr(st, peer, &to); /* its address, for the messages of a failure */
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
   if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     int e = errno;

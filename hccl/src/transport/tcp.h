@@ -251,6 +251,7 @@ enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n)
 /* ---- links and the progress thread ---- */
 
 struct tcp_state;
+struct tcp_pump;
 
 struct tcp_link {
   struct hccl_link base;
@@ -265,26 +266,15 @@ struct tcp_link {
   _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
   _Atomic uint32_t send_waiting;
   /* Receive side, the algorithm's thread: message m in rbuf's slot m % 8, its header in
-   * rx.hdr (written by the progress thread before it publishes arrived). */
+   * rhdr[m % 8] (written by the progress thread before it publishes arrived). */
   char *rbuf;
+  const struct tcp_frame *rhdr;
   uint32_t received;
   _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
   _Atomic uint32_t released; /* = received, published to the progress thread */
-  /* Progress thread only. Output: a partly written DATA frame, then the control queue, then
-   * the next DATA frames; a control frame starts only between DATA frames. */
-  uint32_t written;  /* DATA frames wholly written */
-  size_t data_off;   /* bytes of DATA frame `written` written so far */
-  uint32_t ack_sent; /* released count of the last ACK queued */
-  char ctl[TCP_CTL_BYTES];
-  size_t ctl_head, ctl_tail;
-  bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
-  /* Input: staging for what the socket gives, in[in_off..in_len) not yet decoded, and the
-   * decoder it goes through (rx.bye: the peer said BYE). */
-  char *in;
-  size_t in_off, in_len;
-  struct hccl_tcp_rx rx;
-  bool bye_sent, wr_shut, down;
+  /* The progress thread's own: the framing state of both directions (tcp_progress.c). */
+  struct tcp_pump *pump;
 };
 
 struct tcp_peer {
@@ -337,6 +327,10 @@ struct tcp_state {
   char abort_reason[HCCL_REASON_MAX];
 };
 
+/* The framing state of l's socket, made with the link (before it is published to the thread)
+ * and freed with it: the decoder over l->rbuf, whose headers l->rhdr then points at. */
+HcclResult hccl__tcp_pump_new(struct tcp_link *l);
+void hccl__tcp_pump_free(struct tcp_pump *p);
 /* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
 void *hccl__tcp_progress_main(void *arg);
 /* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored.

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -32,6 +33,36 @@
 #define FLUSH_MS 2000 /* teardown: time to write what is queued, then BYE */
 #define LINGER_MS 500 /* teardown: time to wait for the peers to close */
 #define SERVE_MS 250  /* the listener's turn at least this often (silent connections' deadline) */
+
+/* The framing state of one link's socket, the thread's alone. Output: a partly written DATA
+ * frame, then the control queue, then the next DATA frames; a control frame starts only between
+ * DATA frames. Input: staging for what the socket gives, in[in_off..in_len) not yet decoded,
+ * and the decoder it goes through (rx.bye: the peer said BYE). */
+struct tcp_pump {
+  uint32_t written;  /* DATA frames wholly written */
+  size_t data_off;   /* bytes of DATA frame `written` written so far */
+  uint32_t ack_sent; /* released count of the last ACK queued */
+  char ctl[TCP_CTL_BYTES];
+  size_t ctl_head, ctl_tail;
+  bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
+  char in[TCP_INBUF];
+  size_t in_off, in_len;
+  struct hccl_tcp_rx rx;
+  bool bye_sent, wr_shut, down;
+};
+
+HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
+  struct tcp_pump *p = calloc(1, sizeof(*p));
+  if (!p) return HCCL_E_MEMORY;
+  hccl__tcp_rx_init(&p->rx, l->rbuf, l->base.slot_bytes, l->base.tx->nranks);
+  l->rhdr = p->rx.hdr;
+  l->pump = p;
+  return HCCL_SUCCESS;
+}
+
+void hccl__tcp_pump_free(struct tcp_pump *p) {
+  free(p);
+}
 
 /* ---- failures ---- */
 
@@ -72,15 +103,15 @@ static void peer_down(struct tcp_state *st, uint32_t peer, const char *why) {
  * protocol error's text. Shut down both ways, so the peer learns of it too. */
 static void link_fail(struct tcp_link *l, int err, const char *why) {
   struct tcp_state *st = l->st;
-  if (l->down) return;
-  l->down = true;
+  if (l->pump->down) return;
+  l->pump->down = true;
   epoll_ctl(st->epfd, EPOLL_CTL_DEL, l->fd, NULL);
   shutdown(l->fd, SHUT_RDWR);
   if (st->stopping) return;
   char text[160];
   if (why)
     snprintf(text, sizeof(text), "%s", why);
-  else if (l->rx.bye)
+  else if (l->pump->rx.bye)
     snprintf(text, sizeof(text), "destroyed its communicator");
   else if (err == 0)
     snprintf(text, sizeof(text), "closed the connection");
@@ -93,15 +124,15 @@ static void link_fail(struct tcp_link *l, int err, const char *why) {
 
 static bool ctl_push(struct tcp_link *l, const struct tcp_frame *f, const void *payload) {
   size_t need = sizeof(*f) + f->size;
-  if (l->ctl_head > 0 && l->ctl_tail + need > sizeof(l->ctl)) {
-    memmove(l->ctl, l->ctl + l->ctl_head, l->ctl_tail - l->ctl_head);
-    l->ctl_tail -= l->ctl_head;
-    l->ctl_head = 0;
+  if (l->pump->ctl_head > 0 && l->pump->ctl_tail + need > sizeof(l->pump->ctl)) {
+    memmove(l->pump->ctl, l->pump->ctl + l->pump->ctl_head, l->pump->ctl_tail - l->pump->ctl_head);
+    l->pump->ctl_tail -= l->pump->ctl_head;
+    l->pump->ctl_head = 0;
   }
-  if (l->ctl_tail + need > sizeof(l->ctl)) return false;
-  memcpy(l->ctl + l->ctl_tail, f, sizeof(*f));
-  if (f->size) memcpy(l->ctl + l->ctl_tail + sizeof(*f), payload, f->size);
-  l->ctl_tail += need;
+  if (l->pump->ctl_tail + need > sizeof(l->pump->ctl)) return false;
+  memcpy(l->pump->ctl + l->pump->ctl_tail, f, sizeof(*f));
+  if (f->size) memcpy(l->pump->ctl + l->pump->ctl_tail + sizeof(*f), payload, f->size);
+  l->pump->ctl_tail += need;
   return true;
 }
 
@@ -112,9 +143,9 @@ static size_t data_frame_len(const struct tcp_link *l, uint32_t m) {
 /* Whether link_write has something to do: frames to write, an ACK due, or (teardown) the BYE
  * and the shutdown. */
 static bool link_has_output(struct tcp_link *l) {
-  if (l->down || l->wr_shut) return false;
-  return l->ctl_head != l->ctl_tail || l->data_off > 0 ||
-         l->written != atomic_load(&l->committed) || l->ack_sent != atomic_load(&l->released) ||
+  if (l->pump->down || l->pump->wr_shut) return false;
+  return l->pump->ctl_head != l->pump->ctl_tail || l->pump->data_off > 0 ||
+         l->pump->written != atomic_load(&l->committed) || l->pump->ack_sent != atomic_load(&l->released) ||
          l->st->stopping;
 }
 
@@ -123,38 +154,38 @@ static bool link_has_output(struct tcp_link *l) {
 static bool link_write(struct tcp_link *l) {
   uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
   uint32_t committed = atomic_load_explicit(&l->committed, memory_order_acquire);
-  if (rel != l->ack_sent) {
+  if (rel != l->pump->ack_sent) {
     struct tcp_frame f = {.type = FRAME_ACK, .arg = rel};
-    if (ctl_push(l, &f, NULL)) l->ack_sent = rel;
+    if (ctl_push(l, &f, NULL)) l->pump->ack_sent = rel;
   }
-  if (l->st->stopping && !l->bye_sent && l->data_off == 0 && l->written == committed &&
-      l->ack_sent == rel) {
+  if (l->st->stopping && !l->pump->bye_sent && l->pump->data_off == 0 && l->pump->written == committed &&
+      l->pump->ack_sent == rel) {
     struct tcp_frame f = {.type = FRAME_BYE};
-    if (ctl_push(l, &f, NULL)) l->bye_sent = true;
+    if (ctl_push(l, &f, NULL)) l->pump->bye_sent = true;
   }
   struct iovec iov[4 + 2 * TCP_NSLOTS];
   int n = 0;
   size_t slot = l->base.slot_bytes;
-  uint32_t m = l->written;
-  if (l->data_off > 0) {
-    size_t off = l->data_off, hl = sizeof(struct tcp_frame);
+  uint32_t m = l->pump->written;
+  if (l->pump->data_off > 0) {
+    size_t off = l->pump->data_off, hl = sizeof(struct tcp_frame);
     if (off < hl) iov[n++] = (struct iovec){(char *)&l->shdr[m % TCP_NSLOTS] + off, hl - off};
     size_t poff = off > hl ? off - hl : 0, size = l->shdr[m % TCP_NSLOTS].size;
     if (poff < size)
       iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot + poff, size - poff};
     m++;
   }
-  if (l->ctl_head != l->ctl_tail)
-    iov[n++] = (struct iovec){l->ctl + l->ctl_head, l->ctl_tail - l->ctl_head};
+  if (l->pump->ctl_head != l->pump->ctl_tail)
+    iov[n++] = (struct iovec){l->pump->ctl + l->pump->ctl_head, l->pump->ctl_tail - l->pump->ctl_head};
   for (; m != committed; m++) {
     iov[n++] = (struct iovec){&l->shdr[m % TCP_NSLOTS], sizeof(struct tcp_frame)};
     if (l->shdr[m % TCP_NSLOTS].size)
       iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot, l->shdr[m % TCP_NSLOTS].size};
   }
   if (n == 0) {
-    if (l->bye_sent && !l->wr_shut) {
+    if (l->pump->bye_sent && !l->pump->wr_shut) {
       shutdown(l->fd, SHUT_WR);
-      l->wr_shut = true;
+      l->pump->wr_shut = true;
     }
     return false;
   }
@@ -165,7 +196,7 @@ static bool link_write(struct tcp_link *l) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = l};
       epoll_ctl(l->st->epfd, EPOLL_CTL_MOD, l->fd, &ev);
-      l->out_blocked = true;
+      l->pump->out_blocked = true;
       return false;
     }
     link_fail(l, errno, NULL);
@@ -173,32 +204,32 @@ static bool link_write(struct tcp_link *l) {
   }
   /* Account for k bytes in the order of the iovecs. */
   size_t left = (size_t)k;
-  if (l->data_off > 0) {
-    size_t rest = data_frame_len(l, l->written) - l->data_off;
+  if (l->pump->data_off > 0) {
+    size_t rest = data_frame_len(l, l->pump->written) - l->pump->data_off;
     if (left < rest) {
-      l->data_off += left;
+      l->pump->data_off += left;
       return true;
     }
     left -= rest;
-    l->data_off = 0;
-    l->written++;
+    l->pump->data_off = 0;
+    l->pump->written++;
   }
-  size_t c = l->ctl_tail - l->ctl_head;
+  size_t c = l->pump->ctl_tail - l->pump->ctl_head;
   if (c > 0) {
     size_t take = left < c ? left : c;
-    l->ctl_head += take;
+    l->pump->ctl_head += take;
     left -= take;
-    if (l->ctl_head == l->ctl_tail) l->ctl_head = l->ctl_tail = 0;
+    if (l->pump->ctl_head == l->pump->ctl_tail) l->pump->ctl_head = l->pump->ctl_tail = 0;
     if (take < c) return true;
   }
   while (left > 0) {
-    size_t len = data_frame_len(l, l->written);
+    size_t len = data_frame_len(l, l->pump->written);
     if (left < len) {
-      l->data_off = left;
+      l->pump->data_off = left;
       break;
     }
     left -= len;
-    l->written++;
+    l->pump->written++;
   }
   return true;
 }
@@ -210,15 +241,15 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
   struct tcp_state *st = l->st;
   switch (ev) {
   case HCCL_TCP_RX_DATA:
-    hccl__post(&l->arrived, &l->recv_waiting, l->rx.arrived);
+    hccl__post(&l->arrived, &l->recv_waiting, l->pump->rx.arrived);
     break;
   case HCCL_TCP_RX_ACK:
-    hccl__post(&l->acked, &l->send_waiting, l->rx.acked);
+    hccl__post(&l->acked, &l->send_waiting, l->pump->rx.acked);
     break;
   case HCCL_TCP_RX_ABORT:
     /* Links are not a full mesh: the first ABORT heard goes on to every other peer linked. */
-    if (hccl__tcp_mark_abort(st, l->rx.abort_origin, (HcclResult)l->rx.abort_code,
-                             l->rx.abort_text))
+    if (hccl__tcp_mark_abort(st, l->pump->rx.abort_origin, (HcclResult)l->pump->rx.abort_code,
+                             l->pump->rx.abort_text))
       atomic_store(&st->abort_send, 1);
     hccl__tcp_wake_all(st);
     break;
@@ -227,7 +258,7 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     struct tcp_frame f = {.type = FRAME_PROGA};
     char text[HCCL_REASON_MAX];
     uint32_t next;
-    st->tx->report(st->tx->report_arg, l->rx.progq_seq, text, sizeof(text), &next);
+    st->tx->report(st->tx->report_arg, l->pump->rx.progq_seq, text, sizeof(text), &next);
     f.arg = next == UINT32_MAX ? 0 : next + 1;
     f.size = (uint32_t)strlen(text) + 1;
     ctl_push(l, &f, text);
@@ -235,8 +266,8 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
   }
   case HCCL_TCP_RX_PROGA: {
     struct tcp_peer *p = &st->peers[l->base.peer];
-    snprintf(p->report, sizeof(p->report), "%s", l->rx.report);
-    p->report_next = l->rx.report_next ? l->rx.report_next - 1 : UINT32_MAX;
+    snprintf(p->report, sizeof(p->report), "%s", l->pump->rx.report);
+    p->report_next = l->pump->rx.report_next ? l->pump->rx.report_next - 1 : UINT32_MAX;
     atomic_store_explicit(&p->answered, 1, memory_order_release);
     break;
   }
@@ -244,12 +275,12 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     struct tcp_peer *p = &st->peers[l->base.peer];
     bool all = true;
     for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
-      if (p->link[ch] && !p->link[ch]->rx.bye) all = false;
+      if (p->link[ch] && !p->link[ch]->pump->rx.bye) all = false;
     if (all && !st->stopping) peer_down(st, l->base.peer, "destroyed its communicator");
     break;
   }
   case HCCL_TCP_RX_ERROR:
-    link_fail(l, 0, l->rx.why);
+    link_fail(l, 0, l->pump->rx.why);
     return false;
   case HCCL_TCP_RX_MORE:
     break;
@@ -260,18 +291,18 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
 /* What the decoder checks a frame against, as the algorithm's thread and the output side
  * have them now. */
 static void rx_sync(struct tcp_link *l) {
-  l->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
-  l->rx.written = l->written;
+  l->pump->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
+  l->pump->rx.written = l->pump->written;
 }
 
 /* Decodes the staged bytes. Returns false when the link failed. */
 static bool parse(struct tcp_link *l) {
-  while (l->in_off < l->in_len) {
+  while (l->pump->in_off < l->pump->in_len) {
     size_t used;
     rx_sync(l);
     enum hccl_tcp_rx_event ev =
-        hccl__tcp_rx_feed(&l->rx, l->in + l->in_off, l->in_len - l->in_off, &used);
-    l->in_off += used;
+        hccl__tcp_rx_feed(&l->pump->rx, l->pump->in + l->pump->in_off, l->pump->in_len - l->pump->in_off, &used);
+    l->pump->in_off += used;
     if (!rx_act(l, ev)) return false;
   }
   return true;
@@ -281,33 +312,33 @@ static bool parse(struct tcp_link *l) {
  * epoll is level-triggered). Returns whether anything moved. */
 static bool link_read(struct tcp_link *l) {
   bool moved = false;
-  for (int round = 0; round < 16 && !l->down; round++) {
+  for (int round = 0; round < 16 && !l->pump->down; round++) {
     ssize_t k;
     size_t want;
-    char *direct = hccl__tcp_rx_direct(&l->rx, &want);
+    char *direct = hccl__tcp_rx_direct(&l->pump->rx, &want);
     if (direct && want >= TCP_DIRECT) {
       /* A large payload: straight into its slot, exactly to its end (the staging is empty:
        * parse stops only there or at an error). */
       k = hccl__tcp_sys.recv(l->fd, direct, want, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
-        rx_act(l, hccl__tcp_rx_direct_got(&l->rx, (size_t)k));
+        rx_act(l, hccl__tcp_rx_direct_got(&l->pump->rx, (size_t)k));
         if ((size_t)k < want) break; /* drained: epoll says when more comes */
         continue;
       }
     } else {
-      if (l->in_off == l->in_len) {
-        l->in_off = l->in_len = 0;
-      } else if (l->in_off > 0) {
-        memmove(l->in, l->in + l->in_off, l->in_len - l->in_off);
-        l->in_len -= l->in_off;
-        l->in_off = 0;
+      if (l->pump->in_off == l->pump->in_len) {
+        l->pump->in_off = l->pump->in_len = 0;
+      } else if (l->pump->in_off > 0) {
+        memmove(l->pump->in, l->pump->in + l->pump->in_off, l->pump->in_len - l->pump->in_off);
+        l->pump->in_len -= l->pump->in_off;
+        l->pump->in_off = 0;
       }
-      size_t room = TCP_INBUF - l->in_len;
-      k = hccl__tcp_sys.recv(l->fd, l->in + l->in_len, room, MSG_DONTWAIT);
+      size_t room = TCP_INBUF - l->pump->in_len;
+      k = hccl__tcp_sys.recv(l->fd, l->pump->in + l->pump->in_len, room, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
-        l->in_len += (size_t)k;
+        l->pump->in_len += (size_t)k;
         if (!parse(l)) return true;
         if ((size_t)k < room) break;
         continue;
@@ -335,7 +366,7 @@ static void queue_aborts(struct tcp_state *st) {
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     struct tcp_link *l = st->all[i];
-    if (!l->down && !l->wr_shut && l->base.peer != f.arg) ctl_push(l, &f, st->abort_reason);
+    if (!l->pump->down && !l->pump->wr_shut && l->base.peer != f.arg) ctl_push(l, &f, st->abort_reason);
   }
 }
 
@@ -347,13 +378,13 @@ static void queue_asks(struct tcp_state *st) {
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
     if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
     struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
-    if (l && !l->down && !l->wr_shut) ctl_push(l, &f, NULL);
+    if (l && !l->pump->down && !l->pump->wr_shut) ctl_push(l, &f, NULL);
   }
 }
 
 static bool any_output(struct tcp_state *st, int n) {
   for (int i = 0; i < n; i++)
-    if (!st->all[i]->out_blocked && link_has_output(st->all[i])) return true;
+    if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i])) return true;
   return false;
 }
 
@@ -376,13 +407,13 @@ void *hccl__tcp_progress_main(void *arg) {
       flush_end = now + FLUSH_MS * 1000000LL;
     }
     for (int i = 0; i < n; i++)
-      if (!st->all[i]->out_blocked && link_has_output(st->all[i])) moved |= link_write(st->all[i]);
+      if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i])) moved |= link_write(st->all[i]);
     if (st->stopping) {
       bool flushed = true, closed = true;
       for (int i = 0; i < n; i++) {
         struct tcp_link *l = st->all[i];
-        if (!l->down && !l->wr_shut) flushed = false;
-        if (!l->down) closed = false;
+        if (!l->pump->down && !l->pump->wr_shut) flushed = false;
+        if (!l->pump->down) closed = false;
       }
       if (flushed && !linger_end) linger_end = now + LINGER_MS * 1000000LL;
       if (closed || (linger_end && now >= linger_end) || (!flushed && now >= flush_end)) break;
@@ -417,10 +448,10 @@ void *hccl__tcp_progress_main(void *arg) {
         (void)k;
         continue;
       }
-      if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->out_blocked && !l->down) {
+      if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->pump->out_blocked && !l->pump->down) {
         struct epoll_event in = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(st->epfd, EPOLL_CTL_MOD, l->fd, &in);
-        l->out_blocked = false;
+        l->pump->out_blocked = false;
       }
       if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= link_read(l);
     }
