@@ -99,8 +99,6 @@ void ddp__f16_to_f32(float *dst, const uint16_t *src, uint64_t n);
 void ddp__scale(void *buf, HcclDataType dt, uint64_t n, float scale);
 /* Index of the first inf/nan element, or -1. */
 int64_t ddp__first_nonfinite(const void *buf, HcclDataType dt, uint64_t n);
-float ddp__half_to_float(uint16_t h);
-uint16_t ddp__float_to_half(float f);
 
 /* ---- stats.c ---- */
 void ddp__stats_compute(ddp_t *d);

@@ -6,7 +6,9 @@
  * once to float, which is the correctly rounded float32 result since 53 >= 2*24+2), float16
  * decoded to double, combined exactly and rounded once with our own double -> half
  * round-to-nearest-even. Each check runs on both kernel sets (F16C/AVX2 and portable, via
- * hccl__reduce_force_portable) and the two must agree bit for bit.
+ * hccl__reduce_force_portable) and the two must agree bit for bit. The float16 conversions the
+ * portable kernels use (hccl/src/base/half.h, shared with ddp) are checked here too, against
+ * the same references and against F16C: every half, a sweep of floats, and a table of bits.
  *
  * HCCL_REDUCE_BENCH=1 also runs a small benchmark: GB/s of output for every dtype x op on a
  * 4 MiB buffer, on both kernel sets.
@@ -24,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "half.h"
 #include "reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -21,6 +21,9 @@ the line and the rule, when:
   - a header name is in two folders, or an included header is in none (hccl.h, the public
     header, is allowed everywhere).
 
+The components outside hccl/src (ddp/, launcher/, torch_hccl/) are checked the same way, by
+their READMEs' "may use" column, in test_components.py (ctest `components`).
+
 Usage: test_layers.py [--root DIR] [--readme FILE] [-v]
   --root    the repository (default: two folders above this script)
   --readme  the map to check against (default: ROOT/hccl/src/README.md); with an older tree as

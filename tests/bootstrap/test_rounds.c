@@ -17,7 +17,6 @@
 
 #include <cmocka.h>
 
-#include "comm.h"
 #include "rounds.h"
 #include "store.h"
 #include "wait.h"
@@ -56,18 +55,19 @@ struct record {
 };
 
 struct rank_arg {
-  struct hccl_comm comm;
+  struct hccl_rounds rd;
+  char key_prefix[16];
   struct record all[MAXN];
   HcclResult result;
-  char msg[HCCL_REASON_MAX];
+  char msg[1024];
   double seconds;
 };
 
 static void *rank_main(void *p) {
   struct rank_arg *a = p;
-  struct record mine = {a->comm.rank, a->comm.rank * 2654435761u, {0}};
+  struct record mine = {a->rd.rank, a->rd.rank * 2654435761u, {0}};
   double t0 = hccl__now_ns() / 1e9;
-  a->result = hccl__round_allgather(&a->comm, "info", &mine, sizeof(mine), a->all);
+  a->result = hccl__round_allgather(&a->rd, "info", &mine, sizeof(mine), a->all);
   a->seconds = hccl__now_ns() / 1e9 - t0;
   snprintf(a->msg, sizeof(a->msg), "%s", a->result ? HcclGetLastErrorMessage() : "");
   return NULL;
@@ -80,11 +80,12 @@ static long run(uint32_t n, uint32_t absent, int64_t timeout_ms, struct rank_arg
   pthread_t th[MAXN];
   for (uint32_t r = 0; r < n; r++) {
     memset(&args[r], 0, sizeof(args[r]));
-    args[r].comm.rank = r;
-    args[r].comm.nranks = n;
-    args[r].comm.store = &store.base;
-    args[r].comm.cfg.connect_timeout_ms = timeout_ms;
-    snprintf(args[r].comm.key_prefix, sizeof(args[r].comm.key_prefix), "t%u", n);
+    snprintf(args[r].key_prefix, sizeof(args[r].key_prefix), "t%u", n);
+    args[r].rd = (struct hccl_rounds){.store = &store.base,
+                                      .key_prefix = args[r].key_prefix,
+                                      .rank = r,
+                                      .nranks = n,
+                                      .connect_timeout_ms = timeout_ms};
     if (r != absent) assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
   }
   for (uint32_t r = 0; r < n; r++)

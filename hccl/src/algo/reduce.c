@@ -24,10 +24,10 @@
  * Why both float16 paths give the same bits: float32 holds the exact value of every half,
  * and a sum or product of two halves computed in float32 and rounded once to half is the
  * correctly rounded result (24 >= 2*11+2), so any RNE conversion gives the same answer.
- * NaN: hccl__half_to_float / hccl__float_to_half reproduce what VCVTPH2PS / VCVTPS2PH do
- * (the quiet bit is set, the payload is shifted left / truncated), and max/min select one
- * input, so a NaN result has the same bits on both paths, with one exception: when BOTH
- * inputs of a sum or product are NaN, x86 returns the first source operand of the
+ * NaN: hccl__half_to_float / hccl__float_to_half (base/half.h) reproduce what VCVTPH2PS /
+ * VCVTPS2PH do (the quiet bit is set, the payload is shifted left / truncated), and max/min
+ * select one input, so a NaN result has the same bits on both paths, with one exception: when
+ * BOTH inputs of a sum or product are NaN, x86 returns the first source operand of the
  * instruction, and the compiler may swap the operands of the portable loop, so the payload
  * (and sign) of that NaN may come from either input. It is a NaN on both paths.
  *
@@ -40,8 +40,9 @@
 
 #include <string.h>
 
+#include "half.h"
+
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define HCCL__HAVE_X86 1
 #else
@@ -66,75 +67,6 @@ static int dtype_row(HcclDataType dt) {
 
 bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op) {
   return dtype_row(dt) >= 0 && hccl__op_valid(op);
-}
-
-/* ---- float16 <-> float32, portable ---- */
-
-static inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-static inline float f32_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-/* The two conversions are written without branches so that GCC vectorizes the portable
- * float16 loops for the baseline ISA too: every case is computed and one is picked with an
- * all-ones/all-zeros mask. (With `?:` GCC moves the float operation of a case into a branch,
- * and then, under the default -ftrapping-math, will not if-convert the loop.) A branchy
- * scalar version with a fast path for normal numbers was measured ~30% slower. */
-
-/* All ones when cond holds, else 0. */
-static inline uint32_t mask_if(bool cond) {
-  return 0u - (uint32_t)cond;
-}
-
-/* Exact. Normal halves are rebiased; a subnormal half m * 2^-24 is built as the float
- * 2^-14 * (1 + m/1024) minus 2^-14, an exact subtraction of two normal floats (so neither the
- * DAZ/FTZ modes nor denormal-operand slow paths come into it). NaN: quiet bit set, payload
- * shifted into the top of the float mantissa (as VCVTPH2PS does). */
-static inline float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t em = h & 0x7fffu;
-  uint32_t normal = (em << 13) + ((uint32_t)(127 - 15) << 23);
-  uint32_t special = 0x7f800000u | ((em & 0x3ffu) << 13) | (mask_if(em > 0x7c00u) & 0x00400000u);
-  uint32_t sub = f32_bits(f32_from_bits((em << 13) + (113u << 23)) - f32_from_bits(113u << 23));
-  uint32_t is_special = mask_if(em >= 0x7c00u), is_sub = mask_if(em < 0x0400u);
-  uint32_t u = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
-  return f32_from_bits(u | sign);
-}
-
-/* Round to nearest, ties to even. Normal results: rebias and round off 13 bits in integers
- * (add 0xfff plus the lowest kept bit, so a tie rounds to even). Subnormal results: add 0.5,
- * whose float ulp is 2^-24, the unit of a subnormal half, so the float addition (in the
- * default round-to-nearest-even mode, as all float math here assumes) does the rounding and
- * the low mantissa bits are the result (1024 means the smallest normal, 0x0400). Values
- * >= 65520 (halfway between 65504 and 2^16) become Inf. NaN: quiet bit set, payload
- * truncated to its top 10 bits (as VCVTPS2PH does). */
-static inline uint16_t float_to_half(float f) {
-  uint32_t x = f32_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  uint32_t nan = 0x7e00u | ((x >> 13) & 0x3ffu);
-  uint32_t normal = (x - ((uint32_t)(127 - 15) << 23) + 0xfffu + ((x >> 13) & 1u)) >> 13;
-  uint32_t sub = f32_bits(f32_from_bits(x) + 0.5f) - f32_bits(0.5f);
-  uint32_t is_nan = mask_if(x > 0x7f800000u);
-  uint32_t is_inf = mask_if(x >= 0x477ff000u) & ~is_nan;
-  uint32_t is_sub = mask_if(x < 0x38800000u);
-  uint32_t is_normal = ~(is_nan | is_inf | is_sub);
-  uint32_t r = (nan & is_nan) | (0x7c00u & is_inf) | (sub & is_sub) | (normal & is_normal);
-  return (uint16_t)(r | sign);
-}
-
-float hccl__half_to_float(uint16_t h) {
-  return half_to_float(h);
-}
-uint16_t hccl__float_to_half(float f) {
-  return float_to_half(f);
 }
 
 /* ---- element ops ----
@@ -213,7 +145,7 @@ HCCL__LOOP(loop_f32_min, float, f32_min)
     uint16_t *o = out;                                                                             \
     const uint16_t *x = a, *y = b;                                                                 \
     for (size_t i = 0; i < n; i++)                                                                 \
-      o[i] = float_to_half(OP(half_to_float(x[i]), half_to_float(y[i])));                          \
+      o[i] = hccl__float_to_half(OP(hccl__half_to_float(x[i]), hccl__half_to_float(y[i])));        \
   }
 
 HCCL__LOOP_F16(f16_sum_portable, f32_sum)
@@ -315,13 +247,10 @@ static const hccl__reduce_fn kernels_avx2[4][HCCL_REDUCE_RESERVED] = {
     {loop_f32_sum_avx2, loop_f32_prod_avx2, loop_f32_max_avx2, loop_f32_min_avx2},
 };
 
-/* __builtin_cpu_supports("avx2") also checks that the OS saves the AVX registers; F16C is
- * read from CPUID directly because clang's __builtin_cpu_supports does not know "f16c". */
+/* __builtin_cpu_supports("avx2") also checks that the OS saves the AVX registers (after
+ * hccl__cpu_has_f16c's __builtin_cpu_init). */
 static bool cpu_has_avx2_f16c(void) {
-  unsigned eax, ebx, ecx, edx;
-  __builtin_cpu_init(); /* needed if we run before libgcc's constructor */
-  if (!__builtin_cpu_supports("avx2")) return false;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return hccl__cpu_has_f16c() && __builtin_cpu_supports("avx2");
 }
 
 #else

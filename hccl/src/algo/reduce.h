@@ -5,8 +5,8 @@
  * with round-to-nearest-even. float16 is computed in float32 and rounded once to float16,
  * which is correctly rounded for +, * (float32 has 24 >= 2*11+2 bits), and exact for max/min.
  * NaN propagates through every op, max and min included. The float16 kernels use F16C/AVX2
- * when the CPU has them (checked once at run time) and portable C otherwise; both give the
- * same bits.
+ * when the CPU has them (checked once at run time) and portable C otherwise (the conversions
+ * of base/half.h); both give the same bits.
  */
 #ifndef HCCL_REDUCE_H
 #define HCCL_REDUCE_H
@@ -30,10 +30,6 @@ hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);
 /* Convenience: looks up and runs the kernel. dt/op must be supported. */
 void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDataType dt,
                   HcclReduceOp op);
-
-/* float16 <-> float32, round-to-nearest-even, NaN kept NaN, portable C. */
-float hccl__half_to_float(uint16_t h);
-uint16_t hccl__float_to_half(float f);
 
 /* Forces the portable float16 path (tests compare it with the F16C path); returns whether the
  * F16C path was in use before. */

@@ -263,13 +263,25 @@ static void comm_free(struct hccl_comm *c) {
   free(c);
 }
 
+/* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read. */
+static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
+  return (struct hccl_rounds){.store = c->store,
+                              .server = c->server,
+                              .store_external = c->store_external,
+                              .key_prefix = c->key_prefix,
+                              .rank = c->rank,
+                              .nranks = c->nranks,
+                              .connect_timeout_ms = c->cfg.connect_timeout_ms};
+}
+
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   if (c->nranks > 1) {
-    HCCL_TRY(hccl__round_allgather(c, "conn", self, sizeof(*self), c->peers));
+    const struct hccl_rounds rd = rounds_of(c);
+    HCCL_TRY(hccl__round_allgather(&rd, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
@@ -285,7 +297,8 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
     uint32_t one = 1;
-    HcclResult r = hccl__round_allgather(c, "ready", &one, sizeof(one), ready);
+    const struct hccl_rounds rd = rounds_of(c);
+    HcclResult r = hccl__round_allgather(&rd, "ready", &one, sizeof(one), ready);
     free(ready);
     HCCL_TRY(r);
   }
@@ -309,14 +322,17 @@ static HcclResult bootstrap(struct hccl_comm *c) {
   if (c->rank == 0) run_propose(&self.run, &self.run_start_us);
 
   HcclResult r = HCCL_SUCCESS;
+  struct hccl_rounds rd = rounds_of(c);
   if (c->nranks > 1)
-    r = hccl__round_allgather(c, "info", &self, sizeof(self), c->peers);
+    r = hccl__round_allgather(&rd, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
   if (all_joined) r = bootstrap_rest(c, &self);
-  hccl__round_finish(c, all_joined);
+  hccl__round_finish(&rd, all_joined); /* closes the store, stops rank 0's server */
+  c->store = NULL;
+  c->server = NULL;
   HCCL_TRY(r);
   HCCL_TRY(hccl__trace_open(c));
   HCCL_TRY(hccl__fr_open(c));
