@@ -94,6 +94,16 @@ struct hccl_comm {
   struct hccl_p2p *p2p_engine;
 };
 
+/* A communicator of nranks with this rank and settings, nothing made yet (comm.c); NULL when
+ * out of memory. */
+struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t rank,
+                                   uint32_t nranks);
+/* Runs the bootstrap on c, whose store, rank, size and key prefix are set: the rounds, the
+ * placement, the transports, the groups, the links (comm.c). */
+HcclResult hccl__comm_bootstrap(struct hccl_comm *c);
+/* Frees c and everything it made: links, transports, the store (comm.c). */
+void hccl__comm_free(struct hccl_comm *c);
+
 /* Marks the communicator broken after a failed collective, keeping the last error message,
  * and tells every peer (transport abort) so their waits fail too. */
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);
