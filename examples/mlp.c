@@ -25,7 +25,9 @@
 
 typedef float v8 __attribute__((vector_size(32), aligned(4)));
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Not under TSan: the loader runs a clone's resolver before the sanitizer's runtime is up, and
+ * the instrumented resolver crashes the program at start. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define KERNEL __attribute__((target_clones("fma", "default")))
 #else
 #define KERNEL
