@@ -31,8 +31,10 @@
 #   DeepSpeed shm       torch_allreduce_perf.py --backend deepspeed-shm under the deepspeed
 #                       launcher, from a venv ANCHORS_DIR/deepspeed-venv (deepspeed pip-installed
 #                       on first use, torch pinned to the version $PY has);
-#   MPICH               mpi_allreduce_perf.c built with mpicc.mpich, under mpirun.mpich, when
-#                       Debian's mpich is installed (the script does not install it).
+#   MPICH               mpi_allreduce_perf.c built against Debian's MPICH, under its
+#                       mpiexec.hydra; the packages are fetched (apt-get download) and unpacked
+#                       into ANCHORS_DIR/mpich on first use, never installed (libmpich-dev would
+#                       take the mpi.h alternative from Open MPI).
 # An anchor that is not installed or cannot run shows the reason in its cells.
 # The torch table compares in-place columns (torch's allreduce is in place; its out-of-place
 # twin adds a copy) with allreduce_perf's in-place columns.
@@ -242,26 +244,45 @@ ds_launch() {
   timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" "${bind[@]}" --num_gpus "$n" --master_port "$(free_port)" "$@"
 }
 
-# MPICH: only when Debian's mpich is installed (this script does not apt-get it: it is a
-# system package, and libmpich-dev competes with Open MPI's for the mpi.h alternative).
+# MPICH: Debian's packages (mpich, libmpich12, libmpich-dev, and libslurm38 that its mpiexec
+# links) fetched with apt-get download and unpacked into $MPICH_DIR, not installed: installed,
+# libmpich-dev would take the mpi.h and mpicc alternatives from Open MPI, which CMake builds
+# mpi_allreduce_perf against. mpi_allreduce_perf.c is built against it with the C compiler
+# (mpicc.mpich's paths point into /usr) and runs under its mpiexec.hydra.
+MPICH_DIR=$ANCHORS_DIR/mpich
+MPICH_LIB=$MPICH_DIR/usr/lib/x86_64-linux-gnu
 setup_mpich() {
-  local exe=$BIN/mpich_allreduce_perf log=$RESULTS_DIR/build.mpich.txt
-  if ! command -v mpicc.mpich >/dev/null || ! command -v mpirun.mpich >/dev/null; then
-    MPICH_WHY="Debian's mpich not installed (apt-get install mpich)"
-    return
+  local exe=$BIN/mpich_allreduce_perf log=$RESULTS_DIR/install.mpich.txt deb
+  if [ ! -e "$MPICH_LIB/libmpich.so.12" ] || [ ! -x "$MPICH_DIR/usr/bin/mpiexec.hydra" ]; then
+    if [ "$ANCHORS_INSTALL" != 1 ]; then
+      MPICH_WHY="MPICH not unpacked in $MPICH_DIR (ANCHORS_INSTALL=0)"
+      return
+    fi
+    echo "mpich: apt-get download mpich libmpich12 libmpich-dev libslurm38, unpacked into $MPICH_DIR ..." >&2
+    mkdir -p "$MPICH_DIR/debs"
+    if ! (cd "$MPICH_DIR/debs" && apt-get download mpich libmpich12 libmpich-dev libslurm38) >"$log" 2>&1; then
+      MPICH_WHY="apt-get download mpich failed: $(first_error "$log")"
+      return
+    fi
+    for deb in "$MPICH_DIR"/debs/*.deb; do dpkg -x "$deb" "$MPICH_DIR" >>"$log" 2>&1; done
   fi
   if [ ! -x "$exe" ] || [ "$HERE/mpi_allreduce_perf.c" -nt "$exe" ]; then
-    if ! mpicc.mpich -O2 -I"$HERE/../perf" -o "$exe" "$HERE/mpi_allreduce_perf.c" \
-      "$HERE/../perf/perf_common.c" "$HERE/../perf/perf_coll.c" "$HERE/../perf/perf_data.c" -lm >"$log" 2>&1; then
-      MPICH_WHY="building with mpicc.mpich failed: $(first_error "$log")"
+    log=$RESULTS_DIR/build.mpich.txt
+    if ! "${CC:-cc}" -O2 -I"$HERE/../perf" -I"$MPICH_DIR/usr/include/x86_64-linux-gnu/mpich" \
+      -o "$exe" "$HERE/mpi_allreduce_perf.c" "$HERE/../perf/perf_common.c" \
+      "$HERE/../perf/perf_coll.c" "$HERE/../perf/perf_data.c" -lm \
+      -L"$MPICH_LIB" -lmpich -Wl,-rpath,"$MPICH_LIB" >"$log" 2>&1; then
+      MPICH_WHY="building mpi_allreduce_perf against MPICH failed: $(first_error "$log")"
     fi
   fi
 }
 
+# MPICH's own launcher, as a user of it runs a job on one machine (its default binding: none).
 mpich_launch() {
   local n=$1
   shift
-  timeout "$RUN_TIMEOUT" mpirun.mpich -np "$n" "$@"
+  LD_LIBRARY_PATH=$MPICH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    timeout "$RUN_TIMEOUT" "$MPICH_DIR/usr/bin/mpiexec.hydra" -launcher fork -np "$n" "$@"
 }
 
 # field FILE COLUMN [ip]: the out-of-place (or, with ip, in-place) time (COLUMN=time) or busbw
