@@ -1,314 +1,17 @@
 /*
- * coll.c - the collective entry points: argument checks (each failure names the value and the
- * rule), one plan per call (algo/plan.c chooses and runs the algorithm; its name goes to the
- * trace and the flight recorder), and the order of execution. A call with a NULL request runs
- * on the caller's thread, after any queued asynchronous calls; a call with a request goes to
- * the communicator's FIFO, run by one worker thread started on first use.
+ * coll.c - the collective entry points: each checks its arguments (a failure names the value
+ * and the rule), describes the call (struct hccl_op, coll.h) and hands it to coll_run.c, which
+ * runs it now or queues it.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coll.h"
 #include "comm.h"
-#include "comm_wait.h"
-#include "fingerprint.h"
-#include "flight.h"
+#include "dtype.h"
 #include "log.h"
-#include "plan.h"
-#include "progress.h"
 #include "reduce.h"
-#include "request.h"
-#include "trace.h"
-#include "wait.h"
-
-struct hccl_op {
-  enum hccl_coll_kind kind;
-  const void *send;
-  void *recv;
-  size_t count;    /* alltoall: sendCount */
-  HcclDataType dt; /* alltoall(v): sendType */
-  HcclReduceOp op;
-  uint32_t root;
-  size_t recv_count;    /* alltoall */
-  HcclDataType recv_dt; /* alltoall(v) */
-  /* alltoallv: sendCounts, sdispls, recvCounts, rdispls, nranks each. The caller's arrays for a
-   * call run at once; a copy, freed when the call is done, for a queued one. */
-  const uint64_t *v;
-  bool v_owned;
-  uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
-};
-
-/* A queued call: the request the caller holds (first, so HcclRequestWait frees the whole
- * record) and the call, in the communicator's FIFO until the worker has run it. */
-struct hccl_coll_req {
-  struct hccl_request base;
-  struct hccl_op op;
-  struct hccl_coll_req *next;
-};
-
-/* What the planner (algo/plan.c) reads of c. */
-static struct hccl_plan_view plan_view(struct hccl_comm *c) {
-  return (struct hccl_plan_view){.nranks = c->nranks,
-                                 .nservers = c->nservers,
-                                 .local_nranks = c->local_nranks,
-                                 .world = &c->world,
-                                 .local = &c->local,
-                                 .cross = &c->cross,
-                                 .algo = &c->cfg.algo,
-                                 .zcopy_min_bytes = c->zcopy_min_bytes,
-                                 .offers = c->zcopy};
-}
-
-/* o as the planner and the algorithms take it. */
-static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op *o) {
-  size_t esz = o->kind == HCCL_K_BARRIER ? 1 : hccl__dtype_size(o->dt);
-  struct hccl_call call = {.kind = o->kind,
-                           .send = o->send,
-                           .recv = o->recv,
-                           .count = o->count,
-                           .esz = esz,
-                           .root = o->root};
-  size_t resz = hccl__dtype_size(o->recv_dt), n = c->nranks;
-  if (o->kind == HCCL_K_ALLTOALL) {
-    call.sb = (struct hccl_blocks){NULL, NULL, o->count, esz};
-    call.rb = (struct hccl_blocks){NULL, NULL, o->recv_count, resz};
-  } else if (o->kind == HCCL_K_ALLTOALLV) {
-    call.sb = (struct hccl_blocks){o->v, o->v + n, 0, esz};
-    call.rb = (struct hccl_blocks){o->v + 2 * n, o->v + 3 * n, 0, resz};
-  }
-  return call;
-}
-
-/* Runs call (o's) by plan, which becomes the zero-copy one when that ran. */
-static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
-                         const struct hccl_plan_view *v, const struct hccl_call *call,
-                         struct hccl_plan *plan) {
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
-  struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL};
-  if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
-    p.reduce = hccl__reduce_kernel(o->dt, o->op);
-  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
-  HCCL_TRY(hccl__plan_run(v, plan, &p, call));
-  if (plan->algo == HCCL_PLAN_ZERO_COPY) c->zcopy_ran = c->coll_seq + 1;
-  return HCCL_SUCCESS;
-}
-
-/* A rooted collective's result on most ranks does not depend on every rank's messages (a
- * broadcast's receiver needs only the root's data), so a rank could finish it while a peer it
- * sent to rejects the message (a mismatched call, fingerprint.h). Waiting until every message
- * it sent was accepted makes the call fail on every rank or on none. The other collectives
- * need no such wait: every rank's result depends on messages from every rank. */
-static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
-  if (c->nranks == 1 || !(o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
-                          o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER))
-    return HCCL_SUCCESS;
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
-  struct hccl_prim p = {.w = &w, .esz = 1};
-  struct hccl_link **links = c->tx.links[HCCL_CHANNEL_COLL];
-  for (uint32_t r = 0; r < c->nranks; r++)
-    if (links[r]) HCCL_TRY(hccl__prim_drain(&p, links[r]));
-  return HCCL_SUCCESS;
-}
-
-static bool reduces(const struct hccl_op *o) {
-  return o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
-         o->kind == HCCL_K_REDUCE_SCATTER;
-}
-
-static bool rooted(const struct hccl_op *o) {
-  return o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_GATHER ||
-         o->kind == HCCL_K_SCATTER;
-}
-
-static void trace_call(struct hccl_comm *c, const struct hccl_op *o, HcclResult r, int64_t t0,
-                       const char *algo) {
-  hccl__trace_call(c->trace, hccl__coll_kind_name(o->kind), t0, hccl__now_ns(), c->coll_seq,
-                   o->count, o->dt, reduces(o) ? (int)o->op : -1, o->root, algo, r);
-}
-
-/* Runs one call and, on failure, breaks the communicator and tells the peers. */
-static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
-  if (atomic_load(&c->broken))
-    return hccl__fail(HCCL_E_REMOTE,
-                      "%s on rank %u refused: the communicator failed earlier (%s); destroy it "
-                      "and make a new one",
-                      hccl__coll_kind_name(o->kind), c->rank, c->broken_msg);
-  /* A peer's abort is read before (it may have failed this very call already) and after (a
-   * call that never had to wait would not otherwise see it): one rank never succeeds at a
-   * call another has failed. */
-  HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
-  int64_t t0 = c->trace ? hccl__now_ns() : 0;
-  c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
-  hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
-  uint64_t fr = 0;
-  if (c->fr) {
-    fr = o->fr_id ? o->fr_id
-                  : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
-                                     rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-    struct hccl_stamp st =
-        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
-    hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
-  }
-  /* The one plan of this call: what runs, and the name the records give it. */
-  struct hccl_plan_view v = plan_view(c);
-  struct hccl_call call = call_of(c, o);
-  struct hccl_plan plan = hccl__plan(&v, &call);
-  if (r == HCCL_SUCCESS) r = run_op(c, o, &v, &call, &plan);
-  if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
-  if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, plan.name);
-  if (c->trace) trace_call(c, o, r, t0, plan.name);
-  if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
-  if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
-  return r;
-}
-
-/* Runs the call at the head of the queue on this thread (qlock held on entry and exit). The
- * busy mark keeps a second thread from starting the next call before this one ends. */
-static void run_head_locked(struct hccl_comm *c) {
-  struct hccl_coll_req *q = c->qhead;
-  c->worker_busy = true;
-  pthread_mutex_unlock(&c->qlock);
-  HcclResult r = execute(c, &q->op);
-  if (q->op.v_owned) free((void *)q->op.v);
-  pthread_mutex_lock(&c->qlock);
-  c->qhead = q->next;
-  if (!c->qhead) c->qtail = NULL;
-  c->worker_busy = false;
-  hccl__request_complete(&q->base, r, NULL);
-}
-
-/* HcclRequestWait's helper (qlock held): when the waited call's turn has come and no thread
- * runs anything, run it here rather than wake the worker and sleep (two thread switches, the
- * cost of a small call on busy cores). */
-static bool coll_help(struct hccl_request *base) {
-  struct hccl_comm *c = base->comm;
-  if ((struct hccl_coll_req *)base != c->qhead || c->worker_busy) return false;
-  run_head_locked(c);
-  return true;
-}
-
-static void *worker_main(void *arg) {
-  struct hccl_comm *c = arg;
-  hccl__log_bind(&c->log);
-  pthread_mutex_lock(&c->qlock);
-  for (;;) {
-    while ((!c->qhead || c->worker_busy) && !c->worker_stop)
-      pthread_cond_wait(&c->qcond, &c->qlock);
-    if (!c->qhead) break;
-    if (c->worker_busy) { /* stopping, while a waiter runs the head: let it finish */
-      pthread_cond_wait(&c->qcond, &c->qlock);
-      continue;
-    }
-    /* A caller that waits at once (every blocking torch call) would find the call already
-     * taken and sleep: give it the core once first, so it runs the call itself (coll_help).
-     * Measured with a 2-rank torch all_reduce of 4 KiB: 22-26 us without the yield, 6-11 us
-     * with one; a second yield gained nothing. */
-    struct hccl_coll_req *head = c->qhead;
-    pthread_mutex_unlock(&c->qlock);
-    sched_yield();
-    pthread_mutex_lock(&c->qlock);
-    if (c->qhead != head || c->worker_busy) continue;
-    run_head_locked(c);
-  }
-  pthread_mutex_unlock(&c->qlock);
-  return NULL;
-}
-
-static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *out) {
-  struct hccl_coll_req *q = calloc(1, sizeof(*q));
-  if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
-  q->op = *o;
-  q->op.fr_id = hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
-                                 rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-  if (o->v) {
-    /* The caller may free its arrays as soon as the call returns. */
-    size_t len = 4 * (size_t)c->nranks * sizeof(uint64_t);
-    uint64_t *v = malloc(len);
-    if (!v) {
-      free(q);
-      return hccl__fail(HCCL_E_MEMORY, "out of memory for a queued alltoallv's counts");
-    }
-    memcpy(v, o->v, len);
-    q->op.v = v;
-    q->op.v_owned = true;
-  }
-  pthread_mutex_lock(&c->qlock);
-  if (!c->worker_started) {
-    if (pthread_create(&c->worker, NULL, worker_main, c) != 0) {
-      pthread_mutex_unlock(&c->qlock);
-      if (q->op.v_owned) free((void *)q->op.v);
-      free(q);
-      return hccl__fail(HCCL_E_SYSCALL, "cannot start the communicator's worker thread");
-    }
-    c->worker_started = true;
-  }
-  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
-  q->base.help = coll_help;
-  if (c->qtail)
-    c->qtail->next = q;
-  else
-    c->qhead = q;
-  c->qtail = q;
-  pthread_cond_broadcast(&c->qcond);
-  pthread_mutex_unlock(&c->qlock);
-  *out = &q->base;
-  return HCCL_SUCCESS;
-}
-
-/* A request that is already complete (count 0). */
-static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
-  struct hccl_coll_req *q = calloc(1, sizeof(*q));
-  if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
-  pthread_mutex_lock(&c->qlock);
-  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
-  hccl__request_complete(&q->base, HCCL_SUCCESS, NULL);
-  pthread_mutex_unlock(&c->qlock);
-  *out = &q->base;
-  return HCCL_SUCCESS;
-}
-
-/* Runs or queues a validated call. */
-static HcclResult submit(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *req) {
-  /* Count 0 moves nothing and returns at once on every rank. A barrier always runs, and so
-   * does an alltoallv: its counts differ per rank, and a rank with nothing to send or receive
-   * still owes its peers one empty message each. */
-  bool noop = o->count == 0 && o->kind != HCCL_K_BARRIER && o->kind != HCCL_K_ALLTOALLV;
-  if (req) {
-    if (noop) return done_request(c, req);
-    return enqueue(c, o, req);
-  }
-  if (noop) return HCCL_SUCCESS;
-  pthread_mutex_lock(&c->qlock);
-  bool queued = c->qhead != NULL || c->worker_busy;
-  if (!queued) c->worker_busy = true;
-  pthread_mutex_unlock(&c->qlock);
-  if (!queued) {
-    HcclResult r = execute(c, o);
-    pthread_mutex_lock(&c->qlock);
-    c->worker_busy = false;
-    pthread_cond_broadcast(&c->qcond);
-    pthread_mutex_unlock(&c->qlock);
-    return r;
-  }
-  HcclRequest q;
-  HCCL_TRY(enqueue(c, o, &q));
-  return HcclRequestWait(q);
-}
-
-void hccl__coll_shutdown(struct hccl_comm *c) {
-  pthread_mutex_lock(&c->qlock);
-  bool started = c->worker_started;
-  c->worker_stop = true;
-  pthread_cond_broadcast(&c->qcond);
-  pthread_mutex_unlock(&c->qlock);
-  if (started) pthread_join(c->worker, NULL);
-  /* The worker ran the queue dry before it stopped; requests never waited for are freed. */
-  hccl__request_free_live(&c->coll_live);
-  c->qhead = c->qtail = NULL;
-}
 
 /* ---- argument checks ---- */
 
@@ -374,7 +77,7 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
                       .count = count,
                       .dt = dataType,
                       .op = op};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
@@ -389,7 +92,7 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
                       .count = count,
                       .dt = dataType,
                       .root = root};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
@@ -403,7 +106,7 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
                       .recv = recvBuf,
                       .count = sendCount,
                       .dt = dataType};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
@@ -420,7 +123,7 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                       .dt = dataType,
                       .op = op};
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
@@ -438,13 +141,13 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
                       .dt = dataType,
                       .op = op,
                       .root = root};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclBarrier(HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclBarrier"));
   struct hccl_op o = {.kind = HCCL_K_BARRIER, .dt = HCCL_DATA_TYPE_INT8};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
@@ -461,7 +164,7 @@ HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclData
                       .count = sendCount,
                       .dt = dataType,
                       .root = root};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
@@ -478,7 +181,7 @@ HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDat
                       .count = recvCount,
                       .dt = dataType,
                       .root = root};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
@@ -506,7 +209,7 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
                       .dt = sendType,
                       .recv_count = recvCount,
                       .recv_dt = recvType};
-  return submit(comm, &o, request);
+  return hccl__coll_submit(comm, &o, request);
 }
 
 /* One side's counts and displacements of an alltoallv: every block fits in size_t bytes, and
@@ -565,15 +268,8 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
                       .dt = sendType,
                       .recv_dt = recvType,
                       .v = v};
-  HcclResult r = submit(comm, &o, request);
+  HcclResult r = hccl__coll_submit(comm, &o, request);
   free(v);
   return r;
 }
 
-const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {
-  if (!comm) return "none";
-  struct hccl_plan_view v = plan_view(comm);
-  v.offers = NULL; /* a size, not a call: no buffers to offer zero-copy */
-  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1};
-  return hccl__plan(&v, &call).word;
-}

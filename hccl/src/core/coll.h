@@ -1,12 +1,42 @@
 /*
- * coll.h - what the rest of the core asks of the collective entry (coll.c). comm.c includes
- * this, coll.c includes comm.h: the dependency runs one way, from the calls to the
- * communicator.
+ * coll.h - one collective call as the entry points (coll.c) describe it and coll_run.c runs
+ * it, and what the rest of the core asks of them. comm.c includes this, coll.c and coll_run.c
+ * include comm.h: the dependency runs one way, from the calls to the communicator.
  */
 #ifndef HCCL_COLL_H
 #define HCCL_COLL_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll_kind.h"
+#include "hccl.h"
+
 struct hccl_comm;
+
+/* A validated call. */
+struct hccl_op {
+  enum hccl_coll_kind kind;
+  const void *send;
+  void *recv;
+  size_t count;    /* alltoall: sendCount */
+  HcclDataType dt; /* alltoall(v): sendType */
+  HcclReduceOp op;
+  uint32_t root;
+  size_t recv_count;    /* alltoall */
+  HcclDataType recv_dt; /* alltoall(v) */
+  /* alltoallv: sendCounts, sdispls, recvCounts, rdispls, nranks each. The caller's arrays for a
+   * call run at once; a copy, freed when the call is done, for a queued one. */
+  const uint64_t *v;
+  bool v_owned;
+  uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
+};
+
+/* Runs a validated call now (request NULL: after any queued ones, on this thread) or queues it
+ * for the communicator's worker (coll_run.c). Count 0 returns at once, except a barrier and an
+ * alltoallv. */
+HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *req);
 
 /* Finishes queued calls and stops the worker thread; HcclCommDestroy calls it first. */
 void hccl__coll_shutdown(struct hccl_comm *comm);
