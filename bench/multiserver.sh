@@ -5,6 +5,11 @@
 # rank (HCCL_ALGO=ring), and torch.distributed's gloo over the same link
 # (bench/torch_allreduce_perf.py, GLOO_SOCKET_IFNAME=eth0). fp32 sum, out of place, 64 MiB
 # over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it.
+# The link itself is measured in the same run, before the libraries: iperf3 --bidir (Debian's
+# iperf3; "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
+# REPEATS; its per-direction rate is the bound of a 2 x 1 allreduce's busbw (each rank sends
+# and receives S bytes in total while busbw counts S), and the table gives each busbw as a
+# share of it.
 #
 # usage: bash bench/multiserver.sh BUILD_DIR [REPEATS]   (root; prints a Markdown table)
 set -u
@@ -50,10 +55,34 @@ run() {
   echo "$(cut -d' ' -f1 "$work/$name.all" | median) $(cut -d' ' -f2 "$work/$name.all" | median)"
 }
 
+# link: iperf3 --bidir from server 0 to server 1, REPEATS times; prints the median of the two
+# directions' slower rate in GB/s, or n/a (with the reason on stderr).
+link() {
+  local r out
+  if ! command -v iperf3 >/dev/null; then
+    echo "multiserver.sh: iperf3 is not installed (apt-get install iperf3): no link rate" >&2
+    echo n/a
+    return
+  fi
+  for ((r = 0; r < repeats; r++)); do
+    port=$((port + 1))
+    netns_exec 1 timeout 30 iperf3 -s -1 -B "$(netns_addr 1)" -p "$port" >/dev/null 2>&1 &
+    sleep 0.5
+    out=$(netns_exec 0 timeout 30 iperf3 -c "$(netns_addr 1)" -p "$port" --bidir -t 3 -J 2>&1)
+    wait
+    "${PYTHON:-python3}" -c 'import json, sys
+e = json.loads(sys.stdin.read())["end"]
+print(min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9)' <<<"$out" 2>/dev/null
+  done >"$work/link.all"
+  cut -d' ' -f1 "$work/link.all" | median
+}
+
 perf="$build/bin/allreduce_perf"
 torch=("${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}" "$here/torch_allreduce_perf.py" --backend gloo)
-echo "| ranks | hccl two-level busbw 64 MiB | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+link_bw=$(link)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
+echo "| ranks | link (iperf3 --bidir, each way) | hccl two-level busbw 64 MiB | share of link | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
   n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
   read -r _ h_bw <<<"$(run hier "$devs" "" 64M 5 -- "$perf")"
@@ -62,8 +91,7 @@ for devs in 0 0,1 0,1,2,3; do
   read -r h_t _ <<<"$(run hier "$devs" "" 4K 200 -- "$perf")"
   read -r f_t _ <<<"$(run flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf")"
   read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
-  echo "| 2 x $n | $h_bw GB/s | $f_bw | $g_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
+  echo "| 2 x $n | $link_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $f_bw | $g_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
 echo
 echo "2 pretend servers (network namespaces, veth + bridge) on one machine of $(nproc) cores; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

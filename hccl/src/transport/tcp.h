@@ -291,7 +291,11 @@ struct tcp_peer {
 };
 
 /* Where a (peer, channel) link stands before it exists (tcp.c). */
-enum { DIAL_NONE = 0, DIAL_BUSY = 1 /* a thread is dialling it */, DIAL_ASKED = 2 /* callback sent */ };
+enum {
+  DIAL_NONE = 0,
+  DIAL_BUSY = 1, /* a thread is dialling it */
+  DIAL_ASKED = 2 /* callback sent */
+};
 struct tcp_dial {
   uint8_t state;
   int64_t since_ns; /* first asked for: HCCL_CONNECT_TIMEOUT runs from here */

@@ -102,16 +102,17 @@ static void peer_down(struct tcp_state *st, uint32_t peer, const char *why) {
 /* Stops using l's socket (progress thread). err 0: EOF; else the socket's error; why: a
  * protocol error's text. Shut down both ways, so the peer learns of it too. */
 static void link_fail(struct tcp_link *l, int err, const char *why) {
+  struct tcp_pump *pump = l->pump;
   struct tcp_state *st = l->st;
-  if (l->pump->down) return;
-  l->pump->down = true;
+  if (pump->down) return;
+  pump->down = true;
   epoll_ctl(st->epfd, EPOLL_CTL_DEL, l->fd, NULL);
   shutdown(l->fd, SHUT_RDWR);
   if (st->stopping) return;
   char text[160];
   if (why)
     snprintf(text, sizeof(text), "%s", why);
-  else if (l->pump->rx.bye)
+  else if (pump->rx.bye)
     snprintf(text, sizeof(text), "destroyed its communicator");
   else if (err == 0)
     snprintf(text, sizeof(text), "closed the connection");
@@ -123,16 +124,17 @@ static void link_fail(struct tcp_link *l, int err, const char *why) {
 /* ---- output ---- */
 
 static bool ctl_push(struct tcp_link *l, const struct tcp_frame *f, const void *payload) {
+  struct tcp_pump *pump = l->pump;
   size_t need = sizeof(*f) + f->size;
-  if (l->pump->ctl_head > 0 && l->pump->ctl_tail + need > sizeof(l->pump->ctl)) {
-    memmove(l->pump->ctl, l->pump->ctl + l->pump->ctl_head, l->pump->ctl_tail - l->pump->ctl_head);
-    l->pump->ctl_tail -= l->pump->ctl_head;
-    l->pump->ctl_head = 0;
+  if (pump->ctl_head > 0 && pump->ctl_tail + need > sizeof(pump->ctl)) {
+    memmove(pump->ctl, pump->ctl + pump->ctl_head, pump->ctl_tail - pump->ctl_head);
+    pump->ctl_tail -= pump->ctl_head;
+    pump->ctl_head = 0;
   }
-  if (l->pump->ctl_tail + need > sizeof(l->pump->ctl)) return false;
-  memcpy(l->pump->ctl + l->pump->ctl_tail, f, sizeof(*f));
-  if (f->size) memcpy(l->pump->ctl + l->pump->ctl_tail + sizeof(*f), payload, f->size);
-  l->pump->ctl_tail += need;
+  if (pump->ctl_tail + need > sizeof(pump->ctl)) return false;
+  memcpy(pump->ctl + pump->ctl_tail, f, sizeof(*f));
+  if (f->size) memcpy(pump->ctl + pump->ctl_tail + sizeof(*f), payload, f->size);
+  pump->ctl_tail += need;
   return true;
 }
 
@@ -143,49 +145,52 @@ static size_t data_frame_len(const struct tcp_link *l, uint32_t m) {
 /* Whether link_write has something to do: frames to write, an ACK due, or (teardown) the BYE
  * and the shutdown. */
 static bool link_has_output(struct tcp_link *l) {
-  if (l->pump->down || l->pump->wr_shut) return false;
-  return l->pump->ctl_head != l->pump->ctl_tail || l->pump->data_off > 0 ||
-         l->pump->written != atomic_load(&l->committed) || l->pump->ack_sent != atomic_load(&l->released) ||
+  struct tcp_pump *pump = l->pump;
+  if (pump->down || pump->wr_shut) return false;
+  return pump->ctl_head != pump->ctl_tail || pump->data_off > 0 ||
+         pump->written != atomic_load(&l->committed) ||
+         pump->ack_sent != atomic_load(&l->released) ||
          l->st->stopping;
 }
 
 /* Queues what is due and writes as much as the socket takes in one sendmsg. Returns whether
  * anything moved. */
 static bool link_write(struct tcp_link *l) {
+  struct tcp_pump *pump = l->pump;
   uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
   uint32_t committed = atomic_load_explicit(&l->committed, memory_order_acquire);
-  if (rel != l->pump->ack_sent) {
+  if (rel != pump->ack_sent) {
     struct tcp_frame f = {.type = FRAME_ACK, .arg = rel};
-    if (ctl_push(l, &f, NULL)) l->pump->ack_sent = rel;
+    if (ctl_push(l, &f, NULL)) pump->ack_sent = rel;
   }
-  if (l->st->stopping && !l->pump->bye_sent && l->pump->data_off == 0 && l->pump->written == committed &&
-      l->pump->ack_sent == rel) {
+  if (l->st->stopping && !pump->bye_sent && pump->data_off == 0 && pump->written == committed &&
+      pump->ack_sent == rel) {
     struct tcp_frame f = {.type = FRAME_BYE};
-    if (ctl_push(l, &f, NULL)) l->pump->bye_sent = true;
+    if (ctl_push(l, &f, NULL)) pump->bye_sent = true;
   }
   struct iovec iov[4 + 2 * TCP_NSLOTS];
   int n = 0;
   size_t slot = l->base.slot_bytes;
-  uint32_t m = l->pump->written;
-  if (l->pump->data_off > 0) {
-    size_t off = l->pump->data_off, hl = sizeof(struct tcp_frame);
+  uint32_t m = pump->written;
+  if (pump->data_off > 0) {
+    size_t off = pump->data_off, hl = sizeof(struct tcp_frame);
     if (off < hl) iov[n++] = (struct iovec){(char *)&l->shdr[m % TCP_NSLOTS] + off, hl - off};
     size_t poff = off > hl ? off - hl : 0, size = l->shdr[m % TCP_NSLOTS].size;
     if (poff < size)
       iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot + poff, size - poff};
     m++;
   }
-  if (l->pump->ctl_head != l->pump->ctl_tail)
-    iov[n++] = (struct iovec){l->pump->ctl + l->pump->ctl_head, l->pump->ctl_tail - l->pump->ctl_head};
+  if (pump->ctl_head != pump->ctl_tail)
+    iov[n++] = (struct iovec){pump->ctl + pump->ctl_head, pump->ctl_tail - pump->ctl_head};
   for (; m != committed; m++) {
     iov[n++] = (struct iovec){&l->shdr[m % TCP_NSLOTS], sizeof(struct tcp_frame)};
     if (l->shdr[m % TCP_NSLOTS].size)
       iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot, l->shdr[m % TCP_NSLOTS].size};
   }
   if (n == 0) {
-    if (l->pump->bye_sent && !l->pump->wr_shut) {
+    if (pump->bye_sent && !pump->wr_shut) {
       shutdown(l->fd, SHUT_WR);
-      l->pump->wr_shut = true;
+      pump->wr_shut = true;
     }
     return false;
   }
@@ -196,7 +201,7 @@ static bool link_write(struct tcp_link *l) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = l};
       epoll_ctl(l->st->epfd, EPOLL_CTL_MOD, l->fd, &ev);
-      l->pump->out_blocked = true;
+      pump->out_blocked = true;
       return false;
     }
     link_fail(l, errno, NULL);
@@ -204,32 +209,32 @@ static bool link_write(struct tcp_link *l) {
   }
   /* Account for k bytes in the order of the iovecs. */
   size_t left = (size_t)k;
-  if (l->pump->data_off > 0) {
-    size_t rest = data_frame_len(l, l->pump->written) - l->pump->data_off;
+  if (pump->data_off > 0) {
+    size_t rest = data_frame_len(l, pump->written) - pump->data_off;
     if (left < rest) {
-      l->pump->data_off += left;
+      pump->data_off += left;
       return true;
     }
     left -= rest;
-    l->pump->data_off = 0;
-    l->pump->written++;
+    pump->data_off = 0;
+    pump->written++;
   }
-  size_t c = l->pump->ctl_tail - l->pump->ctl_head;
+  size_t c = pump->ctl_tail - pump->ctl_head;
   if (c > 0) {
     size_t take = left < c ? left : c;
-    l->pump->ctl_head += take;
+    pump->ctl_head += take;
     left -= take;
-    if (l->pump->ctl_head == l->pump->ctl_tail) l->pump->ctl_head = l->pump->ctl_tail = 0;
+    if (pump->ctl_head == pump->ctl_tail) pump->ctl_head = pump->ctl_tail = 0;
     if (take < c) return true;
   }
   while (left > 0) {
-    size_t len = data_frame_len(l, l->pump->written);
+    size_t len = data_frame_len(l, pump->written);
     if (left < len) {
-      l->pump->data_off = left;
+      pump->data_off = left;
       break;
     }
     left -= len;
-    l->pump->written++;
+    pump->written++;
   }
   return true;
 }
@@ -238,18 +243,19 @@ static bool link_write(struct tcp_link *l) {
 
 /* Acts on what the decoder (tcp_wire.c) reported for l. Returns false when the link failed. */
 static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
+  struct tcp_pump *pump = l->pump;
   struct tcp_state *st = l->st;
   switch (ev) {
   case HCCL_TCP_RX_DATA:
-    hccl__post(&l->arrived, &l->recv_waiting, l->pump->rx.arrived);
+    hccl__post(&l->arrived, &l->recv_waiting, pump->rx.arrived);
     break;
   case HCCL_TCP_RX_ACK:
-    hccl__post(&l->acked, &l->send_waiting, l->pump->rx.acked);
+    hccl__post(&l->acked, &l->send_waiting, pump->rx.acked);
     break;
   case HCCL_TCP_RX_ABORT:
     /* Links are not a full mesh: the first ABORT heard goes on to every other peer linked. */
-    if (hccl__tcp_mark_abort(st, l->pump->rx.abort_origin, (HcclResult)l->pump->rx.abort_code,
-                             l->pump->rx.abort_text))
+    if (hccl__tcp_mark_abort(st, pump->rx.abort_origin, (HcclResult)pump->rx.abort_code,
+                             pump->rx.abort_text))
       atomic_store(&st->abort_send, 1);
     hccl__tcp_wake_all(st);
     break;
@@ -258,7 +264,7 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     struct tcp_frame f = {.type = FRAME_PROGA};
     char text[HCCL_REASON_MAX];
     uint32_t next;
-    st->tx->report(st->tx->report_arg, l->pump->rx.progq_seq, text, sizeof(text), &next);
+    st->tx->report(st->tx->report_arg, pump->rx.progq_seq, text, sizeof(text), &next);
     f.arg = next == UINT32_MAX ? 0 : next + 1;
     f.size = (uint32_t)strlen(text) + 1;
     ctl_push(l, &f, text);
@@ -266,8 +272,8 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
   }
   case HCCL_TCP_RX_PROGA: {
     struct tcp_peer *p = &st->peers[l->base.peer];
-    snprintf(p->report, sizeof(p->report), "%s", l->pump->rx.report);
-    p->report_next = l->pump->rx.report_next ? l->pump->rx.report_next - 1 : UINT32_MAX;
+    snprintf(p->report, sizeof(p->report), "%s", pump->rx.report);
+    p->report_next = pump->rx.report_next ? pump->rx.report_next - 1 : UINT32_MAX;
     atomic_store_explicit(&p->answered, 1, memory_order_release);
     break;
   }
@@ -280,7 +286,7 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     break;
   }
   case HCCL_TCP_RX_ERROR:
-    link_fail(l, 0, l->pump->rx.why);
+    link_fail(l, 0, pump->rx.why);
     return false;
   case HCCL_TCP_RX_MORE:
     break;
@@ -291,18 +297,20 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
 /* What the decoder checks a frame against, as the algorithm's thread and the output side
  * have them now. */
 static void rx_sync(struct tcp_link *l) {
-  l->pump->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
-  l->pump->rx.written = l->pump->written;
+  struct tcp_pump *pump = l->pump;
+  pump->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
+  pump->rx.written = pump->written;
 }
 
 /* Decodes the staged bytes. Returns false when the link failed. */
 static bool parse(struct tcp_link *l) {
-  while (l->pump->in_off < l->pump->in_len) {
+  struct tcp_pump *pump = l->pump;
+  while (pump->in_off < pump->in_len) {
     size_t used;
     rx_sync(l);
     enum hccl_tcp_rx_event ev =
-        hccl__tcp_rx_feed(&l->pump->rx, l->pump->in + l->pump->in_off, l->pump->in_len - l->pump->in_off, &used);
-    l->pump->in_off += used;
+        hccl__tcp_rx_feed(&pump->rx, pump->in + pump->in_off, pump->in_len - pump->in_off, &used);
+    pump->in_off += used;
     if (!rx_act(l, ev)) return false;
   }
   return true;
@@ -311,34 +319,35 @@ static bool parse(struct tcp_link *l) {
 /* Reads what the socket has (a bounded number of calls; a short read means it is drained, and
  * epoll is level-triggered). Returns whether anything moved. */
 static bool link_read(struct tcp_link *l) {
+  struct tcp_pump *pump = l->pump;
   bool moved = false;
-  for (int round = 0; round < 16 && !l->pump->down; round++) {
+  for (int round = 0; round < 16 && !pump->down; round++) {
     ssize_t k;
     size_t want;
-    char *direct = hccl__tcp_rx_direct(&l->pump->rx, &want);
+    char *direct = hccl__tcp_rx_direct(&pump->rx, &want);
     if (direct && want >= TCP_DIRECT) {
       /* A large payload: straight into its slot, exactly to its end (the staging is empty:
        * parse stops only there or at an error). */
       k = hccl__tcp_sys.recv(l->fd, direct, want, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
-        rx_act(l, hccl__tcp_rx_direct_got(&l->pump->rx, (size_t)k));
+        rx_act(l, hccl__tcp_rx_direct_got(&pump->rx, (size_t)k));
         if ((size_t)k < want) break; /* drained: epoll says when more comes */
         continue;
       }
     } else {
-      if (l->pump->in_off == l->pump->in_len) {
-        l->pump->in_off = l->pump->in_len = 0;
-      } else if (l->pump->in_off > 0) {
-        memmove(l->pump->in, l->pump->in + l->pump->in_off, l->pump->in_len - l->pump->in_off);
-        l->pump->in_len -= l->pump->in_off;
-        l->pump->in_off = 0;
+      if (pump->in_off == pump->in_len) {
+        pump->in_off = pump->in_len = 0;
+      } else if (pump->in_off > 0) {
+        memmove(pump->in, pump->in + pump->in_off, pump->in_len - pump->in_off);
+        pump->in_len -= pump->in_off;
+        pump->in_off = 0;
       }
-      size_t room = TCP_INBUF - l->pump->in_len;
-      k = hccl__tcp_sys.recv(l->fd, l->pump->in + l->pump->in_len, room, MSG_DONTWAIT);
+      size_t room = TCP_INBUF - pump->in_len;
+      k = hccl__tcp_sys.recv(l->fd, pump->in + pump->in_len, room, MSG_DONTWAIT);
       if (k > 0) {
         moved = true;
-        l->pump->in_len += (size_t)k;
+        pump->in_len += (size_t)k;
         if (!parse(l)) return true;
         if ((size_t)k < room) break;
         continue;
@@ -366,7 +375,8 @@ static void queue_aborts(struct tcp_state *st) {
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     struct tcp_link *l = st->all[i];
-    if (!l->pump->down && !l->pump->wr_shut && l->base.peer != f.arg) ctl_push(l, &f, st->abort_reason);
+    if (!l->pump->down && !l->pump->wr_shut && l->base.peer != f.arg)
+      ctl_push(l, &f, st->abort_reason);
   }
 }
 
@@ -407,7 +417,8 @@ void *hccl__tcp_progress_main(void *arg) {
       flush_end = now + FLUSH_MS * 1000000LL;
     }
     for (int i = 0; i < n; i++)
-      if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i])) moved |= link_write(st->all[i]);
+      if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i]))
+        moved |= link_write(st->all[i]);
     if (st->stopping) {
       bool flushed = true, closed = true;
       for (int i = 0; i < n; i++) {
@@ -448,7 +459,8 @@ void *hccl__tcp_progress_main(void *arg) {
         (void)k;
         continue;
       }
-      if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->pump->out_blocked && !l->pump->down) {
+      if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->pump->out_blocked &&
+          !l->pump->down) {
         struct epoll_event in = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(st->epfd, EPOLL_CTL_MOD, l->fd, &in);
         l->pump->out_blocked = false;
