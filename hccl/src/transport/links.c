@@ -2,10 +2,11 @@
  * links.c - a communicator's links (the link tables of its transport context): for a peer, the
  * first transport of the priority table (transport.c) that can join the two is asked for a
  * link on a channel, as NCCL's transport selection does. At init a rank makes only the links
- * its collectives use: both channels to the ranks of its server, and channel 0 to the partners of the algorithms over the world and
- * cross groups (ring neighbours, halving-doubling and tree partners: O(log n) of them). Any
- * other link (point-to-point, all-to-all, gather, scatter) is made on first use, which is what
- * keeps a job of thousands of ranks from holding a full mesh of sockets (docs/scaling.md).
+ * its collectives use: both channels to the ranks of its server, and channel 0 to the
+ * partners of the algorithms over the world and cross groups (ring neighbours,
+ * halving-doubling and tree partners: O(log n) of them). Any other link (point-to-point,
+ * all-to-all, gather, scatter) is made on first use, which is what keeps a job of thousands of
+ * ranks from holding a full mesh of sockets (docs/scaling.md).
  */
 #include <stdio.h>
 
