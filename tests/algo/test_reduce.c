@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "half.h"
+#include "half_cases.h"
 #include "reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -420,42 +421,8 @@ static void test_f16_roundtrip_exhaustive(void **state) {
 
 static void test_f16_rounding(void **state) {
   (void)state;
-  static const struct {
-    float f;
-    uint16_t h;
-  } t[] = {
-      {1.0f, 0x3c00},
-      {1.0f + 0x1p-11f, 0x3c00},            /* tie between 1 and 1+2^-10: even is 1 */
-      {1.0f + 3 * 0x1p-11f, 0x3c02},        /* tie between 0x3c01 and 0x3c02: even */
-      {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01}, /* just above the tie */
-      {-(1.0f + 0x1p-11f), 0xbc00},
-      {2049.0f, 0x6800},  /* 2048 and 2050 are halves: tie -> 2048 */
-      {2051.0f, 0x6802},  /* tie -> 2052 */
-      {0x1p-24f, 0x0001}, /* smallest subnormal */
-      {0x1p-25f, 0x0000}, /* tie between 0 and 2^-24: even is 0 */
-      {0x1p-25f + 0x1p-40f, 0x0001},
-      {3 * 0x1p-25f, 0x0002}, /* tie between 1 and 2 units: 2 */
-      {5 * 0x1p-25f, 0x0002}, /* tie between 2 and 3 units: 2 */
-      {-0x1p-25f, 0x8000},
-      {0x1p-14f, 0x0400},           /* smallest normal */
-      {1023.5f * 0x1p-24f, 0x0400}, /* tie between largest subnormal and 2^-14 */
-      {1022.5f * 0x1p-24f, 0x03fe},
-      {0x1p-30f, 0x0000},
-      {1e-30f, 0x0000},
-      {0x1p-149f, 0x0000}, /* float subnormal */
-      {65504.0f, 0x7bff},
-      {65519.99f, 0x7bff},
-      {65520.0f, 0x7c00}, /* tie between 65504 and 2^16: rounds to Inf */
-      {-65520.0f, 0xfc00},
-      {1e10f, 0x7c00},
-      {INFINITY, 0x7c00},
-      {-INFINITY, 0xfc00},
-      {0.0f, 0x0000},
-      {-0.0f, 0x8000},
-      {0.1f, 0x2e66},
-      {-2.5f, 0xc100},
-  };
-  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+  const struct half_case *t = HALF_CASES;
+  for (size_t i = 0; i < HALF_NCASES; i++) {
     uint16_t got = hccl__float_to_half(t[i].f);
     if (got != t[i].h) fprintf(stderr, "float_to_half(%a) = %#x, want %#x\n", t[i].f, got, t[i].h);
     assert_int_equal(got, t[i].h);

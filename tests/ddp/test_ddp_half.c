@@ -23,6 +23,7 @@
 
 #include "ddp_int.h"
 #include "half.h"
+#include "half_cases.h"
 
 static int setup_alarm(void **state) {
   (void)state;
@@ -48,32 +49,8 @@ static uint16_t wire_one(float f, float scale, unsigned off) {
 
 static void test_expected_bits(void **state) {
   (void)state;
-  static const struct {
-    float f;
-    uint16_t h;
-  } t[] = {
-      {1.0f, 0x3c00},
-      {-2.5f, 0xc100},
-      {1.0f + 0x1p-11f, 0x3c00},     /* tie between 1 and 1 + 2^-10: even is 1 */
-      {1.0f + 3 * 0x1p-11f, 0x3c02}, /* tie: even is 0x3c02 */
-      {65504.0f, 0x7bff},            /* the largest half */
-      {65519.99f, 0x7bff},
-      {65520.0f, 0x7c00}, /* tie between 65504 and 2^16: Inf */
-      {-65520.0f, 0xfc00},
-      {INFINITY, 0x7c00},
-      {-INFINITY, 0xfc00},
-      {0x1p-14f, 0x0400},           /* the smallest normal */
-      {1023.5f * 0x1p-24f, 0x0400}, /* tie between the largest subnormal and 2^-14 */
-      {0x1p-24f, 0x0001},           /* the smallest subnormal */
-      {0x1p-25f, 0x0000},           /* tie between 0 and 2^-24: even is 0 */
-      {0x1p-25f + 0x1p-40f, 0x0001},
-      {3 * 0x1p-25f, 0x0002}, /* tie between 1 and 2 units: 2 */
-      {-0x1p-25f, 0x8000},
-      {0x1p-149f, 0x0000}, /* a float subnormal */
-      {0.0f, 0x0000},
-      {-0.0f, 0x8000},
-  };
-  for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+  const struct half_case *t = HALF_CASES;
+  for (size_t i = 0; i < HALF_NCASES; i++) {
     assert_int_equal(hccl__float_to_half(t[i].f), t[i].h);
     for (unsigned off = 0; off < 8; off++) {
       uint16_t got = wire_one(t[i].f, 1.0f, off);
