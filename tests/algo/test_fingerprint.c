@@ -1,6 +1,6 @@
 /*
  * test_fingerprint.c - mismatched collectives are caught on every rank, before any data is
- * mixed (core/fingerprint.c, the stamp check in algo/prims.c).
+ * mixed (algo/fingerprint.c, the stamp check in algo/prims.c).
  *
  * Unit: stamps of equal calls are equal; changing any one field (call number, collective,
  * count, data type, reduction, root) makes them differ, and the message names exactly that
@@ -135,7 +135,7 @@ static int mismatch_body(int rank, int n, void *argp) {
   }
   /* One good call first, so the mismatch is not the first message on any link. A rank still
    * finishing it may already see the others' failure of the next call: a call never succeeds
-   * on one rank after another rank has failed (coll.c reads aborts at its end). */
+   * on one rank after another rank has failed (coll_run.c reads aborts at its end). */
   double t0 = cc_now();
   rc = HcclBarrier(comm, NULL);
   if (rc != HCCL_SUCCESS) goto failed;

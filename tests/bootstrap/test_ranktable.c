@@ -1,6 +1,6 @@
 /*
  * test_ranktable.c - HCCL's rank table (bootstrap/ranktable.c) and the inits that read it
- * (HcclCommInitClusterInfo, HcclCommInitFromEnv with RANK_TABLE_FILE; core/comm.c).
+ * (HcclCommInitClusterInfo, HcclCommInitFromEnv with RANK_TABLE_FILE; core/comm_init.c).
  *
  * Parsing: topologies/ranktables/2x8.json and 1x4_local.json give the right ranks, servers and
  * devices; numbers as strings or as JSON numbers; unknown fields ignored. Every refusal names

@@ -1,6 +1,6 @@
 /*
  * test_comm_threads.c - two communicators of one process driven by two threads at once
- * (core/comm.c, core/coll.c): each rank makes two communicators over the same ranks, then one
+ * (core/comm.c, core/coll_run.c): each rank makes two communicators over the same ranks, then one
  * thread runs allreduces and broadcasts on the first while another runs them, with other
  * sizes and types, on the second. Every result is checked; nothing one communicator does may
  * reach the other (own links, own queue, own call numbers, own log context). 4 ranks, 150
