@@ -148,11 +148,14 @@ HcclResult hccl__round_allgather(const struct hccl_rounds *rd, const char *round
 /* Ends the store's part, on success and on failure alike: each other rank says "done" as its
  * last store call; rank 0, if every rank joined (so every rank will say it), waits for all of
  * them, then stops the store. No rank loses the store while it still reads from it, and no
- * store outlives its bootstrap. */
-void hccl__round_finish(struct hccl_rounds *rd, bool all_joined) {
+ * store outlives its bootstrap. The caller's store outlives a bootstrap that succeeded, so
+ * then nobody waits; but after a failure rank 0's caller gets the error and may end the
+ * process that holds that store (torch's TCPStore lives in rank 0's), while another rank is
+ * still reading the records that make it fail the same way: so then they wait as well. */
+void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed) {
   char key[160];
-  if (rd->store_external) {
-    /* The caller's store outlives us, and no server of ours needs stopping. */
+  if (rd->store_external && !(all_joined && failed)) {
+    /* Nobody loses the caller's store early, and no server of ours needs stopping. */
   } else if (rd->store && rd->rank != 0) {
     snprintf(key, sizeof(key), "%s/done/%u", rd->key_prefix, rd->rank);
     uint32_t one = 1;

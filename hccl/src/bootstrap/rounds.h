@@ -40,7 +40,8 @@ HcclResult hccl__round_allgather(const struct hccl_rounds *rd, const char *round
 
 /* Ends the store's part of the bootstrap, on success and on failure alike, closing rd->store
  * and stopping rd->server (rank 0's), and setting both to NULL: the caller forgets its own
- * pointers to them too. all_joined: every rank published its "info" record. */
-void hccl__round_finish(struct hccl_rounds *rd, bool all_joined);
+ * pointers to them too. all_joined: every rank published its "info" record; failed: the
+ * bootstrap failed after that (the same checks fail on every rank). */
+void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed);
 
 #endif

@@ -306,7 +306,8 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
   if (all_joined) r = bootstrap_rest(c, &self);
-  hccl__round_finish(&rd, all_joined); /* closes the store, stops rank 0's server */
+  /* closes the store, stops rank 0's server */
+  hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
   c->store = NULL;
   c->server = NULL;
   HCCL_TRY(r);
