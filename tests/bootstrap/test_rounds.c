@@ -4,19 +4,24 @@
  * Every rank must get every rank's record for n = 1 to 37 and 64; the store must serve at most
  * 4n requests a round (every rank reading every record served n^2 + n: 4160 at 64, against
  * 256 allowed here); a rank that never joins must be named, on the ranks waiting in its
- * subtree and on the others alike, within the connect timeout.
+ * subtree and on the others alike, within the connect timeout. After a bootstrap that failed
+ * over the caller's store, rank 0 returns only once every rank has read what it needs, so rank
+ * 0's process may end (and take torch's TCPStore with it) without another rank losing the store.
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "log.h"
 #include "rounds.h"
 #include "store.h"
 #include "wait.h"
@@ -126,10 +131,81 @@ static void test_missing_rank_named(void **state) {
   }
 }
 
+/* The caller's store, as rank `rank` reaches it: rank 1's read of a round's whole is slow
+ * (a loaded machine), and the store is gone once `gone` is set (rank 0's process ended). */
+struct caller_store {
+  struct hccl_store base;
+  struct hccl_store *inner;
+  uint32_t rank;
+  _Atomic int *gone;
+};
+static HcclResult cs_set(struct hccl_store *s, const char *k, const void *v, size_t n) {
+  struct caller_store *c = (struct caller_store *)s;
+  if (atomic_load(c->gone)) return hccl__fail(HCCL_E_NETWORK, "the store is gone");
+  return hccl__store_set(c->inner, k, v, n);
+}
+static HcclResult cs_get(struct hccl_store *s, const char *k, void **v, size_t *n, int64_t ms) {
+  struct caller_store *c = (struct caller_store *)s;
+  size_t kl = strlen(k);
+  if (c->rank == 1 && kl > 4 && strcmp(k + kl - 4, "/all") == 0) usleep(300 * 1000);
+  if (atomic_load(c->gone)) return hccl__fail(HCCL_E_NETWORK, "the store is gone");
+  return hccl__store_get(c->inner, k, v, n, ms);
+}
+static HcclResult cs_add(struct hccl_store *s, const char *k, int64_t d, int64_t *r) {
+  struct caller_store *c = (struct caller_store *)s;
+  return c->inner->ops->add(c->inner, k, d, r);
+}
+static const struct hccl_store_ops caller_ops = {"caller", cs_set, cs_get, cs_add, c_close};
+
+struct failing_arg {
+  struct rank_arg a;
+  struct caller_store store;
+};
+
+/* One rank of a bootstrap whose checks fail after "info" on every rank (as a device that two
+ * ranks both drive): the round, then the finish; rank 0's process then ends. */
+static void *failing_main(void *p) {
+  struct failing_arg *f = p;
+  rank_main(&f->a);
+  hccl__round_finish(&f->a.rd, f->a.result == HCCL_SUCCESS, true);
+  if (f->store.rank == 0) atomic_store(f->store.gone, 1);
+  return NULL;
+}
+
+static void test_failed_bootstrap_keeps_callers_store(void **state) {
+  (void)state;
+  static struct failing_arg f[2];
+  _Atomic int gone = 0;
+  struct hccl_store *inner;
+  assert_int_equal(hccl__store_mem_new(&inner), HCCL_SUCCESS);
+  pthread_t th[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    memset(&f[r], 0, sizeof(f[r]));
+    f[r].store = (struct caller_store){{&caller_ops}, inner, r, &gone};
+    snprintf(f[r].a.key_prefix, sizeof(f[r].a.key_prefix), "fail");
+    f[r].a.rd = (struct hccl_rounds){.store = &f[r].store.base,
+                                     .store_external = true,
+                                     .key_prefix = f[r].a.key_prefix,
+                                     .rank = r,
+                                     .nranks = 2,
+                                     .connect_timeout_ms = 10000};
+    assert_int_equal(pthread_create(&th[r], NULL, failing_main, &f[r]), 0);
+  }
+  for (uint32_t r = 0; r < 2; r++)
+    pthread_join(th[r], NULL);
+  inner->ops->close(inner);
+  /* Rank 1 read the whole round before rank 0 returned (and its store went). */
+  for (uint32_t r = 0; r < 2; r++) {
+    if (f[r].a.result != HCCL_SUCCESS) fail_msg("rank %u: %s", r, f[r].a.msg);
+    assert_int_equal(f[r].a.all[1 - r].rank, 1 - r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_missing_rank_named),
+      cmocka_unit_test(test_failed_bootstrap_keeps_callers_store),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

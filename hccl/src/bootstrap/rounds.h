@@ -22,8 +22,9 @@ struct hccl_store_server;
 struct hccl_rounds {
   struct hccl_store *store;
   struct hccl_store_server *server; /* rank 0's store server, or NULL: finish stops it */
-  bool store_external;              /* the caller's store: no "done" handshake, and a timeout
-                                     * names the connect timeout, not HCCL_CONNECT_TIMEOUT */
+  bool store_external;              /* the caller's store: "done" only after a failure, and a
+                                     * timeout names the connect timeout, not
+                                     * HCCL_CONNECT_TIMEOUT */
   const char *key_prefix;           /* keys are "<key_prefix>/<round>/..." */
   uint32_t rank, nranks;
   int64_t connect_timeout_ms; /* each round's deadline, and each "done" wait's */
