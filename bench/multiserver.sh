@@ -72,7 +72,7 @@ link() {
     wait
     "${PYTHON:-python3}" -c 'import json, sys
 e = json.loads(sys.stdin.read())["end"]
-print(min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9)' <<<"$out" 2>/dev/null
+print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9))' <<<"$out" 2>/dev/null
   done >"$work/link.all"
   cut -d' ' -f1 "$work/link.all" | median
 }
