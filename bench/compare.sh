@@ -375,6 +375,22 @@ for a in "oneCCL:$CCL_WHY" "DeepSpeed:$DS_WHY" "MPICH:$MPICH_WHY"; do
   [ -z "${a#*:}" ] || echo "${a%%:*}: ${a#*:}"
 done
 
+# The limits of this machine, measured in the same run: B, the bytes all cores copy per second
+# together (bench/membw.c), bounds an allreduce's busbw at p ranks by B/p x 2(p-1)/p (every
+# byte of every rank's input read and of its output written once); the floor of a 4 KiB
+# exchange between two processes (bench/copy_floor.c) bounds a 2-rank 4 KiB allreduce.
+MEMBW=n/a FLOOR_US=n/a
+if cc -O2 -pthread -o "$RESULTS_DIR/membw" "$HERE/membw.c" 2>"$RESULTS_DIR/membw.build.txt"; then
+  MEMBW=$("$RESULTS_DIR/membw" | awk '{ print $1 }')
+fi
+if cc -O3 -march=native -o "$RESULTS_DIR/copy_floor" "$HERE/copy_floor.c" 2>"$RESULTS_DIR/copy_floor.build.txt"; then
+  FLOOR_US=$("$RESULTS_DIR/copy_floor" 4096 | sed -n 's/.* us=//p')
+fi
+echo "memory: B = $MEMBW GB/s (membw); a 4 KiB exchange between two processes: $FLOOR_US us (copy_floor)" >&2
+# limit N: B/N x 2(N-1)/N.
+limit() { awk -v b="$MEMBW" -v n="$1" 'BEGIN { if (b + 0 > 0) printf "%.2f", b / n * 2 * (n - 1) / n; else print "n/a" }'; }
+share() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
+
 start=$(date +%s)
 rows=()
 trows=()
@@ -382,7 +398,7 @@ arows_bw=()
 arows_t=()
 for n in $RANKS; do
   echo "running $n ranks ..." >&2
-  h_bw=n/a hi_bw=n/a m_bw=n/a mi_bw=n/a g_bw=n/a t_bw=n/a
+  h_bw=n/a hi_bw=n/a r_bw=n/a m_bw=n/a mi_bw=n/a g_bw=n/a t_bw=n/a
   c_bw=n/a s_bw=n/a x_bw=n/a
   m_t=n/a mi_t=n/a g_t=n/a t_t=n/a d_g=n/a d_h=n/a c_t=n/a s_t=n/a x_t=n/a
   sizes="64M 4K"
@@ -390,6 +406,7 @@ for n in $RANKS; do
   for size in $sizes; do
     if [ $size = 64M ]; then
       read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
+      read -r _ _ _ r_bw <<<"$(run hccl-R1 "$n" 64M launch "$BIN/allreduce_perf" -R 1)"
     else
       read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
     fi
@@ -428,7 +445,7 @@ for n in $RANKS; do
   [ $HAVE_GLOO = 1 ] || gloo_why="python3-torch not installed"
   if [ "$QUICK" != 1 ]; then
     IFS='|' read -r bn bv <<<"$(best more "Open MPI=$mi_bw" "MPICH=$x_bw" "oneCCL=$c_bw" "DeepSpeed shm=$s_bw" "gloo=$g_bw" )"
-    arows_bw+=("| $n | $(cell "$hi_bw" hccl "$n" 64M) | $(cell "$mi_bw" mpi "$n" 64M "$mpi_why") | $(cell "$x_bw" mpich "$n" 64M "$MPICH_WHY") | $(cell "$c_bw" oneccl "$n" 64M "$CCL_WHY") | $(cell "$s_bw" deepspeed "$n" 64M "$DS_WHY") | $(cell "$g_bw" gloo "$n" 64M "$gloo_why") | $bn | $(ratio "$hi_bw" "$bv") |")
+    arows_bw+=("| $n | $(cell "$hi_bw" hccl "$n" 64M) | $(cell "$mi_bw" mpi "$n" 64M "$mpi_why") | $(cell "$x_bw" mpich "$n" 64M "$MPICH_WHY") | $(cell "$c_bw" oneccl "$n" 64M "$CCL_WHY") | $(cell "$s_bw" deepspeed "$n" 64M "$DS_WHY") | $(cell "$g_bw" gloo "$n" 64M "$gloo_why") | $bn | $(ratio "$hi_bw" "$bv") | $(cell "$r_bw" hccl-R1 "$n" 64M) | $(limit "$n") | $(share "$hi_bw" "$(limit "$n")") | $(share "$r_bw" "$(limit "$n")") |")
   fi
   IFS='|' read -r bn bv <<<"$(best less "Open MPI=$mi_t" "MPICH=$x_t" "oneCCL=$c_t" "DeepSpeed shm=$s_t" "gloo=$g_t" )"
   arows_t+=("| $n | $(cell "$hi_t" hccl "$n" 4K) | $(cell "$mi_t" mpi "$n" 4K "$mpi_why") | $(cell "$x_t" mpich "$n" 4K "$MPICH_WHY") | $(cell "$c_t" oneccl "$n" 4K "$CCL_WHY") | $(cell "$s_t" deepspeed "$n" 4K "$DS_WHY") | $(cell "$g_t" gloo "$n" 4K "$gloo_why") | $bn | $(ratio "$hi_t" "$bv") |")
@@ -463,9 +480,12 @@ echo "libhccl (allreduce_perf) against the anchors a CPU user would choose, in-p
 echo "library's own in-place call; bench/README.md, \"Anchors\"):"
 if [ "$QUICK" != 1 ]; then
   echo
-  echo "| ranks | hccl busbw@64MiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best |"
-  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
+  echo "| ranks | hccl busbw@64MiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best | hccl -R 1 | memory limit | hccl share | -R 1 share |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${arows_bw[@]}"
+  echo
+  echo "-R 1: allreduce_perf's buffers from HcclMemAlloc (the zero-copy path). memory limit:"
+  echo "B/p x 2(p-1)/p with B = $MEMBW GB/s, all cores copying together (bench/membw.c)."
 fi
 echo
 echo "| ranks | hccl time@4KiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best |"
@@ -473,6 +493,8 @@ echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
 printf '%s\n' "${arows_t[@]}"
 echo
 echo "hccl/best: above 1 is better for hccl in the busbw table, below 1 in the time table."
+echo "The floor of a 4 KiB exchange between two processes (copy into the other's slot, flag, add"
+echo "the other's slot; bench/copy_floor.c): $FLOOR_US us."
 if [ "$QUICK" != 1 ]; then
   echo "64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20; median of $REPEATS runs each;"
   echo "DDP: median of 20 steps after 3 (bench/torch_ddp_step.py). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
