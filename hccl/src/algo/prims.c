@@ -26,7 +26,11 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
                         "expected; every rank must make the same calls with the same counts",
                         p->w->what, p->w->rank, recv_from->peer, got, bytes);
   }
-  if (send_to) HCCL_TRY(send_to->ops->send_acquire(send_to, &dst, p->w));
+  /* By reference when the value to send will be in a caller's buffer: the input as it is, or
+   * the output this step writes. */
+  bool ref = send_to && p->by_ref && send_to->ops->send_ref && bytes > 0 &&
+             (src ? out != NULL : local != NULL);
+  if (send_to && !ref) HCCL_TRY(send_to->ops->send_acquire(send_to, &dst, p->w));
 
   if (bytes == 0) {
     /* A zero-byte message still keeps both sides in step. */
@@ -41,9 +45,19 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
     if (dst) memcpy(dst, v, bytes);
   }
 
-  if (send_to) send_to->ops->send_commit(send_to, bytes, &p->stamp);
+  if (ref) {
+    HcclResult r = send_to->ops->send_ref(send_to, src ? out : local, bytes, &p->stamp, p->w);
+    if (r != HCCL_SUCCESS) return r;
+  } else if (send_to) {
+    send_to->ops->send_commit(send_to, bytes, &p->stamp);
+  }
   if (recv_from) recv_from->ops->recv_release(recv_from);
   return HCCL_SUCCESS;
+}
+
+HcclResult hccl__prim_flush(const struct hccl_prim *p, struct hccl_link *to) {
+  if (!to || !to->ops->send_flush) return HCCL_SUCCESS;
+  return to->ops->send_flush(to, p->w);
 }
 
 static size_t chunk_of(const struct hccl_prim *p, const struct hccl_link *l) {

@@ -24,6 +24,13 @@ struct hccl_prim {
   hccl__reduce_fn reduce;  /* NULL for data-moving collectives */
   size_t esz;              /* element size */
   struct hccl_stamp stamp; /* the call's fingerprint (core/fingerprint.h); zero: unchecked */
+  /* Set by an algorithm whose sent bytes stay unchanged until a message that depends on them
+   * comes back (every rank's later writes to a sent region wait for a reduced or forwarded
+   * value that passed through the receiver first) and which calls hccl__prim_flush on its
+   * sending links before it returns: a step whose value is in a caller's buffer (the input
+   * sent as it is, or the output the step wrote) then sends it by reference where the link's
+   * transport can (send_ref: TCP), without the copy into the send slot. */
+  bool by_ref;
 };
 
 /* recv_from / send_to may be NULL (no receive / no send); local and out may be NULL. bytes is
@@ -65,6 +72,10 @@ HcclResult hccl__prim_sendrecv(const struct hccl_prim *p, struct hccl_link *send
 /* prim_sendrecv with one partner both ways. */
 HcclResult hccl__prim_exchange(const struct hccl_prim *p, struct hccl_link *l, const void *sbuf,
                                size_t send_bytes, const void *local, void *out, size_t recv_bytes);
+
+/* Waits until the transport has read every message sent by reference on `to` (none: at
+ * once); the caller's buffers may change after it. NULL `to` is nothing to flush. */
+HcclResult hccl__prim_flush(const struct hccl_prim *p, struct hccl_link *to);
 
 /* Waits until the peer has released every message sent on `to`: the receiver accepted their
  * sizes. A receiver that found a wrong size aborts instead, and this fails with its reason. */

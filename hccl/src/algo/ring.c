@@ -91,39 +91,61 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
   return hccl__prim_step(p, left, NULL, NULL, out + off * es, n * es);
 }
 
-HcclResult hccl__ring_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+/* The ring and the chains may send by reference (prims.h): a region one of them sends is
+ * written later in the same call only where its final value arrives, which the receiver of
+ * the region made from it (in place, a reduce-scatter's input block comes back reduced; the
+ * forwarded and own output blocks and the chains' buffers are never written after they are
+ * sent). Each public function below runs with by_ref set and flushes its sending link before it
+ * returns, so the caller may change its buffers at once. On a failure it returns without the
+ * flush: the call's failure ends the communicator's use, and the wait could last until the
+ * deadline. */
+static struct hccl_prim by_ref(const struct hccl_prim *p) {
+  struct hccl_prim q = *p;
+  q.by_ref = true;
+  return q;
+}
+
+static struct hccl_link *right_of(const struct hccl_group *g) {
+  return g->n > 1 ? hccl__group_link(g, hccl__group_at(g, (int64_t)g->pos[g->me] + 1)) : NULL;
+}
+
+HcclResult hccl__ring_allreduce(const struct hccl_group *g, const struct hccl_prim *p0,
                                 const void *send, void *recv, size_t count) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   struct blocks b = {count / g->n, count % g->n};
   size_t per = per_chunk(g, p), rounds = rounds_of(&b, per);
   for (size_t t = 0; t < rounds; t++) {
     HCCL_TRY(rs_round(g, p, &b, t, per, send, recv, (size_t)-1, 1));
     HCCL_TRY(ag_round(g, p, &b, t, per, recv));
   }
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, right_of(g));
 }
 
-HcclResult hccl__ring_reduce_scatter(const struct hccl_group *g, const struct hccl_prim *p,
+HcclResult hccl__ring_reduce_scatter(const struct hccl_group *g, const struct hccl_prim *p0,
                                      const void *send, void *recv, size_t recv_count) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   struct blocks b = {recv_count, 0};
   size_t per = per_chunk(g, p), rounds = rounds_of(&b, per);
   for (size_t t = 0; t < rounds; t++)
     HCCL_TRY(rs_round(g, p, &b, t, per, send, recv, 0, 0));
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, right_of(g));
 }
 
-HcclResult hccl__ring_reduce_scatter_split(const struct hccl_group *g, const struct hccl_prim *p,
+HcclResult hccl__ring_reduce_scatter_split(const struct hccl_group *g, const struct hccl_prim *p0,
                                            const void *send, void *recv, size_t count) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   struct blocks b = {count / g->n, count % g->n};
   size_t per = per_chunk(g, p), rounds = rounds_of(&b, per);
   for (size_t t = 0; t < rounds; t++)
     HCCL_TRY(rs_round(g, p, &b, t, per, send, recv, (size_t)-1, 0));
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, right_of(g));
 }
 
 /* Every round: send the own chunk (from `own`, element offsets relative to the own block, or
  * from `out` itself when own is NULL), placing it in `out` unless it is there, then forward. */
-static HcclResult allgather(const struct hccl_group *g, const struct hccl_prim *p,
+static HcclResult allgather(const struct hccl_group *g, const struct hccl_prim *p0,
                             const struct blocks *b, const char *own, char *out) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   size_t per = per_chunk(g, p), es = p->esz, rounds = rounds_of(b, per);
   struct hccl_link *right = hccl__group_link(g, hccl__group_at(g, (int64_t)g->pos[g->me] + 1));
   for (size_t t = 0; t < rounds; t++) {
@@ -135,7 +157,7 @@ static HcclResult allgather(const struct hccl_group *g, const struct hccl_prim *
       HCCL_TRY(hccl__prim_step(p, NULL, right, out + off * es, NULL, n * es));
     HCCL_TRY(ag_round(g, p, b, t, per, out));
   }
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, right);
 }
 
 HcclResult hccl__ring_allgather(const struct hccl_group *g, const struct hccl_prim *p,
@@ -151,8 +173,9 @@ HcclResult hccl__ring_allgather_split(const struct hccl_group *g, const struct h
 }
 
 /* Chains run from the root along the ring: v = 0 is the root, v = n-1 the far end. */
-HcclResult hccl__chain_broadcast(const struct hccl_group *g, const struct hccl_prim *p, void *buf,
+HcclResult hccl__chain_broadcast(const struct hccl_group *g, const struct hccl_prim *p0, void *buf,
                                  size_t count, uint32_t root) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   uint32_t np = g->n, rpos = g->pos[root], mine = g->pos[g->me];
   uint32_t v = (mine + np - rpos) % np;
   struct hccl_link *from = v > 0 ? hccl__group_link(g, hccl__group_at(g, (int64_t)mine - 1)) : NULL;
@@ -164,12 +187,13 @@ HcclResult hccl__chain_broadcast(const struct hccl_group *g, const struct hccl_p
     size_t n = bytes - off < per ? bytes - off : per;
     HCCL_TRY(hccl__prim_step(p, from, to, from ? NULL : b + off, from ? b + off : NULL, n));
   }
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, to);
 }
 
 /* Reduce flows the other way: from the far end (v = n-1) towards the root (v = 0). */
-HcclResult hccl__chain_reduce(const struct hccl_group *g, const struct hccl_prim *p,
+HcclResult hccl__chain_reduce(const struct hccl_group *g, const struct hccl_prim *p0,
                               const void *send, void *recv, size_t count, uint32_t root) {
+  struct hccl_prim q = by_ref(p0), *p = &q;
   uint32_t np = g->n, rpos = g->pos[root], mine = g->pos[g->me];
   uint32_t v = (mine + np - rpos) % np;
   struct hccl_link *from =
@@ -182,5 +206,5 @@ HcclResult hccl__chain_reduce(const struct hccl_group *g, const struct hccl_prim
     size_t n = bytes - off < per ? bytes - off : per;
     HCCL_TRY(hccl__prim_step(p, from, to, s + off, to ? NULL : r + off, n));
   }
-  return HCCL_SUCCESS;
+  return hccl__prim_flush(p, to);
 }

@@ -20,9 +20,12 @@
  *
  * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
  * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to
- * 512 KiB). The algorithm's thread fills a send slot and commits it; one progress thread per
- * communicator (epoll, and an eventfd to wake it) makes every socket call: it writes committed
- * slots as DATA frames {type, size, stamp} + payload, reads frames into the next receive slot
+ * 512 KiB). The algorithm's thread fills a send slot and commits it, or (send_ref) queues a
+ * pointer into its caller's buffer instead, which the progress thread's sendmsg then reads in
+ * place (the kernel's copy is the only one; send_flush waits until `written` covers every
+ * message queued). One progress thread per communicator (epoll, and an eventfd to wake it)
+ * makes every socket call: it writes committed messages as DATA frames {type, size, stamp} +
+ * payload, reads frames into the next receive slot
  * and publishes it with hccl__post on `arrived` (so waiters sleep in hccl__wait_change as on
  * shm), and when the algorithm has released messages it sends one ACK {released count} for all
  * of them. A sender has at most 8 messages its receiver has not released (shm's rule), so a
@@ -120,7 +123,8 @@ static HcclResult tcp_check(void *arg, const struct hccl_wait *w, uint32_t peer)
 
 /* ---- data path: the algorithm's side ---- */
 
-static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w) {
+/* Waits until message l->sent may be queued: fewer than TCP_NSLOTS unreleased. */
+static HcclResult send_window(struct hccl_link *base, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
   while (l->sent - l->acked_seen >= TCP_NSLOTS) {
     uint32_t acked = atomic_load_explicit(&l->acked, memory_order_acquire);
@@ -135,17 +139,49 @@ static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const str
     HCCL_TRY(hccl__wait_aborted(w)); /* an origin's reason wins, as in waits */
     return tcp_check(base, w, base->peer);
   }
+  return HCCL_SUCCESS;
+}
+
+static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w) {
+  struct tcp_link *l = (struct tcp_link *)base;
+  HCCL_TRY(send_window(base, w));
   *buf = l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes;
   return HCCL_SUCCESS;
 }
 
-static void tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {
-  struct tcp_link *l = (struct tcp_link *)base;
+/* Queues message l->sent, its payload at pay, for the progress thread. */
+static void queue(struct tcp_link *l, const void *pay, size_t bytes,
+                  const struct hccl_stamp *stamp) {
   l->shdr[l->sent % TCP_NSLOTS] =
       (struct tcp_frame){.type = FRAME_DATA, .size = (uint32_t)bytes, .stamp = *stamp};
+  l->spay[l->sent % TCP_NSLOTS] = pay;
   l->sent++;
   atomic_store(&l->committed, l->sent);
   poke(l->st);
+}
+
+static void tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {
+  struct tcp_link *l = (struct tcp_link *)base;
+  queue(l, l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes, bytes, stamp);
+}
+
+/* The payload goes from buf to the socket with the kernel's copy only (the progress thread's
+ * sendmsg reads it), not through the send slot. */
+static HcclResult tcp_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
+                               const struct hccl_stamp *stamp, const struct hccl_wait *w) {
+  HCCL_TRY(send_window(base, w));
+  queue((struct tcp_link *)base, buf, bytes, stamp);
+  return HCCL_SUCCESS;
+}
+
+static HcclResult tcp_send_flush(struct hccl_link *base, const struct hccl_wait *w) {
+  struct tcp_link *l = (struct tcp_link *)base;
+  for (;;) {
+    uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
+    if (written == l->sent) return HCCL_SUCCESS;
+    HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w, tcp_check,
+                               base));
+  }
 }
 
 static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
@@ -479,6 +515,8 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .connected = NULL, /* the listener stays: links are made on first use */
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,
+    .send_ref = tcp_send_ref,
+    .send_flush = tcp_send_flush,
     .recv_acquire = tcp_recv_acquire,
     .recv_release = tcp_recv_release,
     .send_ready = tcp_send_ready,

@@ -258,11 +258,15 @@ struct tcp_link {
   struct tcp_state *st;
   int fd;
   int channel;
-  /* Send side, the algorithm's thread: slot m % 8 holds message m and its frame header. */
+  /* Send side, the algorithm's thread: message m's frame header in shdr[m % 8], its payload
+   * at spay[m % 8]: slot m % 8 of sbuf, or the caller's buffer (send_ref). */
   char *sbuf;
   struct tcp_frame shdr[TCP_NSLOTS];
+  const char *spay[TCP_NSLOTS];
   uint32_t sent, acked_seen;
   _Atomic uint32_t committed; /* = sent, published to the progress thread */
+  _Atomic uint32_t written;   /* DATA frames wholly written, published by the progress thread */
+  _Atomic uint32_t flush_waiting;
   _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
   _Atomic uint32_t send_waiting;
   /* Receive side, the algorithm's thread: message m in rbuf's slot m % 8, its header in

@@ -69,6 +69,7 @@ void hccl__tcp_pump_free(struct tcp_pump *p) {
 static void wake_link(struct tcp_link *l) {
   hccl__wake_all(&l->arrived);
   hccl__wake_all(&l->acked);
+  hccl__wake_all(&l->written);
 }
 
 void hccl__tcp_wake_all(struct tcp_state *st) {
@@ -153,6 +154,12 @@ static bool link_has_output(struct tcp_link *l) {
          l->st->stopping;
 }
 
+/* Tells a send_flush waiter how many DATA frames are wholly written (their payloads read). */
+static void publish_written(struct tcp_link *l) {
+  if (atomic_load_explicit(&l->written, memory_order_relaxed) != l->pump->written)
+    hccl__post(&l->written, &l->flush_waiting, l->pump->written);
+}
+
 /* Queues what is due and writes as much as the socket takes in one sendmsg. Returns whether
  * anything moved. */
 static bool link_write(struct tcp_link *l) {
@@ -170,14 +177,12 @@ static bool link_write(struct tcp_link *l) {
   }
   struct iovec iov[4 + 2 * TCP_NSLOTS];
   int n = 0;
-  size_t slot = l->base.slot_bytes;
   uint32_t m = pump->written;
   if (pump->data_off > 0) {
     size_t off = pump->data_off, hl = sizeof(struct tcp_frame);
     if (off < hl) iov[n++] = (struct iovec){(char *)&l->shdr[m % TCP_NSLOTS] + off, hl - off};
     size_t poff = off > hl ? off - hl : 0, size = l->shdr[m % TCP_NSLOTS].size;
-    if (poff < size)
-      iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot + poff, size - poff};
+    if (poff < size) iov[n++] = (struct iovec){(char *)l->spay[m % TCP_NSLOTS] + poff, size - poff};
     m++;
   }
   if (pump->ctl_head != pump->ctl_tail)
@@ -185,7 +190,7 @@ static bool link_write(struct tcp_link *l) {
   for (; m != committed; m++) {
     iov[n++] = (struct iovec){&l->shdr[m % TCP_NSLOTS], sizeof(struct tcp_frame)};
     if (l->shdr[m % TCP_NSLOTS].size)
-      iov[n++] = (struct iovec){l->sbuf + (m % TCP_NSLOTS) * slot, l->shdr[m % TCP_NSLOTS].size};
+      iov[n++] = (struct iovec){(char *)l->spay[m % TCP_NSLOTS], l->shdr[m % TCP_NSLOTS].size};
   }
   if (n == 0) {
     if (pump->bye_sent && !pump->wr_shut) {
@@ -218,6 +223,7 @@ static bool link_write(struct tcp_link *l) {
     left -= rest;
     pump->data_off = 0;
     pump->written++;
+    publish_written(l);
   }
   size_t c = pump->ctl_tail - pump->ctl_head;
   if (c > 0) {
@@ -236,6 +242,7 @@ static bool link_write(struct tcp_link *l) {
     left -= len;
     pump->written++;
   }
+  publish_written(l);
   return true;
 }
 

@@ -120,6 +120,16 @@ struct hccl_transport_ops {
                              struct hccl_stamp *stamp, const struct hccl_wait *w);
   void (*recv_release)(struct hccl_link *l);
 
+  /* Sending by reference, where the transport copies anyway (TCP: the kernel copies what
+   * sendmsg is given): send_ref queues `bytes` (at most slot_bytes) of buf as one message, as
+   * send_acquire + a copy + send_commit would, but reads buf later, in place; the caller keeps
+   * buf unchanged until send_flush returns, which waits until the transport has read every
+   * message queued so far. Fails like the other waits. Both NULL where a copy into the slot
+   * is the transfer itself (shm): the algorithms then copy. */
+  HcclResult (*send_ref)(struct hccl_link *l, const void *buf, size_t bytes,
+                         const struct hccl_stamp *stamp, const struct hccl_wait *w);
+  HcclResult (*send_flush)(struct hccl_link *l, const struct hccl_wait *w);
+
   /* Non-blocking readiness, for an engine that progresses several links at once: whether
    * send_acquire would return without waiting (a slot is free), whether recv_acquire would (a
    * message is waiting), and whether the peer has released every message committed so far. */
