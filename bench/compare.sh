@@ -237,11 +237,18 @@ get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >"$log" 2>&1;
 # numactl and at least one core per rank; otherwise the ranks run unbound (like mpirun, which
 # binds only while there are enough cores). The shm op's waits spin: unbound on a busy
 # machine they are slow (bench/README.md).
+# DeepSpeed's shared-memory allreduce leaves a 66 MB file per rank in /dev/shm
+# (deepspeed_allreduce_buffer_<n>_<address>_<port>_<rank>) that nothing removes: 3 runs x 3 rank
+# counts x 2 sizes would pin 5 GB of memory per compare.sh, so each run's files go after it.
 ds_launch() {
-  local n=$1 bind=()
+  local n=$1 bind=() port rc
   shift
+  port=$(free_port)
   if command -v numactl >/dev/null && [ "$n" -le "$(nproc)" ]; then bind=(--bind_cores_to_rank); fi
-  timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" "${bind[@]}" --num_gpus "$n" --master_port "$(free_port)" "$@"
+  timeout "$RUN_TIMEOUT" "$DS_VENV/bin/deepspeed" "${bind[@]}" --num_gpus "$n" --master_port "$port" "$@"
+  rc=$?
+  rm -f /dev/shm/deepspeed_allreduce_buffer_*_"$port"_*
+  return $rc
 }
 
 # MPICH: Debian's packages (mpich, libmpich12, libmpich-dev, and libslurm38 that its mpiexec

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""compare_plot.py - the plot of bench/compare.sh's anchors tables: reads the Markdown that
+compare.sh printed (its two "against the anchors" tables: busbw at 64 MiB with the memory limit,
+time at 4 KiB) and draws two panels, busbw at 64 MiB (higher is better; the memory limit B/p x
+2(p-1)/p as a line over each rank count) and time at 4 KiB (log scale, lower is better), one
+bar per library and rank count. A cell that is not a number (an anchor that could not run) gets
+no bar. Needs matplotlib (Debian's python3-matplotlib).
+
+    python3 bench/compare_plot.py COMPARE_OUTPUT.md OUT.png
+"""
+import argparse
+import sys
+
+LIBS = ["hccl", "hccl -R 1", "Open MPI", "MPICH", "oneCCL", "DeepSpeed shm", "gloo"]
+
+
+def number(cell):
+    try:
+        return float(cell.strip())
+    except ValueError:
+        return None
+
+
+def tables(path):
+    """The two anchors tables as {ranks: {column: value}}: busbw (with 'memory limit') and
+    time."""
+    bw, t, cur, head = {}, {}, None, None
+    for line in open(path):
+        line = line.strip()
+        if not line.startswith("|"):
+            cur = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == "ranks":
+            head = cells
+            cur = bw if cells[1] == "hccl busbw@64MiB" else t if cells[1] == "hccl time@4KiB" else None
+            continue
+        if cur is None or not cells[0].isdigit():
+            continue
+        row = {}
+        for name, cell in zip(head, cells):
+            key = "hccl" if name.startswith("hccl ") and "@" in name else name
+            row[key] = number(cell)
+        cur[int(cells[0])] = row
+    return bw, t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("table")
+    ap.add_argument("out")
+    a = ap.parse_args()
+    bw, t = tables(a.table)
+    if not t:
+        sys.exit("compare_plot.py: no anchors table in %s" % a.table)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("compare_plot.py: matplotlib missing (apt-get install python3-matplotlib)")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(LIBS)
+    for ax, data, title, log in ((axes[0], bw, "busbw at 64 MiB (GB/s, higher is better)", False),
+                                 (axes[1], t, "time at 4 KiB (us, lower is better)", True)):
+        ranks = sorted(data)
+        for k, lib in enumerate(LIBS):
+            xs, ys = [], []
+            for i, n in enumerate(ranks):
+                v = data[n].get(lib)
+                if v is not None and v > 0:
+                    xs.append(i + (k - len(LIBS) / 2 + 0.5) * width)
+                    ys.append(v)
+            if xs:
+                ax.bar(xs, ys, width, label=lib, color="C%d" % k)
+        if data is bw:
+            for i, n in enumerate(ranks):
+                lim = data[n].get("memory limit")
+                if lim:
+                    ax.hlines(lim, i - 0.45, i + 0.45, colors="black", linestyles="dashed",
+                              label="memory limit" if i == 0 else None)
+        ax.set_xticks(range(len(ranks)))
+        ax.set_xticklabels(["%d ranks" % n for n in ranks])
+        ax.set_title(title)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=100)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()
