@@ -24,12 +24,12 @@ struct hccl_prim {
   hccl__reduce_fn reduce;  /* NULL for data-moving collectives */
   size_t esz;              /* element size */
   struct hccl_stamp stamp; /* the call's fingerprint (core/fingerprint.h); zero: unchecked */
-  /* Set by an algorithm whose sent bytes stay unchanged until a message that depends on them
-   * comes back (every rank's later writes to a sent region wait for a reduced or forwarded
-   * value that passed through the receiver first) and which calls hccl__prim_flush on its
-   * sending links before it returns: a step whose value is in a caller's buffer (the input
-   * sent as it is, or the output the step wrote) then sends it by reference where the link's
-   * transport can (send_ref: TCP), without the copy into the send slot. */
+  /* Set by an algorithm that never writes a region after a step with this flag sent it, and
+   * that calls hccl__prim_flush on its sending links before it returns: a step whose value is
+   * in a caller's buffer (the input sent as it is, or the output the step wrote) then sends it
+   * by reference where the link's transport can (send_ref: TCP), without the copy into the
+   * send slot. (That a peer's answer proves the bytes were read is true but crosses processes,
+   * where neither TSan nor a reader of the code can follow it; the rule needs no such proof.) */
   bool by_ref;
 };
 

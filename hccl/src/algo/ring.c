@@ -62,8 +62,12 @@ static HcclResult rs_round(const struct hccl_group *g, const struct hccl_prim *p
   struct hccl_link *left = hccl__group_link(g, hccl__group_at(g, i - 1));
   struct hccl_link *right = hccl__group_link(g, hccl__group_at(g, i + 1));
   size_t es = p->esz, off, n;
+  /* An allreduce in place writes block i-1's final value over the input this step sends, later
+   * in the same round: that send keeps the copy into the slot (prims.h, by_ref). */
+  struct hccl_prim first = *p;
+  if (forward && send == out) first.by_ref = false;
   n = chunk(b, hccl__group_at(g, i - 1), t, per, &off);
-  HCCL_TRY(hccl__prim_step(p, NULL, right, send + off * es, NULL, n * es));
+  HCCL_TRY(hccl__prim_step(&first, NULL, right, send + off * es, NULL, n * es));
   for (uint32_t k = 1; k + 1 < n_; k++) {
     n = chunk(b, hccl__group_at(g, i - k - 1), t, per, &off);
     HCCL_TRY(hccl__prim_step(p, left, right, send + off * es, NULL, n * es));
@@ -91,14 +95,13 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
   return hccl__prim_step(p, left, NULL, NULL, out + off * es, n * es);
 }
 
-/* The ring and the chains may send by reference (prims.h): a region one of them sends is
- * written later in the same call only where its final value arrives, which the receiver of
- * the region made from it (in place, a reduce-scatter's input block comes back reduced; the
- * forwarded and own output blocks and the chains' buffers are never written after they are
- * sent). Each public function below runs with by_ref set and flushes its sending link before it
- * returns, so the caller may change its buffers at once. On a failure it returns without the
- * flush: the call's failure ends the communicator's use, and the wait could last until the
- * deadline. */
+/* The ring and the chains send by reference (prims.h): none of them writes a region after
+ * sending it, except an allreduce in place, whose first send of each round keeps the copy
+ * (rs_round). The forwarded and own output blocks, the other members' input blocks and the
+ * chains' buffers are written, if at all, before they are sent. Each public function below runs
+ * with by_ref set and flushes its sending link before it returns, so the caller may change its
+ * buffers at once. On a failure it returns without the flush: the call's failure ends the
+ * communicator's use, and the wait could last until the deadline. */
 static struct hccl_prim by_ref(const struct hccl_prim *p) {
   struct hccl_prim q = *p;
   q.by_ref = true;
