@@ -47,9 +47,13 @@ def tables(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("table")
-    ap.add_argument("out")
-    a = ap.parse_args()
+    ap.add_argument("table", nargs="?")
+    ap.add_argument("out", nargs="?")
+    a, extra = ap.parse_known_args()
+    if extra:
+        ap.error("unknown option '%s'; see compare_plot.py --help" % extra[0])
+    if not a.table or not a.out:
+        ap.error("give the compare.sh output and the PNG to write: compare_plot.py TABLE OUT")
     bw, t = tables(a.table)
     if not t:
         sys.exit("compare_plot.py: no anchors table in %s" % a.table)
