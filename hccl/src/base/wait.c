@@ -136,11 +136,19 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
     /* An abort may reach this rank over any transport (a local peer's mark in shared memory, an
      * ABORT frame over TCP) while it waits on a link of another: look at all of them, before
      * the link's own check of its peer, so the origin's reason wins over a peer's later exit. */
+    hccl__log_quiet(1);
     r = wt->aborted(wt->arg, w->what);
-    if (r != HCCL_SUCCESS) break;
-    if (check) {
-      r = check(arg, w, peer);
-      if (r != HCCL_SUCCESS) break;
+    if (r == HCCL_SUCCESS && check) r = check(arg, w, peer);
+    hccl__log_quiet(0);
+    if (r != HCCL_SUCCESS) {
+      /* A peer posts its last word, then leaves (destroys its communicator, exits): if it
+       * posted between the read above and the check, the word is ours to take and this wait
+       * succeeded (a failure that is real fails the next one); else the failure is logged. */
+      if (atomic_load(word) != old)
+        r = HCCL_SUCCESS;
+      else
+        hccl__fail(r, "%s", hccl__quiet_error());
+      break;
     }
   }
   atomic_store(waiting, 0);

@@ -1,0 +1,121 @@
+/*
+ * test_wait.c - hccl/src/base/wait.c: a wait ends when the word changes (a post from another
+ * thread wakes it), fails at its deadline naming the peer, fails when the peer check fails, and
+ * succeeds when the peer posted its last word just before it left (the check sees the
+ * departure after the waiter's read of the word: CI saw a barrier fail that way at 8 ranks).
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "log.h"
+#include "wait.h"
+
+static _Atomic uint32_t g_word, g_waiting;
+static int g_checks;
+
+static HcclResult no_abort(void *arg, const char *what) {
+  (void)arg;
+  (void)what;
+  return HCCL_SUCCESS;
+}
+
+static void explain(void *arg, uint32_t peer, char *buf, size_t len) {
+  (void)arg;
+  snprintf(buf, len, "rank %u is behind", peer);
+}
+
+static const struct hccl_waiter g_waiter = {
+    .spin = {0, 0}, .aborted = no_abort, .explain = explain, .timeout_ms = 50,
+    .timeout_src = "test"};
+
+static struct hccl_wait wait_for(int64_t ms) {
+  return (struct hccl_wait){.waiter = &g_waiter, .rank = 0, .what = "barrier",
+                            .deadline_ns = hccl__now_ns() + ms * 1000000};
+}
+
+/* The peer's last post lands between the waiter's read and its check of the peer. */
+static HcclResult posts_then_leaves(void *arg, const struct hccl_wait *w, uint32_t peer) {
+  (void)arg;
+  g_checks++;
+  atomic_store(&g_word, 1);
+  return hccl__fail(HCCL_E_REMOTE, "%s: rank %u destroyed its communicator", w->what, peer);
+}
+
+static HcclResult leaves(void *arg, const struct hccl_wait *w, uint32_t peer) {
+  (void)arg;
+  g_checks++;
+  return hccl__fail(HCCL_E_REMOTE, "%s: rank %u destroyed its communicator", w->what, peer);
+}
+
+static void test_post_before_leaving(void **state) {
+  (void)state;
+  atomic_store(&g_word, 0);
+  g_checks = 0;
+  hccl__set_last_error("");
+  struct hccl_wait w = wait_for(5000);
+  assert_int_equal(hccl__wait_change(&g_word, &g_waiting, 0, 3, &w, posts_then_leaves, NULL),
+                   HCCL_SUCCESS);
+  assert_int_equal(g_checks, 1);
+  /* Not a failure: nothing made the last error. */
+  assert_string_equal(HcclGetLastErrorMessage(), "");
+}
+
+static void test_leaves(void **state) {
+  (void)state;
+  atomic_store(&g_word, 0);
+  g_checks = 0;
+  struct hccl_wait w = wait_for(5000);
+  assert_int_equal(hccl__wait_change(&g_word, &g_waiting, 0, 3, &w, leaves, NULL), HCCL_E_REMOTE);
+  assert_int_equal(g_checks, 1);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "rank 3 destroyed its communicator"));
+}
+
+static void test_deadline(void **state) {
+  (void)state;
+  atomic_store(&g_word, 0);
+  struct hccl_wait w = wait_for(30);
+  int64_t t0 = hccl__now_ns();
+  assert_int_equal(hccl__wait_change(&g_word, &g_waiting, 0, 5, &w, NULL, NULL), HCCL_E_TIMEOUT);
+  assert_true(hccl__now_ns() - t0 >= 30000000);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "waiting for rank 5"));
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "rank 5 is behind"));
+}
+
+static void *post_later(void *arg) {
+  (void)arg;
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+  hccl__post(&g_word, &g_waiting, 7);
+  return NULL;
+}
+
+static void test_post_wakes(void **state) {
+  (void)state;
+  atomic_store(&g_word, 0);
+  struct hccl_wait w = wait_for(5000);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, post_later, NULL), 0);
+  assert_int_equal(hccl__wait_change(&g_word, &g_waiting, 0, 1, &w, NULL, NULL), HCCL_SUCCESS);
+  assert_int_equal(atomic_load(&g_word), 7);
+  pthread_join(t, NULL);
+}
+
+int main(void) {
+  alarm(60);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_post_before_leaving),
+      cmocka_unit_test(test_leaves),
+      cmocka_unit_test(test_deadline),
+      cmocka_unit_test(test_post_wakes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
