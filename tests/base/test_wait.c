@@ -79,6 +79,18 @@ static void test_leaves(void **state) {
   assert_non_null(strstr(HcclGetLastErrorMessage(), "rank 3 destroyed its communicator"));
 }
 
+/* A quiet caller (the p2p engine's sliced waits) still gets the reason, as its quiet error. */
+static void test_leaves_quiet(void **state) {
+  (void)state;
+  atomic_store(&g_word, 0);
+  struct hccl_wait w = wait_for(5000);
+  hccl__log_quiet(1);
+  HcclResult r = hccl__wait_change(&g_word, &g_waiting, 0, 4, &w, leaves, NULL);
+  hccl__log_quiet(0);
+  assert_int_equal(r, HCCL_E_REMOTE);
+  assert_non_null(strstr(hccl__quiet_error(), "rank 4 destroyed its communicator"));
+}
+
 static void test_deadline(void **state) {
   (void)state;
   atomic_store(&g_word, 0);
@@ -114,6 +126,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_post_before_leaving),
       cmocka_unit_test(test_leaves),
+      cmocka_unit_test(test_leaves_quiet),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_post_wakes),
   };

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -144,10 +145,13 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
       /* A peer posts its last word, then leaves (destroys its communicator, exits): if it
        * posted between the read above and the check, the word is ours to take and this wait
        * succeeded (a failure that is real fails the next one); else the failure is logged. */
-      if (atomic_load(word) != old)
+      if (atomic_load(word) != old) {
         r = HCCL_SUCCESS;
-      else
-        hccl__fail(r, "%s", hccl__quiet_error());
+      } else {
+        char why[1024]; /* hccl__fail writes the quiet buffer itself when the caller is quiet */
+        snprintf(why, sizeof(why), "%s", hccl__quiet_error());
+        hccl__fail(r, "%s", why);
+      }
       break;
     }
   }
