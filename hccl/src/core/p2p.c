@@ -22,10 +22,12 @@
  * Completion: a receive completes when its last chunk is in the buffer. A send completes when
  * the receiver has released every chunk of it (send_drained): the receiver checks each chunk's
  * size, and one that refuses a size aborts the communicator instead of releasing, so the
- * sender fails too, as hccl.h promises ("both fail naming the sizes"). The price: a send
- * completes only once its receive is posted, as with NCCL; two blocking sends facing each
- * other wait for each other (until HCCL_EXEC_TIMEOUT) where isend/irecv or a send/recv order
- * would not.
+ * sender fails too, as hccl.h promises ("both fail naming the sizes"). So sends go by reference
+ * (prims.h, by_ref: over TCP the progress thread's sendmsg reads the caller's buffer, without
+ * the copy into the send slot), and the buffer is the caller's again when the send completes.
+ * The price: a send completes only once its receive is posted, as with NCCL; two blocking
+ * sends facing each other wait for each other (until HCCL_EXEC_TIMEOUT) where isend/irecv or a
+ * send/recv order would not.
  *
  * Failures: each op's deadline is its post time + HCCL_EXEC_TIMEOUT; expiry fails it naming
  * the op, the peer and the bytes moved. Any failure (timeout, wrong size, dead peer, a peer's
@@ -157,7 +159,7 @@ static struct hccl_link *any_link(struct hccl_comm *c, uint32_t r) {
 /* Moves eligible op forward without waiting. Sets *moved when a chunk moved or op finished. */
 static HcclResult progress(struct hccl_p2p *e, struct p2p_op *op, bool *moved, bool *finished) {
   struct hccl_comm *c = e->comm;
-  struct hccl_prim p = {.w = &op->w, .esz = 1};
+  struct hccl_prim p = {.w = &op->w, .esz = 1, .by_ref = true};
   *finished = false;
   if (op->kind == P2P_SEND) {
     struct hccl_link *l;
@@ -260,7 +262,7 @@ static HcclResult block(struct hccl_p2p *e, int nelig, struct p2p_op **which) {
   int64_t now = hccl__now_ns(), slice = items == 1 ? SLICE_ONE_NS : SLICE_MANY_NS;
   struct hccl_wait w = op->w;
   if (now + slice < w.deadline_ns) w.deadline_ns = now + slice;
-  struct hccl_prim p = {.w = &w, .esz = 1};
+  struct hccl_prim p = {.w = &w, .esz = 1, .by_ref = true};
   struct hccl_link *l = c->tx.links[HCCL_CHANNEL_P2P][peer];
   HcclResult r;
   if (!l || (op->peer != NO_PEER && op->chunk == 0)) {
