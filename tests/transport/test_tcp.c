@@ -11,7 +11,8 @@
  * scribbled over the moment the call returns (no byte may be read after it); the same under
  * injected 1-byte writes, short reads, EINTR and EAGAIN (the system-call table of tcp.h); an
  * injected reset and a killed rank (every rank fails within seconds, the other server's naming
- * the dead rank); hellos of another job and of no job refused at the listener while the job
+ * the dead rank); no byte of a failed call's buffer sent after the call returned (a stopped
+ * peer, then let go); hellos of another job and of no job refused at the listener while the job
  * completes; HCCL_SOCKET_IFNAME's syntax. Each run of ranks is capped (harness deadline). The
  * namespaces are removed at the end, after a failure too (and stale ones of a killed run at the
  * next start); without the right to make them the multi-server tests skip, saying why.
@@ -148,6 +149,7 @@ struct shared {
   _Atomic int64_t inject_ns; /* when a fault was injected (CLOCK_MONOTONIC), 0 = not yet */
   _Atomic int root_ready;
   HcclRootInfo root;
+  _Atomic int stopped_pid; /* test_no_read_after_failure: rank 1, stopped */
 };
 static struct shared *g_sh;
 
@@ -756,6 +758,73 @@ static void test_killed_rank(void **st) {
   assert_int_equal(harness_run_ranks_kill(4, RUN_TIMEOUT_S, fail_body, &j, 1, 600000), 0);
 }
 
+/* ---- no byte of a failed call's buffers is read after it returns ---- */
+
+#define LATE_COUNT (16u << 20) /* 64 MiB of fp32: far more than the sockets hold */
+static const char *_Atomic g_watch_lo, *_Atomic g_watch_hi;
+static _Atomic long g_late_reads;
+
+/* Counts the sendmsg calls that read [g_watch_lo, g_watch_hi) while it is set. */
+static ssize_t watch_sendmsg(int fd, const struct msghdr *m, int flags) {
+  const char *lo = atomic_load(&g_watch_lo), *hi = atomic_load(&g_watch_hi);
+  for (size_t i = 0; lo && i < m->msg_iovlen; i++) {
+    const char *b = m->msg_iov[i].iov_base;
+    if (b < hi && b + m->msg_iov[i].iov_len > lo) atomic_fetch_add(&g_late_reads, 1);
+  }
+  return hccl__tcp_sys_default.sendmsg(fd, m, flags);
+}
+
+/* 2 servers x 1: rank 1 makes its communicator and stops itself (SIGSTOP), threads and all;
+ * rank 0, the root of a broadcast of 64 MiB, sends by reference from its buffer (prims.h),
+ * fills the socket and times out after 1 s with frames of that buffer queued. From its return
+ * on, nothing may read the buffer: rank 0 lets rank 1 go on (SIGCONT), whose progress thread
+ * drains the socket, and rank 0's progress thread must send those frames no further
+ * (tcp_progress.c's link_write after an abort). Rank 1's call then fails on the ABORT. */
+static int late_body(int rank, int nranks, void *argp) {
+  const struct job *j = argp;
+  if (enter_server(rank, j)) return 1;
+  setenv("HCCL_EXEC_TIMEOUT", "1", 1);
+  if (rank == 0) hccl__tcp_sys.sendmsg = watch_sendmsg;
+  HcclComm comm = NULL;
+  if (make_comm(rank, nranks, j, &comm)) return 1;
+  float *buf = malloc(LATE_COUNT * sizeof(float));
+  RANK_CHECK(buf, "malloc");
+  for (uint32_t i = 0; i < LATE_COUNT; i++)
+    buf[i] = 1.0f;
+  if (rank == 1) {
+    atomic_store(&g_sh->stopped_pid, (int)getpid());
+    raise(SIGSTOP);
+  } else {
+    while (!atomic_load(&g_sh->stopped_pid))
+      usleep(1000);
+    usleep(200000);
+    atomic_store(&g_watch_hi, (const char *)(buf + LATE_COUNT));
+    atomic_store(&g_watch_lo, (const char *)buf);
+  }
+  HcclResult rc = HcclBroadcast(buf, LATE_COUNT, HCCL_DATA_TYPE_FP32, 0, comm, NULL);
+  RANK_CHECK(rc != HCCL_SUCCESS, "rank %d: the broadcast succeeded with rank 1 stopped", rank);
+  if (rank == 0) {
+    long during = atomic_exchange(&g_late_reads, 0);
+    RANK_CHECK(during > 0, "the buffer was never sent by reference (%ld calls)", during);
+    kill(atomic_load(&g_sh->stopped_pid), SIGCONT);
+    usleep(2000000); /* rank 1 drains the socket and calls meanwhile */
+    long late = atomic_load(&g_late_reads);
+    printf("  rank 0: %ld sendmsg calls read the buffer after the failed call returned\n", late);
+    RANK_CHECK(late == 0, "%ld sendmsg calls read the buffer after the call returned", late);
+  }
+  HcclCommDestroy(comm);
+  free(buf);
+  return 0;
+}
+
+static void test_no_read_after_failure(void **st) {
+  (void)st;
+  NEED_NETNS();
+  struct job j = {.per = 1, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
+  memset(g_sh, 0, sizeof(*g_sh));
+  assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, late_body, &j), 0);
+}
+
 /* ---- a frozen rank named across servers (core/progress.c, PROGQ / PROGA frames) ---- */
 
 #define FROZEN_RANK 3
@@ -893,6 +962,7 @@ int main(void) {
       cmocka_unit_test(test_reset),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_frozen_rank_named),
+      cmocka_unit_test(test_no_read_after_failure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

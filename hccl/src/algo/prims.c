@@ -46,8 +46,7 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
   }
 
   if (ref) {
-    HcclResult r = send_to->ops->send_ref(send_to, src ? out : local, bytes, &p->stamp, p->w);
-    if (r != HCCL_SUCCESS) return r;
+    HCCL_TRY(send_to->ops->send_ref(send_to, src ? out : local, bytes, &p->stamp, p->w));
   } else if (send_to) {
     send_to->ops->send_commit(send_to, bytes, &p->stamp);
   }

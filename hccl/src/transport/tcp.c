@@ -437,16 +437,34 @@ out:
 
 /* ---- abort and teardown ---- */
 
+/* The failed call's buffers are the caller's again when it returns: waits until the progress
+ * thread has begun a pass after the abort was marked and finished it (from that pass on it
+ * reads no payload, tcp_progress.c's link_write), at most QUIESCE_MS. Not from the thread
+ * itself, and not once it is stopping. */
+#define QUIESCE_MS 1000
+static void quiesce(struct tcp_state *st) {
+  if (!st->thread_started || atomic_load(&st->stop) || pthread_equal(pthread_self(), st->thread))
+    return;
+  uint64_t from = atomic_load_explicit(&st->passes, memory_order_acquire);
+  int64_t end = hccl__now_ns() + QUIESCE_MS * 1000000LL;
+  poke_always(st);
+  while (atomic_load_explicit(&st->passes, memory_order_acquire) < from + 2 &&
+         hccl__now_ns() < end)
+    usleep(50);
+}
+
 static void tcp_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
   struct tcp_state *st = state_of(tx);
   if (!st) return;
   /* A failure that came from another rank's abort: the progress thread passed it on. */
-  if (atomic_load(&st->abort_origin) != 0) return;
-  const char *reason = HcclGetLastErrorMessage();
-  hccl__tcp_mark_abort(st, origin, code, reason && *reason ? reason : HcclGetErrorString(code));
-  atomic_store(&st->abort_send, 1);
-  poke_always(st);
-  hccl__tcp_wake_all(st);
+  if (atomic_load(&st->abort_origin) == 0) {
+    const char *reason = HcclGetLastErrorMessage();
+    hccl__tcp_mark_abort(st, origin, code, reason && *reason ? reason : HcclGetErrorString(code));
+    atomic_store(&st->abort_send, 1);
+    poke_always(st);
+    hccl__tcp_wake_all(st);
+  }
+  quiesce(st);
 }
 
 static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,

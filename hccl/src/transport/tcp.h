@@ -328,6 +328,7 @@ struct tcp_state {
   _Atomic int abort_send; /* abort() asked for ABORT frames */
   _Atomic int ask_send;   /* a peer's `ask` is set */
   bool stopping;          /* progress thread: BYE and linger under way */
+  _Atomic uint64_t passes; /* the progress thread's passes so far (tcp_abort waits on it) */
 
   _Atomic uint32_t abort_origin; /* origin + 1; 0 = no abort */
   _Atomic int32_t abort_code;

@@ -160,12 +160,24 @@ static void publish_written(struct tcp_link *l) {
     hccl__post(&l->written, &l->flush_waiting, l->pump->written);
 }
 
+/* What the rest of a DATA frame is written from once the communicator is aborted. */
+static const char zeros[TCP_INBUF];
+
 /* Queues what is due and writes as much as the socket takes in one sendmsg. Returns whether
- * anything moved. */
+ * anything moved. Once the communicator is aborted no byte of a DATA payload is read any
+ * more (a payload sent by reference is the caller's buffer, and the failed call has returned
+ * or is returning, hccl__tcp_quiesce): the frame under way is finished with zeros, to keep the
+ * stream's framing, and the frames not begun are dropped; the peers fail on the ABORT that
+ * follows. */
 static bool link_write(struct tcp_link *l) {
   struct tcp_pump *pump = l->pump;
   uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
   uint32_t committed = atomic_load_explicit(&l->committed, memory_order_acquire);
+  bool aborted = atomic_load_explicit(&l->st->abort_origin, memory_order_relaxed) != 0;
+  if (aborted && pump->data_off == 0 && pump->written != committed) {
+    pump->written = committed;
+    publish_written(l);
+  }
   if (rel != pump->ack_sent) {
     struct tcp_frame f = {.type = FRAME_ACK, .arg = rel};
     if (ctl_push(l, &f, NULL)) pump->ack_sent = rel;
@@ -177,17 +189,24 @@ static bool link_write(struct tcp_link *l) {
   }
   struct iovec iov[4 + 2 * TCP_NSLOTS];
   int n = 0;
+  bool cut = false;
   uint32_t m = pump->written;
   if (pump->data_off > 0) {
     size_t off = pump->data_off, hl = sizeof(struct tcp_frame);
     if (off < hl) iov[n++] = (struct iovec){(char *)&l->shdr[m % TCP_NSLOTS] + off, hl - off};
     size_t poff = off > hl ? off - hl : 0, size = l->shdr[m % TCP_NSLOTS].size;
-    if (poff < size) iov[n++] = (struct iovec){(char *)l->spay[m % TCP_NSLOTS] + poff, size - poff};
+    if (poff < size && aborted) {
+      /* At most the zeros there are; nothing may follow a part of the rest in this call. */
+      cut = size - poff > sizeof(zeros);
+      iov[n++] = (struct iovec){(char *)zeros, cut ? sizeof(zeros) : size - poff};
+    } else if (poff < size) {
+      iov[n++] = (struct iovec){(char *)l->spay[m % TCP_NSLOTS] + poff, size - poff};
+    }
     m++;
   }
-  if (pump->ctl_head != pump->ctl_tail)
+  if (pump->ctl_head != pump->ctl_tail && !cut)
     iov[n++] = (struct iovec){pump->ctl + pump->ctl_head, pump->ctl_tail - pump->ctl_head};
-  for (; m != committed; m++) {
+  for (; m != committed && !aborted; m++) {
     iov[n++] = (struct iovec){&l->shdr[m % TCP_NSLOTS], sizeof(struct tcp_frame)};
     if (l->shdr[m % TCP_NSLOTS].size)
       iov[n++] = (struct iovec){(char *)l->spay[m % TCP_NSLOTS], l->shdr[m % TCP_NSLOTS].size};
@@ -476,6 +495,7 @@ void *hccl__tcp_progress_main(void *arg) {
     }
     if (serve && !st->stopping) hccl__tcp_serve(st);
     if (got > 0) idle_since = 0;
+    atomic_fetch_add_explicit(&st->passes, 1, memory_order_release);
   }
   return NULL;
 }
