@@ -21,11 +21,13 @@
  * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
  * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to
  * 512 KiB). The algorithm's thread fills a send slot and commits it, or (send_ref) queues a
- * pointer into its caller's buffer instead, which the progress thread's sendmsg then reads in
- * place (the kernel's copy is the only one; send_flush waits until `written` covers every
- * message queued). One progress thread per communicator (epoll, and an eventfd to wake it)
- * makes every socket call: it writes committed messages as DATA frames {type, size, stamp} +
- * payload, reads frames into the next receive slot
+ * pointer into its caller's buffer instead, which sendmsg then reads in place (the kernel's
+ * copy is the only one; send_flush waits until `written` covers every message queued). The
+ * committing thread writes its DATA frames {type, size, stamp} + payload itself at once, while
+ * the socket takes them (hccl__tcp_write_now: the kernel's send path, which on one machine
+ * also runs the receiver's protocol work, then runs beside the receiving); one progress thread
+ * per communicator (epoll, and an eventfd to wake it) makes every other socket call: it writes
+ * what is left, reads frames into the next receive slot
  * and publishes it with hccl__post on `arrived` (so waiters sleep in hccl__wait_change as on
  * shm), and when the algorithm has released messages it sends one ACK {released count} for all
  * of them. A sender has at most 8 messages its receiver has not released (shm's rule), so a
@@ -157,7 +159,7 @@ static void queue(struct tcp_link *l, const void *pay, size_t bytes,
   l->spay[l->sent % TCP_NSLOTS] = pay;
   l->sent++;
   atomic_store(&l->committed, l->sent);
-  poke(l->st);
+  if (!hccl__tcp_write_now(l)) poke(l->st);
 }
 
 static void tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {

@@ -340,6 +340,11 @@ struct tcp_state {
  * and freed with it: the decoder over l->rbuf, whose headers l->rhdr then points at. */
 HcclResult hccl__tcp_pump_new(struct tcp_link *l);
 void hccl__tcp_pump_free(struct tcp_pump *p);
+/* The algorithm's thread writes what l has due itself, at once, unless the progress thread
+ * is writing it or the socket is full (then the thread goes on with it): the kernel's send
+ * path runs on this thread while the progress thread receives. Returns whether nothing is
+ * left to write (false: poke the thread). */
+bool hccl__tcp_write_now(struct tcp_link *l);
 /* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
 void *hccl__tcp_progress_main(void *arg);
 /* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored.

@@ -1,6 +1,8 @@
 /*
  * tcp_progress.c - the TCP transport's progress thread, one per communicator: every socket call
- * after the handshake. See tcp.c for the protocol and tcp.h for the shared structures.
+ * after the handshake but the algorithm's threads' own writes of their DATA frames
+ * (hccl__tcp_write_now, the same link_write under the link's out_lock). See tcp.c for the
+ * protocol and tcp.h for the shared structures.
  *
  * Each pass writes what every link has due (with one sendmsg per link: the rest of a partly
  * written DATA frame, the queued control frames, then every committed DATA frame) and reads
@@ -39,6 +41,9 @@
  * DATA frames. Input: staging for what the socket gives, in[in_off..in_len) not yet decoded,
  * and the decoder it goes through (rx.bye: the peer said BYE). */
 struct tcp_pump {
+  /* Guards the output side (written to out_blocked): the progress thread's passes, and the
+   * algorithm's thread when it writes its frames at once (hccl__tcp_write_now). */
+  pthread_mutex_t out_lock;
   uint32_t written;  /* DATA frames wholly written */
   size_t data_off;   /* bytes of DATA frame `written` written so far */
   uint32_t ack_sent; /* released count of the last ACK queued */
@@ -48,12 +53,14 @@ struct tcp_pump {
   char in[TCP_INBUF];
   size_t in_off, in_len;
   struct hccl_tcp_rx rx;
-  bool bye_sent, wr_shut, down;
+  bool bye_sent, wr_shut;
+  _Atomic bool down;
 };
 
 HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
   struct tcp_pump *p = calloc(1, sizeof(*p));
   if (!p) return HCCL_E_MEMORY;
+  pthread_mutex_init(&p->out_lock, NULL);
   hccl__tcp_rx_init(&p->rx, l->rbuf, l->base.slot_bytes, l->base.tx->nranks);
   l->rhdr = p->rx.hdr;
   l->pump = p;
@@ -61,6 +68,8 @@ HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
 }
 
 void hccl__tcp_pump_free(struct tcp_pump *p) {
+  if (!p) return;
+  pthread_mutex_destroy(&p->out_lock);
   free(p);
 }
 
@@ -163,13 +172,14 @@ static void publish_written(struct tcp_link *l) {
 /* What the rest of a DATA frame is written from once the communicator is aborted. */
 static const char zeros[TCP_INBUF];
 
-/* Queues what is due and writes as much as the socket takes in one sendmsg. Returns whether
- * anything moved. Once the communicator is aborted no byte of a DATA payload is read any
+/* Queues what is due and writes as much as the socket takes in one sendmsg, under out_lock.
+ * Returns whether anything moved. `mine`: the progress thread; the algorithm's thread
+ * (hccl__tcp_write_now) leaves a failed socket to it. Once the communicator is aborted no byte of a DATA payload is read any
  * more (a payload sent by reference is the caller's buffer, and the failed call has returned
  * or is returning, hccl__tcp_quiesce): the frame under way is finished with zeros, to keep the
  * stream's framing, and the frames not begun are dropped; the peers fail on the ABORT that
  * follows. */
-static bool link_write(struct tcp_link *l) {
+static bool link_write(struct tcp_link *l, bool mine) {
   struct tcp_pump *pump = l->pump;
   uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
   uint32_t committed = atomic_load_explicit(&l->committed, memory_order_acquire);
@@ -228,8 +238,8 @@ static bool link_write(struct tcp_link *l) {
       pump->out_blocked = true;
       return false;
     }
-    link_fail(l, errno, NULL);
-    return true;
+    if (mine) link_fail(l, errno, NULL);
+    return mine;
   }
   /* Account for k bytes in the order of the iovecs. */
   size_t left = (size_t)k;
@@ -265,6 +275,18 @@ static bool link_write(struct tcp_link *l) {
   return true;
 }
 
+bool hccl__tcp_write_now(struct tcp_link *l) {
+  struct tcp_pump *pump = l->pump;
+  if (pthread_mutex_trylock(&pump->out_lock) != 0) return false;
+  bool done = false;
+  if (!pump->out_blocked && !atomic_load(&pump->down) && !atomic_load(&l->st->stop)) {
+    link_write(l, false);
+    done = !link_has_output(l);
+  }
+  pthread_mutex_unlock(&pump->out_lock);
+  return done;
+}
+
 /* ---- input ---- */
 
 /* Acts on what the decoder (tcp_wire.c) reported for l. Returns false when the link failed. */
@@ -293,7 +315,9 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     st->tx->report(st->tx->report_arg, pump->rx.progq_seq, text, sizeof(text), &next);
     f.arg = next == UINT32_MAX ? 0 : next + 1;
     f.size = (uint32_t)strlen(text) + 1;
+    pthread_mutex_lock(&pump->out_lock);
     ctl_push(l, &f, text);
+    pthread_mutex_unlock(&pump->out_lock);
     break;
   }
   case HCCL_TCP_RX_PROGA: {
@@ -325,7 +349,9 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
 static void rx_sync(struct tcp_link *l) {
   struct tcp_pump *pump = l->pump;
   pump->rx.released = atomic_load_explicit(&l->released, memory_order_acquire);
+  pthread_mutex_lock(&pump->out_lock);
   pump->rx.written = pump->written;
+  pthread_mutex_unlock(&pump->out_lock);
 }
 
 /* Decodes the staged bytes. Returns false when the link failed. */
@@ -401,8 +427,10 @@ static void queue_aborts(struct tcp_state *st) {
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
   for (int i = 0; i < n; i++) {
     struct tcp_link *l = st->all[i];
+    pthread_mutex_lock(&l->pump->out_lock);
     if (!l->pump->down && !l->pump->wr_shut && l->base.peer != f.arg)
       ctl_push(l, &f, st->abort_reason);
+    pthread_mutex_unlock(&l->pump->out_lock);
   }
 }
 
@@ -414,14 +442,22 @@ static void queue_asks(struct tcp_state *st) {
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
     if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
     struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
-    if (l && !l->pump->down && !l->pump->wr_shut) ctl_push(l, &f, NULL);
+    if (!l) continue;
+    pthread_mutex_lock(&l->pump->out_lock);
+    if (!l->pump->down && !l->pump->wr_shut) ctl_push(l, &f, NULL);
+    pthread_mutex_unlock(&l->pump->out_lock);
   }
 }
 
 static bool any_output(struct tcp_state *st, int n) {
-  for (int i = 0; i < n; i++)
-    if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i])) return true;
-  return false;
+  bool any = false;
+  for (int i = 0; i < n && !any; i++) {
+    struct tcp_pump *pump = st->all[i]->pump;
+    pthread_mutex_lock(&pump->out_lock);
+    any = !pump->out_blocked && link_has_output(st->all[i]);
+    pthread_mutex_unlock(&pump->out_lock);
+  }
+  return any;
 }
 
 void *hccl__tcp_progress_main(void *arg) {
@@ -442,9 +478,12 @@ void *hccl__tcp_progress_main(void *arg) {
       st->stopping = true;
       flush_end = now + FLUSH_MS * 1000000LL;
     }
-    for (int i = 0; i < n; i++)
-      if (!st->all[i]->pump->out_blocked && link_has_output(st->all[i]))
-        moved |= link_write(st->all[i]);
+    for (int i = 0; i < n; i++) {
+      struct tcp_link *l = st->all[i];
+      pthread_mutex_lock(&l->pump->out_lock);
+      if (!l->pump->out_blocked && link_has_output(l)) moved |= link_write(l, true);
+      pthread_mutex_unlock(&l->pump->out_lock);
+    }
     if (st->stopping) {
       bool flushed = true, closed = true;
       for (int i = 0; i < n; i++) {
@@ -485,12 +524,14 @@ void *hccl__tcp_progress_main(void *arg) {
         (void)k;
         continue;
       }
+      pthread_mutex_lock(&l->pump->out_lock);
       if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->pump->out_blocked &&
           !l->pump->down) {
         struct epoll_event in = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(st->epfd, EPOLL_CTL_MOD, l->fd, &in);
         l->pump->out_blocked = false;
       }
+      pthread_mutex_unlock(&l->pump->out_lock);
       if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= link_read(l);
     }
     if (serve && !st->stopping) hccl__tcp_serve(st);
