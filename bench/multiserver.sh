@@ -4,12 +4,14 @@
 # two-level allreduce (the cost model's choice), libhccl forced to one flat ring over every
 # rank (HCCL_ALGO=ring), and torch.distributed's gloo over the same link
 # (bench/torch_allreduce_perf.py, GLOO_SOCKET_IFNAME=eth0). fp32 sum, out of place, 64 MiB
-# over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it.
+# over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it;
+# then the transport alone (sendrecv_perf at 2 x 1: both directions, no reduction).
 # The link itself is measured in the same run, before the libraries: iperf3 --bidir (Debian's
 # iperf3; "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
 # REPEATS; its per-direction rate is the bound of a 2 x 1 allreduce's busbw (each rank sends
 # and receives S bytes in total while busbw counts S), and the table gives each busbw as a
-# share of it.
+# share of it; the last line says how busy iperf3 kept the machine's cores meanwhile (the
+# pretend link is the cores' own copying, which an allreduce shares with its reduction).
 #
 # usage: bash bench/multiserver.sh BUILD_DIR [REPEATS]   (root; prints a Markdown table)
 set -u
@@ -55,31 +57,41 @@ run() {
   echo "$(cut -d' ' -f1 "$work/$name.all" | median) $(cut -d' ' -f2 "$work/$name.all" | median)"
 }
 
+# The machine's busy share (%) between two readings of /proc/stat's cpu line ($1, $2).
+busy() {
+  awk -v a="$1" -v b="$2" 'BEGIN {n = split(a, x, " "); split(b, y, " "); t = 0
+    for (i = 2; i <= n; i++) t += y[i] - x[i]
+    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.0f", (t > 0 ? 100 * (t - idle) / t : 0)}'
+}
+
 # link: iperf3 --bidir from server 0 to server 1, REPEATS times; prints the median of the two
-# directions' slower rate in GB/s, or n/a (with the reason on stderr).
+# directions' slower rate in GB/s and the median share of the machine's cores busy meanwhile
+# (on pretend servers the link is the cores' own copying), or n/a n/a (the reason on stderr).
 link() {
-  local r out
+  local r out s0 s1
   if ! command -v iperf3 >/dev/null; then
     echo "multiserver.sh: iperf3 is not installed (apt-get install iperf3): no link rate" >&2
-    echo n/a
+    echo n/a n/a
     return
   fi
   for ((r = 0; r < repeats; r++)); do
     port=$((port + 1))
     netns_exec 1 timeout 30 iperf3 -s -1 -B "$(netns_addr 1)" -p "$port" >/dev/null 2>&1 &
     sleep 0.5
+    s0=$(head -1 /proc/stat)
     out=$(netns_exec 0 timeout 30 iperf3 -c "$(netns_addr 1)" -p "$port" --bidir -t 3 -J 2>&1)
+    s1=$(head -1 /proc/stat)
     wait
     "${PYTHON:-python3}" -c 'import json, sys
 e = json.loads(sys.stdin.read())["end"]
-print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9))' <<<"$out" 2>/dev/null
+print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9), sys.argv[1])' "$(busy "$s0" "$s1")" <<<"$out" 2>/dev/null
   done >"$work/link.all"
-  cut -d' ' -f1 "$work/link.all" | median
+  echo "$(cut -d' ' -f1 "$work/link.all" | median) $(cut -d' ' -f2 "$work/link.all" | median)"
 }
 
 perf="$build/bin/allreduce_perf"
 torch=("${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}" "$here/torch_allreduce_perf.py" --backend gloo)
-link_bw=$(link)
+read -r link_bw link_busy <<<"$(link)"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
 echo "| ranks | link (iperf3 --bidir, each way) | hccl two-level busbw 64 MiB | share of link | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -93,5 +105,8 @@ for devs in 0 0,1 0,1,2,3; do
   read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
   echo "| 2 x $n | $link_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $f_bw | $g_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
+read -r _ sr_bw <<<"$(run sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf")"
 echo
-echo "2 pretend servers (network namespaces, veth + bridge) on one machine of $(nproc) cores; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "The transport alone (sendrecv_perf, 2 x 1, 64 MiB each way at once, no reduction): $sr_bw GB/s each way, $(ratio "$sr_bw" "$link_bw") of the link."
+echo
+echo "2 pretend servers (network namespaces, veth + bridge) on one machine of $(nproc) cores; iperf3 kept them $link_busy% busy at the link's rate; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
