@@ -174,11 +174,11 @@ static const char zeros[TCP_INBUF];
 
 /* Queues what is due and writes as much as the socket takes in one sendmsg, under out_lock.
  * Returns whether anything moved. `mine`: the progress thread; the algorithm's thread
- * (hccl__tcp_write_now) leaves a failed socket to it. Once the communicator is aborted no byte of a DATA payload is read any
- * more (a payload sent by reference is the caller's buffer, and the failed call has returned
- * or is returning, hccl__tcp_quiesce): the frame under way is finished with zeros, to keep the
- * stream's framing, and the frames not begun are dropped; the peers fail on the ABORT that
- * follows. */
+ * (hccl__tcp_write_now) leaves a failed socket to it. Once the communicator is aborted no
+ * byte of a DATA payload is read any more (a payload sent by reference is the caller's buffer,
+ * and the failed call has returned or is returning: tcp.c's tcp_abort waits for a pass): the
+ * frame under way is finished with zeros, to keep the stream's framing, and the frames not
+ * begun are dropped; the peers fail on the ABORT that follows. */
 static bool link_write(struct tcp_link *l, bool mine) {
   struct tcp_pump *pump = l->pump;
   uint32_t rel = atomic_load_explicit(&l->released, memory_order_acquire);
