@@ -27,9 +27,10 @@ struct hccl_prim {
   /* Set by an algorithm that never writes a region after a step with this flag sent it, and
    * that calls hccl__prim_flush on its sending links before it returns (or, as point-to-point
    * sends do, completes only once the link is drained: the bytes were read by the sending
-   * thread itself or by the one that then publishes the peer's release of them): a step whose value is in a caller's buffer
-   * (the input sent as it is, or the output the step wrote) then sends it by reference where
-   * the link's transport can (send_ref: TCP), without the copy into the send slot. (That a
+   * thread itself or by the one that then publishes the peer's release of them): a step whose
+   * value is in a caller's buffer (the input sent as it is, or the output the step wrote) then
+   * sends it by reference where the link's transport can (send_ref: TCP), without the copy
+   * into the send slot. (That a
    * peer's answer to a later message proves the bytes were read is true but crosses processes,
    * where neither TSan nor a reader of the code can follow it; the rule needs no such proof.) */
   bool by_ref;

@@ -148,6 +148,15 @@ static bool ctl_push(struct tcp_link *l, const struct tcp_frame *f, const void *
   return true;
 }
 
+/* A control frame from outside link_write (an answer, an abort, a question): queued under
+ * out_lock, unless the link can no longer write. */
+static void ctl_queue(struct tcp_link *l, const struct tcp_frame *f, const void *payload) {
+  struct tcp_pump *pump = l->pump;
+  pthread_mutex_lock(&pump->out_lock);
+  if (!pump->down && !pump->wr_shut) ctl_push(l, f, payload);
+  pthread_mutex_unlock(&pump->out_lock);
+}
+
 static size_t data_frame_len(const struct tcp_link *l, uint32_t m) {
   return sizeof(struct tcp_frame) + l->shdr[m % TCP_NSLOTS].size;
 }
@@ -315,9 +324,7 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     st->tx->report(st->tx->report_arg, pump->rx.progq_seq, text, sizeof(text), &next);
     f.arg = next == UINT32_MAX ? 0 : next + 1;
     f.size = (uint32_t)strlen(text) + 1;
-    pthread_mutex_lock(&pump->out_lock);
-    ctl_push(l, &f, text);
-    pthread_mutex_unlock(&pump->out_lock);
+    ctl_queue(l, &f, text);
     break;
   }
   case HCCL_TCP_RX_PROGA: {
@@ -425,13 +432,8 @@ static void queue_aborts(struct tcp_state *st) {
                         .code = atomic_load(&st->abort_code),
                         .size = (uint32_t)strlen(st->abort_reason) + 1};
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
-  for (int i = 0; i < n; i++) {
-    struct tcp_link *l = st->all[i];
-    pthread_mutex_lock(&l->pump->out_lock);
-    if (!l->pump->down && !l->pump->wr_shut && l->base.peer != f.arg)
-      ctl_push(l, &f, st->abort_reason);
-    pthread_mutex_unlock(&l->pump->out_lock);
-  }
+  for (int i = 0; i < n; i++)
+    if (st->all[i]->base.peer != f.arg) ctl_queue(st->all[i], &f, st->abort_reason);
 }
 
 /* Progress queries the algorithm's threads asked for: a PROGQ on the peer's first link. */
@@ -442,10 +444,7 @@ static void queue_asks(struct tcp_state *st) {
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
     if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
     struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
-    if (!l) continue;
-    pthread_mutex_lock(&l->pump->out_lock);
-    if (!l->pump->down && !l->pump->wr_shut) ctl_push(l, &f, NULL);
-    pthread_mutex_unlock(&l->pump->out_lock);
+    if (l) ctl_queue(l, &f, NULL);
   }
 }
 
