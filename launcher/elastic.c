@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "thread.h"
 
 #define POLL_US 100000
 #define CONNECT_MS 60000
@@ -107,9 +108,6 @@ void launch_elastic_token(struct launch_job *j) {
 
 static void *watch_main(void *arg) {
   (void)arg;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL);
   int k = g.j->restart;
   while (!atomic_load(&g.stop_watch)) {
     int64_t failed = 0;
@@ -131,7 +129,9 @@ void launch_elastic_watch(struct launch_job *j, bool on) {
     atomic_store(&g.stop_watch, 0);
     for (int i = 0; i < j->nlocal; i++)
       j->ranks[i].pid = 0;
-    g.watching = pthread_create(&g.watcher, NULL, watch_main, NULL) == 0;
+    /* Born with every signal blocked (thread.h): a watcher that could take SIGCHLD would
+     * swallow a rank's exit before launch_run's signalfd saw it. */
+    g.watching = hccl__thread_start(&g.watcher, watch_main, NULL) == 0;
   } else if (g.watching) {
     atomic_store(&g.stop_watch, 1);
     pthread_join(g.watcher, NULL);

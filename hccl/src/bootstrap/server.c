@@ -57,6 +57,7 @@
 #include "hash.h"
 #include "log.h"
 #include "store.h"
+#include "thread.h"
 #include "trust.h"
 #include "wire.h"
 
@@ -739,11 +740,7 @@ HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port
   uv_timer_init(&s->loop, &s->sweep);
   s->sweep.data = s;
 
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&s->thread, NULL, loop_main, s);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  rc = hccl__thread_start(&s->thread, loop_main, s);
   if (rc != 0) {
     uv_close((uv_handle_t *)&s->stop_async, NULL);
     uv_close((uv_handle_t *)&s->sweep, NULL);

@@ -21,6 +21,7 @@
 #include "progress.h"
 #include "reduce.h"
 #include "request.h"
+#include "thread.h"
 #include "trace.h"
 #include "wait.h"
 
@@ -221,7 +222,7 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   }
   pthread_mutex_lock(&c->qlock);
   if (!c->worker_started) {
-    if (pthread_create(&c->worker, NULL, worker_main, c) != 0) {
+    if (hccl__thread_start(&c->worker, worker_main, c) != 0) {
       pthread_mutex_unlock(&c->qlock);
       if (q->op.v_owned) free((void *)q->op.v);
       free(q);

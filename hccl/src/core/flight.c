@@ -25,6 +25,7 @@
 #include "fingerprint.h"
 #include "log.h"
 #include "progress.h"
+#include "thread.h"
 
 enum { FR_ENQUEUED = 0, FR_STARTED, FR_FINISHED, FR_FAILED };
 static const char *const k_state[] = {"enqueued", "started", "finished", "failed"};
@@ -69,9 +70,6 @@ static void on_usr1(int sig) {
 
 static void *dumper_main(void *arg) {
   (void)arg;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL);
   for (;;) {
     uint64_t v;
     if (read(g_evfd, &v, sizeof(v)) != sizeof(v)) {
@@ -92,7 +90,7 @@ static void signal_setup(void) {
   g_evfd = eventfd(0, EFD_CLOEXEC);
   if (g_evfd < 0) return;
   pthread_t t;
-  if (pthread_create(&t, NULL, dumper_main, NULL) != 0) return;
+  if (hccl__thread_start(&t, dumper_main, NULL) != 0) return;
   pthread_detach(t);
   struct sigaction old;
   if (sigaction(SIGUSR1, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&

@@ -52,6 +52,7 @@
 #include "log.h"
 #include "prims.h"
 #include "request.h"
+#include "thread.h"
 #include "transport.h"
 
 #define SLICE_ONE_NS 10000000LL /* blocking slice with one thing to wait for */
@@ -397,7 +398,7 @@ static HcclResult engine_start(struct hccl_comm *c) {
   e->busy = calloc(2 * (size_t)c->nranks, sizeof(bool));
   pthread_mutex_init(&e->lock, NULL);
   pthread_cond_init(&e->cond, NULL);
-  if (!e->elig || !e->busy || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+  if (!e->elig || !e->busy || hccl__thread_start(&e->thread, engine_main, e) != 0) {
     pthread_mutex_destroy(&e->lock);
     pthread_cond_destroy(&e->cond);
     free(e->elig);

@@ -67,6 +67,7 @@
 #include "hash.h"
 #include "log.h"
 #include "tcp.h"
+#include "thread.h"
 #include "transport.h"
 #include "trust.h"
 #include "wait.h"
@@ -334,7 +335,7 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
     return hccl__fail(HCCL_E_SYSCALL, "epoll_ctl: %s", strerror(errno));
   acc->epfd = st->epfd;
   acc->ep_tag = &st->acc;
-  if (pthread_create(&st->thread, NULL, hccl__tcp_progress_main, st) != 0)
+  if (hccl__thread_start(&st->thread, hccl__tcp_progress_main, st) != 0)
     return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", tx->rank);
   st->thread_started = true;
   return HCCL_SUCCESS;

@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,9 +460,6 @@ static bool any_output(struct tcp_state *st, int n) {
 
 void *hccl__tcp_progress_main(void *arg) {
   struct tcp_state *st = arg;
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals stay with the application's threads */
   hccl__log_bind(st->tx->log);
   struct epoll_event ev[32];
   int64_t idle_since = 0, flush_end = 0, linger_end = 0;
