@@ -7,6 +7,8 @@
 
 #include "compat.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdexcept>
 
 #include <ATen/core/jit_type.h>
@@ -82,6 +84,17 @@ bool Core::post(std::function<void()> job) {
     }
     jobs_.push_back(std::move(job));
     if (!finisher_.joinable()) {
+      /* Born with every signal blocked, as libhccl's threads are (hccl/src/base/thread.h):
+       * signals stay with the program's threads (a SIGCHLD this thread took would be lost). */
+      struct AllBlocked {
+        sigset_t old;
+        AllBlocked() {
+          sigset_t all;
+          sigfillset(&all);
+          pthread_sigmask(SIG_SETMASK, &all, &old);
+        }
+        ~AllBlocked() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+      } blocked;
       finisher_ = std::thread([this] { run(); });
       finisherId_.store(finisher_.get_id());
     }
