@@ -6,11 +6,15 @@
  * 4x2, 8x1 and 3x2 (three servers: halving-doubling folds a group that is not a power of two);
  * every dtype x op, counts 1 (shards of zero elements), 7, 33333 and several slots plus an odd
  * tail, in place and not, ring and halving-doubling between the servers; each result compared
- * bit for bit with a reference that never calls the library. Ranks outside the S x L shape
- * sit the case out. The multi-server path through real TCP links is tests/transport/test_tcp.c.
+ * bit for bit with a reference that never calls the library. Each case three ways: malloc
+ * buffers (the ring inside each server), HcclMemAlloc buffers everywhere (zero-copy inside
+ * each server, which must then run), and HcclMemAlloc everywhere but on rank 0 (server 0 runs
+ * the ring, the others zero-copy, over the same exchange between servers). Ranks outside the
+ * S x L shape sit the case out. The multi-server path through real TCP links is tests/transport/test_tcp.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,29 @@ struct groups {
   uint32_t lrank[NRANKS], lring[NRANKS], lpos[NRANKS];
   uint32_t xrank[NRANKS], xring[NRANKS], xpos[NRANKS];
 };
+
+/* A guarded buffer as cc_buf_alloc's, from HcclMemAlloc when shared. */
+static void buf_alloc(cc_buf *b, size_t bytes, bool shared) {
+  if (!shared) {
+    cc_buf_alloc(b, bytes);
+    return;
+  }
+  void *m = NULL;
+  if (HcclMemAlloc(&m, bytes + 2 * CC_GUARD) != HCCL_SUCCESS) abort();
+  b->mem = m;
+  b->p = b->mem + CC_GUARD;
+  b->bytes = bytes;
+  memset(b->mem, CC_GUARD_BYTE, CC_GUARD);
+  memset(b->p, CC_SENTINEL_BYTE, bytes);
+  memset(b->p + bytes, CC_GUARD_BYTE, CC_GUARD);
+}
+
+static void buf_free(cc_buf *b, bool shared) {
+  if (shared)
+    HcclMemFree(b->mem);
+  else
+    cc_buf_free(b);
+}
 
 static void make_groups(struct hccl_comm *c, struct shape sh, struct groups *g) {
   uint32_t s = c->rank / sh.per_server, k = c->rank % sh.per_server;
@@ -96,7 +123,8 @@ static int hier_body(int rank, int nranks, void *arg) {
         uint64_t counts[] = {1, 7, 33333, 3 * 4096 / es * sh.per_server + 5};
         for (size_t ci = 0; ci < 4; ci++)
           for (int kind = 0; kind < 2; kind++)
-            for (int inplace = 0; inplace < 2; inplace++) {
+            for (int inplace = 0; inplace < 2; inplace++)
+              for (int zc = 0; zc < 3; zc++) {
               salt++;
               if ((uint32_t)rank >= members) continue;
               uint64_t count = counts[ci];
@@ -104,32 +132,41 @@ static int hier_body(int rank, int nranks, void *arg) {
               void *want = malloc(bytes), *in = malloc(bytes);
               cc_reduce_expect(want, dt, OP[oi], salt, (int)members, 0, count);
               cc_fill_input(in, dt, OP[oi], salt, rank, 0, count);
+              /* zc 1: every buffer shared; zc 2: all but rank 0's (its server runs the ring) */
+              bool shared = zc == 1 || (zc == 2 && rank != 0);
+              bool want_zc = zc == 1 || (zc == 2 && rank / sh.per_server != 0);
               cc_buf sb, rb = {0};
-              cc_buf_alloc(&sb, bytes);
+              buf_alloc(&sb, bytes, shared);
               memcpy(sb.p, in, bytes);
-              if (!inplace) cc_buf_alloc(&rb, bytes);
+              if (!inplace) buf_alloc(&rb, bytes, shared);
               void *out = inplace ? sb.p : rb.p;
               struct hccl_wait w = hccl__comm_wait(c, "two-level allreduce", NULL);
               struct hccl_prim p = {.w = &w, .esz = es, .reduce = hccl__reduce_kernel(dt, OP[oi])};
+              bool ran_zc = zc > 0;
               HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
-                                                  sb.p, out, count);
+                                                  sb.p, out, count, &ran_zc);
               RANK_CHECK(r == HCCL_SUCCESS, "%ux%u %s %s count %llu: %s", sh.servers, sh.per_server,
                          cc_dtype_name(dt), cc_op_name(OP[oi]), (unsigned long long)count,
                          HcclGetLastErrorMessage());
+              /* One rank per server has no local steps to run zero-copy. */
+              RANK_CHECK(ran_zc == (want_zc && sh.per_server > 1),
+                         "%ux%u zc %d: zero-copy %s on rank %d", sh.servers, sh.per_server, zc,
+                         ran_zc ? "ran" : "did not run", rank);
               int64_t bad = cc_first_mismatch(out, want, dt, count);
               RANK_CHECK(bad < 0,
-                         "%ux%u servers, %s %s, count %llu, %s, %s between servers: element "
-                         "%lld wrong",
+                         "%ux%u servers, %s %s, count %llu, %s, %s between servers, %s: "
+                         "element %lld wrong",
                          sh.servers, sh.per_server, cc_dtype_name(dt), cc_op_name(OP[oi]),
                          (unsigned long long)count, inplace ? "in place" : "out of place",
-                         kind ? "halving-doubling" : "ring", (long long)bad);
+                         kind ? "halving-doubling" : "ring", ran_zc ? "zero-copy" : "ring inside",
+                         (long long)bad);
               if (!inplace)
                 RANK_CHECK(memcmp(sb.p, in, bytes) == 0, "send buffer changed (%ux%u)", sh.servers,
                            sh.per_server);
               RANK_CHECK(cc_buf_guard_damage(&sb) == 0, "send guard damaged");
               if (!inplace) RANK_CHECK(cc_buf_guard_damage(&rb) == 0, "recv guard damaged");
-              cc_buf_free(&sb);
-              if (!inplace) cc_buf_free(&rb);
+              buf_free(&sb, shared);
+              if (!inplace) buf_free(&rb, shared);
               free(want);
               free(in);
               checks++;

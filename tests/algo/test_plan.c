@@ -106,11 +106,13 @@ static const struct row {
     {HCCL_K_ALLTOALL, 1 * M, 1, 8, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "pairwise", NULL, false},
     {HCCL_K_ALLTOALLV, 0, 1, 8, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "pairwise", NULL, false},
     /* two servers of 4: two-level wins, halving-doubling between servers for short shards,
-     * the ring for long ones; never zero-copy across servers */
+     * the ring for long ones; its steps inside the servers offer zero-copy from 64 KiB (no
+     * other collective does across servers) */
     {HCCL_K_ALLREDUCE, 4 * K, 2, 4, NULL, HCCL_PLAN_HIER_HD,
      "two-level, halving-doubling between servers", "hier-hd", false},
     {HCCL_K_ALLREDUCE, 64 * M, 2, 4, NULL, HCCL_PLAN_HIER_RING, "two-level, ring between servers",
-     "hier-ring", false},
+     "hier-ring", true},
+    {HCCL_K_ALLGATHER, 1 * M, 2, 4, NULL, HCCL_PLAN_RING_ALLGATHER, "ring", NULL, false},
     {HCCL_K_ALLREDUCE, 64 * M, 2, 4, "level0:ring;level1:tree", HCCL_PLAN_HIER_HD,
      "two-level, halving-doubling between servers", "hier-hd", false},
     {HCCL_K_ALLREDUCE, 64 * M, 2, 4, "ring", HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},

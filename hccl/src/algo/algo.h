@@ -60,10 +60,12 @@ HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_p
                                  const void *send, void *recv, size_t count);
 
 /* Two-level allreduce (hier.c): reduce-scatter over `local`, allreduce of the shard over
- * `cross` with cross_kind, allgather over `local`. */
+ * `cross` with cross_kind, allgather over `local`. With *zcopy true the local steps are first
+ * offered zero-copy (hccl__zcopy over `local`, the exchange between servers run `between`
+ * them); *zcopy says on return whether they ran so (else the ring's ran). */
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
-                                const void *send, void *recv, size_t count);
+                                const void *send, void *recv, size_t count, bool *zcopy);
 
 /* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
  * displs[j], or (NULL arrays) count elements at element j * count. */
@@ -109,6 +111,12 @@ struct hccl_zcopy_call {
   void *recv;
   size_t count;
   uint32_t root;
+  /* Allreduce only, optional: run on this member's block of recv, reduced over the group (c
+   * elements in place), between the reduce and the spread; the two-level allreduce's exchange
+   * between servers (hier.c). Every member calls it, c of 0 included, and a failure ends the
+   * call at once. NULL: each chunk is reduced and spread at once, while it is in cache. */
+  HcclResult (*between)(void *arg, void *block, size_t c);
+  void *between_arg;
 };
 
 /* The bytes of each member's send and receive buffer in call z on n members of esz bytes. */

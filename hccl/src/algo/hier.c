@@ -11,30 +11,53 @@
  *
  * Each byte crosses the network 2(S-1)/S / L times per rank instead of 2(p-1)/p times: the
  * L ranks of a server share the network traffic, each for its own shard.
+ *
+ * When every member of the server passes HcclMemAlloc buffers (a DDP bucket, torch_hccl's
+ * allocator), steps 1 and 3 run zero-copy (zcopy.c): each member reduces its shard straight
+ * from the others' inputs and, after step 2, copies it straight into their outputs, instead
+ * of passing every block through a link's slot (a copy in, and for the allgather a copy out).
+ * The shard is the same cut and is reduced in the same order either way, so the results are
+ * the same bits.
  */
 #include <string.h>
 
 #include "algo.h"
 #include "log.h"
 
+struct cross_step {
+  const struct hccl_group *cross;
+  enum hccl_algo_kind kind;
+  const struct hccl_prim *p;
+};
+
+/* Step 2 on this member's shard (n elements, in place). Every member of the cross group has
+ * the same local index, so the same shard size: a shard of zero elements is skipped by all of
+ * them alike. */
+static HcclResult cross_allreduce(void *arg, void *shard, size_t n) {
+  const struct cross_step *s = arg;
+  if (s->cross->n < 2 || n == 0) return HCCL_SUCCESS;
+  if (s->kind == HCCL_ALGO_KIND_HD) return hccl__hd_allreduce(s->cross, s->p, shard, shard, n);
+  return hccl__ring_allreduce(s->cross, s->p, shard, shard, n);
+}
+
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
-                                const void *send, void *recv, size_t count) {
+                                const void *send, void *recv, size_t count, bool *zcopy) {
+  struct cross_step step = {.cross = cross, .kind = cross_kind, .p = p};
+  if (*zcopy && local->n > 1) {
+    struct hccl_zcopy_call z = {.kind = HCCL_ZCOPY_ALLREDUCE, .send = send, .recv = recv,
+                                .count = count, .between = cross_allreduce, .between_arg = &step};
+    HCCL_TRY(hccl__zcopy(local, p, &z, zcopy));
+    if (*zcopy) return HCCL_SUCCESS;
+  }
+  *zcopy = false;
   size_t es = p->esz, L = local->n, off;
   size_t n = hccl__even_block(count, local->n, local->me, &off);
   if (L > 1)
     HCCL_TRY(hccl__ring_reduce_scatter_split(local, p, send, recv, count));
   else if (send != recv)
     memcpy(recv, send, count * es);
-  /* Every member of the cross group has this local index, so the same shard size: a shard of
-   * zero elements is skipped by all of them alike. */
-  char *shard = (char *)recv + off * es;
-  if (cross->n > 1 && n > 0) {
-    if (cross_kind == HCCL_ALGO_KIND_HD)
-      HCCL_TRY(hccl__hd_allreduce(cross, p, shard, shard, n));
-    else
-      HCCL_TRY(hccl__ring_allreduce(cross, p, shard, shard, n));
-  }
+  HCCL_TRY(cross_allreduce(&step, (char *)recv + off * es, n));
   if (L > 1) HCCL_TRY(hccl__ring_allgather_split(local, p, recv, count));
   return HCCL_SUCCESS;
 }

@@ -104,13 +104,18 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
 }
 
 /* Whether a call whose larger buffer (send or receive, per rank) has `bytes` may offer the
- * zero-copy path: the communicator is on one server, the message large enough, and HCCL_ALGO
+ * zero-copy path: the communicator is on one server (or the call is a two-level allreduce,
+ * whose steps inside each server can run zero-copy), the message large enough, and HCCL_ALGO
  * does not force an algorithm. The same rule for every zero-copy collective. */
-static bool plan_zcopy(const struct hccl_plan_view *v, size_t bytes) {
+static bool plan_zcopy(const struct hccl_plan_view *v, size_t bytes, bool two_level) {
   const struct hccl_algo_setting *a = v->algo;
   size_t min = v->zcopy_min_bytes ? v->zcopy_min_bytes : ZCOPY_MIN_BYTES;
-  return v->nservers == 1 && v->world->n > 1 && bytes >= min && !a->levels &&
+  return (v->nservers == 1 || two_level) && v->world->n > 1 && bytes >= min && !a->levels &&
          a->choice == HCCL_ALGO_AUTO;
+}
+
+static bool is_two_level(enum hccl_plan_algo algo) {
+  return algo == HCCL_PLAN_HIER_RING || algo == HCCL_PLAN_HIER_HD;
 }
 
 /* Broadcast and reduce: chain or binomial tree over every rank. */
@@ -156,6 +161,9 @@ static const char *const NAMES[] = {
     [HCCL_PLAN_HD_ALLREDUCE] = "halving-doubling",
     [HCCL_PLAN_HIER_RING] = "two-level, ring between servers",
     [HCCL_PLAN_HIER_HD] = "two-level, halving-doubling between servers",
+    [HCCL_PLAN_HIER_ZCOPY_RING] = "two-level, ring between servers, zero-copy inside servers",
+    [HCCL_PLAN_HIER_ZCOPY_HD] = "two-level, halving-doubling between servers, zero-copy inside "
+                                "servers",
     [HCCL_PLAN_RING_REDUCE_SCATTER] = "ring",
     [HCCL_PLAN_RD_REDUCE_SCATTER] = "recursive doubling allreduce",
     [HCCL_PLAN_RING_ALLGATHER] = "ring",
@@ -178,7 +186,10 @@ static const char *allreduce_word(enum hccl_plan_algo algo) {
   case HCCL_PLAN_HIER_RING:
     return "hier-ring";
   case HCCL_PLAN_HIER_HD:
+  case HCCL_PLAN_HIER_ZCOPY_HD:
     return "hier-hd";
+  case HCCL_PLAN_HIER_ZCOPY_RING:
+    return "hier-ring";
   default:
     return "ring";
   }
@@ -218,7 +229,8 @@ static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *c
   size_t send_bytes, recv_bytes;
   if (!v->offers || !zcopy_call(call, &z)) return;
   hccl__zcopy_shape(&z, v->nranks, call->esz, &send_bytes, &recv_bytes);
-  if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes)) return;
+  if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes, is_two_level(plan->algo)))
+    return;
   const struct hccl_zcopy_offers *b = &v->offers[z.kind];
   plan->zcopy_eligible = true;
   plan->zcopy_offer = b->calls >= b->next;
@@ -278,22 +290,40 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
   return plan;
 }
 
-/* The offer of the zero-copy path and the back-off after it (plan_offer's comment); *ran
- * tells whether it ran. */
-static HcclResult run_zcopy(const struct hccl_plan_view *v, const struct hccl_plan *plan,
-                            const struct hccl_prim *p, const struct hccl_call *call, bool *ran) {
-  *ran = false;
+/* Counts an eligible call in its collective's back-off (plan_offer's comment); the back-off,
+ * or NULL when the call is not eligible. */
+static struct hccl_zcopy_offers *count_offer(const struct hccl_plan_view *v,
+                                             const struct hccl_plan *plan,
+                                             const struct hccl_call *call) {
   struct hccl_zcopy_call z;
-  if (!plan->zcopy_eligible || !zcopy_call(call, &z)) return HCCL_SUCCESS;
-  struct hccl_zcopy_offers *b = &v->offers[z.kind];
-  b->calls++;
-  if (!plan->zcopy_offer) return HCCL_SUCCESS;
-  HCCL_TRY(hccl__zcopy(v->world, p, &z, ran));
-  if (*ran)
+  if (!plan->zcopy_eligible || !zcopy_call(call, &z)) return NULL;
+  v->offers[z.kind].calls++;
+  return &v->offers[z.kind];
+}
+
+/* The back-off after an offer that ran (reset) or did not (doubled, up to 1024). */
+static void settle_offer(struct hccl_zcopy_offers *b, bool ran) {
+  if (ran)
     b->skip = 0;
   else
     b->skip = b->skip ? (b->skip < 1024 ? 2 * b->skip : 1024) : 1;
   b->next = b->calls + b->skip;
+}
+
+/* The two-level allreduce, its steps inside the servers offered zero-copy when the plan says
+ * so; plan->algo and plan->name say which form ran. */
+static HcclResult run_hier(const struct hccl_plan_view *v, struct hccl_plan *plan,
+                           struct hccl_zcopy_offers *b, const struct hccl_prim *p,
+                           const struct hccl_call *call) {
+  bool hd = plan->algo == HCCL_PLAN_HIER_HD, zcopy = b && plan->zcopy_offer;
+  bool offered = zcopy;
+  HCCL_TRY(hccl__hier_allreduce(v->local, v->cross, hd ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING,
+                                p, call->send, call->recv, call->count, &zcopy));
+  if (offered) settle_offer(b, zcopy);
+  if (zcopy) {
+    plan->algo = hd ? HCCL_PLAN_HIER_ZCOPY_HD : HCCL_PLAN_HIER_ZCOPY_RING;
+    plan->name = NAMES[plan->algo];
+  }
   return HCCL_SUCCESS;
 }
 
@@ -304,12 +334,19 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   move.esz = 1;
   move.reduce = NULL;
   size_t bytes = call->count * call->esz;
-  bool ran;
-  HCCL_TRY(run_zcopy(v, plan, p, call, &ran));
-  if (ran) {
-    plan->algo = HCCL_PLAN_ZERO_COPY;
-    plan->name = NAMES[HCCL_PLAN_ZERO_COPY];
-    return HCCL_SUCCESS;
+  struct hccl_zcopy_offers *b = count_offer(v, plan, call);
+  if (is_two_level(plan->algo)) return run_hier(v, plan, b, p, call);
+  if (b && plan->zcopy_offer) {
+    struct hccl_zcopy_call z;
+    bool ran;
+    zcopy_call(call, &z);
+    HCCL_TRY(hccl__zcopy(v->world, p, &z, &ran));
+    settle_offer(b, ran);
+    if (ran) {
+      plan->algo = HCCL_PLAN_ZERO_COPY;
+      plan->name = NAMES[HCCL_PLAN_ZERO_COPY];
+      return HCCL_SUCCESS;
+    }
   }
   switch (plan->algo) {
   case HCCL_PLAN_LOCAL: {
@@ -319,17 +356,16 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
     return HCCL_SUCCESS;
   }
   case HCCL_PLAN_ZERO_COPY:
-    break; /* only ever set above, once it ran */
+  case HCCL_PLAN_HIER_ZCOPY_RING:
+  case HCCL_PLAN_HIER_ZCOPY_HD:
+    break; /* only ever set once it ran */
   case HCCL_PLAN_RING_ALLREDUCE:
     return hccl__ring_allreduce(g, p, call->send, call->recv, call->count);
   case HCCL_PLAN_HD_ALLREDUCE:
     return hccl__hd_allreduce(g, p, call->send, call->recv, call->count);
   case HCCL_PLAN_HIER_RING:
   case HCCL_PLAN_HIER_HD:
-    return hccl__hier_allreduce(v->local, v->cross,
-                                plan->algo == HCCL_PLAN_HIER_HD ? HCCL_ALGO_KIND_HD
-                                                                : HCCL_ALGO_KIND_RING,
-                                p, call->send, call->recv, call->count);
+    break; /* run_hier, above */
   case HCCL_PLAN_RING_REDUCE_SCATTER:
     return hccl__ring_reduce_scatter(g, p, call->send, call->recv, call->count);
   case HCCL_PLAN_RD_REDUCE_SCATTER: {

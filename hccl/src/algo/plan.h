@@ -59,6 +59,8 @@ enum hccl_plan_algo {
   HCCL_PLAN_HD_ALLREDUCE,          /* hd.c: recursive halving-doubling */
   HCCL_PLAN_HIER_RING,             /* hier.c, ring between servers */
   HCCL_PLAN_HIER_HD,               /* hier.c, halving-doubling between servers */
+  HCCL_PLAN_HIER_ZCOPY_RING,       /* hier.c, zero-copy inside servers: set when the offer ran */
+  HCCL_PLAN_HIER_ZCOPY_HD,         /* the same, halving-doubling between servers */
   HCCL_PLAN_RING_REDUCE_SCATTER,   /* ring.c */
   HCCL_PLAN_RD_REDUCE_SCATTER,     /* a recursive doubling allreduce of the whole, own block */
   HCCL_PLAN_RING_ALLGATHER,        /* ring.c */
@@ -76,8 +78,8 @@ enum hccl_plan_algo {
 struct hccl_plan {
   enum hccl_plan_algo algo;
   /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
-   * "two-level, ring between servers", "two-level, halving-doubling between servers",
-   * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
+   * "two-level, ring between servers", "two-level, halving-doubling between servers" (with
+   * ", zero-copy inside servers" when that offer ran), "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
    * "direct", "pairwise", "local" (one rank) or "zero-copy" (set by hccl__plan_run). */
   const char *name;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring" or
@@ -94,7 +96,9 @@ struct hccl_plan {
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call);
 
 /* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
- * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran) and updates the back-off in
+ * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
+ * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
+ * back-off in
  * v->offers, then runs plan->algo over v->world (member k is rank k). p is the call's
  * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
  * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */

@@ -164,6 +164,21 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
   uint32_t ag_skip = (const char *)z->send == v.out[me] + first * es ? me : np;
   size_t chunk = ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
   size_t per = chunk / es;
+  if (z->kind == HCCL_ZCOPY_ALLREDUCE && z->between) {
+    /* Reduce the whole block, hand it over, then spread it. No barrier is needed before the
+     * spread: only this member reads its block of any input (in place too). */
+    for (size_t lo = 0; lo < len; lo += per) {
+      size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es;
+      reduce_block(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+    }
+    HCCL_TRY(z->between(z->between_arg, v.out[me] + first * es, len));
+    for (size_t lo = 0; lo < len; lo += per) {
+      size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es;
+      spread(np, v.out, at, v.out[me] + at, c * es, me);
+    }
+    *ran = true;
+    return hccl__dissemination_barrier(g, p);
+  }
   for (size_t lo = 0; lo < len; lo += per) {
     size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es, own = lo * es;
     switch (z->kind) {

@@ -76,7 +76,9 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
   p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
   HCCL_TRY(hccl__plan_run(v, plan, &p, call));
-  if (plan->algo == HCCL_PLAN_ZERO_COPY) c->zcopy_ran = c->coll_seq + 1;
+  if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
+      plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
+    c->zcopy_ran = c->coll_seq + 1;
   return HCCL_SUCCESS;
 }
 
