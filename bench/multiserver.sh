@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # multiserver.sh - allreduce across pretend servers (network namespaces joined by veth pairs
 # and a bridge, tests/multi/netns.sh), one launcher per server, in one run: libhccl's
-# two-level allreduce (the cost model's choice), libhccl forced to one flat ring over every
-# rank (HCCL_ALGO=ring), and torch.distributed's gloo over the same link
-# (bench/torch_allreduce_perf.py, GLOO_SOCKET_IFNAME=eth0). fp32 sum, out of place, 64 MiB
+# two-level allreduce (the cost model's choice) on malloc buffers and on HcclMemAlloc buffers
+# (allreduce_perf -R 1: the steps inside each server run zero-copy), libhccl forced to one flat
+# ring over every rank (HCCL_ALGO=ring), and through torch.distributed
+# (bench/torch_allreduce_perf.py) gloo over the same link (GLOO_SOCKET_IFNAME=eth0) and
+# torch_hccl (whose allocator gives tensors HcclMemAlloc memory, as a user's job gets). fp32 sum, out of place, 64 MiB
 # over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it;
 # then the transport alone (sendrecv_perf at 2 x 1: both directions, no reduction).
 # The link itself is measured in the same run, before the libraries: iperf3 --bidir (Debian's
@@ -90,20 +92,24 @@ print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"
 }
 
 perf="$build/bin/allreduce_perf"
-torch=("${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}" "$here/torch_allreduce_perf.py" --backend gloo)
+py=${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}
+torch=("$py" "$here/torch_allreduce_perf.py" --backend gloo)
+torch_hccl=("$py" "$here/torch_allreduce_perf.py" --backend hccl)
 read -r link_bw link_busy <<<"$(link)"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
-echo "| ranks | link (iperf3 --bidir, each way) | hccl two-level busbw 64 MiB | share of link | flat ring | gloo | two-level / flat | two-level / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| ranks | link (iperf3 --bidir, each way) | hccl two-level busbw 64 MiB | share of link | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
   n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
   read -r _ h_bw <<<"$(run hier "$devs" "" 64M 5 -- "$perf")"
+  read -r _ z_bw <<<"$(run hier_r1 "$devs" "" 64M 5 -- "$perf" -R 1)"
   read -r _ f_bw <<<"$(run flat "$devs" "HCCL_ALGO=ring" 64M 5 -- "$perf")"
   read -r _ g_bw <<<"$(run gloo "$devs" "" 64M 5 -- "${torch[@]}")"
+  read -r _ t_bw <<<"$(run torch_hccl "$devs" "" 64M 5 -- "${torch_hccl[@]}")"
   read -r h_t _ <<<"$(run hier "$devs" "" 4K 200 -- "$perf")"
   read -r f_t _ <<<"$(run flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf")"
   read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
-  echo "| 2 x $n | $link_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $f_bw | $g_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
+  echo "| 2 x $n | $link_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
 read -r _ sr_bw <<<"$(run sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf")"
 echo

@@ -293,7 +293,8 @@ HCCL_API HcclResult HcclRequestWait(HcclRequest request);
  * whose buffers on every rank lie in such memory (at any offset), and whose larger buffer has
  * at least 64 KiB, runs zero-copy unless HCCL_ALGO is set: each rank reduces or copies its
  * share straight from the ranks' inputs into their outputs, reading each input byte and
- * writing each output byte once. Where any rank's buffer is ordinary memory the call runs as
+ * writing each output byte once. Across servers, the two-level allreduce's steps inside each
+ * server run so where that server's ranks all pass such memory. Where any rank's buffer is ordinary memory the call runs as
  * before. Zero-copy reductions keep the ring's order, so they give the ring's bits. Fails with
  * HCCL_E_PARA for size 0 and HCCL_E_MEMORY when the system refuses.
  * After fork the child's copy of each region is copy-on-write, as malloc'd memory: its writes
@@ -311,7 +312,8 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
  * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
  * then ring or halving-doubling between servers). Static string. It does not see buffers: an allreduce whose buffers are HcclMemAlloc memory
- * on every rank may run zero-copy instead (its trace event says "zero-copy"). */
+ * on every rank may run zero-copy instead (its trace event says "zero-copy", or for a two-level allreduce
+ * "zero-copy inside servers"). */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus

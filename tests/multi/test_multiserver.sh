@@ -9,7 +9,8 @@
 #
 # Cases: the issue's own (2 servers x 4 devices, allreduce_perf -d all -o all); 2x1, 2x2,
 # 4x2 and 3x2 (6 ranks: halving-doubling between servers folds a count that is not a power of
-# two); the two-level allreduce forced with ring and halving-doubling between servers, and a
+# two); the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
+# trace says); the two-level allreduce forced with ring and halving-doubling between servers, and a
 # flat ring; every other collective program that was built; npu-launch --max-restarts across
 # both servers (ddp_train resumes from its checkpoint). A server's rank killed in the
 # middle of a run must stop every server's launcher with an error within seconds. Skipped
@@ -91,6 +92,19 @@ check hier_ring 2 0,1,2,3 "HCCL_ALGO=level0:NA;level1:ring" -- "$bin/allreduce_p
 check hier_hd 4 0,1 "HCCL_ALGO=level0:NA;level1:H-D_R" -- "$bin/allreduce_perf" $sweep -d all -o sum
 check flat_ring 2 0,1 "HCCL_ALGO=ring" -- "$bin/allreduce_perf" $sweep -d all -o all
 check flat_tree 3 0,1 "HCCL_ALGO=tree" -- "$bin/allreduce_perf" $sweep -d all -o sum
+# The two-level allreduce on HcclMemAlloc buffers (-R 1): from 64 KiB its steps inside each
+# server run zero-copy, as every rank's trace must say; every type and op, 2 x 4 and 3 x 2.
+for shape in "2 0,1,2,3 8" "3 0,1 6"; do
+  read -r ns devs nr <<<"$shape"
+  name=zcopy_${ns}x$(($(tr -cd , <<<"$devs" | wc -c) + 1))
+  check "$name" "$ns" "$devs" "HCCL_TRACE_FILE=$work/$name.%r.json" -- "$bin/allreduce_perf" $sweep -R 1 -d all -o all
+  for ((r = 0; r < nr; r++)); do
+    grep -q 'between servers, zero-copy inside servers"' "$work/$name.$r.json" 2>/dev/null && continue
+    failures=$((failures + 1))
+    echo "FAIL $name: rank $r's trace names no two-level allreduce that ran zero-copy inside its server"
+    break
+  done
+done
 # Every other collective program that was built, across 3 servers x 2 and 2 x 4.
 for prog in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf sendrecv_perf; do
   [ -x "$bin/$prog" ] || continue
