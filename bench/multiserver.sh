@@ -5,9 +5,11 @@
 # (allreduce_perf -R 1: the steps inside each server run zero-copy), libhccl forced to one flat
 # ring over every rank (HCCL_ALGO=ring), and through torch.distributed
 # (bench/torch_allreduce_perf.py) gloo over the same link (GLOO_SOCKET_IFNAME=eth0) and
-# torch_hccl (whose allocator gives tensors HcclMemAlloc memory, as a user's job gets). fp32 sum, out of place, 64 MiB
-# over 5 calls and 4 KiB over 200, median of REPEATS runs; busbw as nccl-tests defines it;
-# then the transport alone (sendrecv_perf at 2 x 1: both directions, no reduction).
+# torch_hccl (whose allocator gives tensors HcclMemAlloc memory, as a user's job gets). fp32
+# sum, in place (the call every library has: torch's allreduce is in place, and its
+# out-of-place twin in torch_allreduce_perf.py adds a copy), 64 MiB over 5 calls and 4 KiB
+# over 200, median of REPEATS runs; busbw as nccl-tests defines it; then the transport alone
+# (sendrecv_perf at 2 x 1: both directions, no reduction; its out-of-place columns).
 # The link itself is measured in the same run, before the libraries: iperf3 --bidir (Debian's
 # iperf3; "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
 # REPEATS; its per-direction rate is the bound of a 2 x 1 allreduce's busbw (each rank sends
@@ -30,8 +32,9 @@ work=$(mktemp -d /tmp/hccl-msbench.XXXXXX)
 trap 'netns_down; rm -rf "$work"' EXIT
 port=$((31000 + NETNS_ID % 1000))
 
-# one NAME DEVS ENV SIZE ITERS -- PROGRAM ARGS: prints "time_us busbw" of the out-of-place
-# column of rank 0's line, or "n/a n/a".
+# one NAME DEVS ENV SIZE ITERS -- PROGRAM ARGS: prints "time_us busbw" of the in-place columns
+# of rank 0's line (the out-of-place ones when $cols is "6 8"), or "n/a n/a".
+cols="10 12"
 one() {
   local name=$1 devs=$2 envs=$3 size=$4 iters=$5 k pids=()
   shift 6
@@ -45,7 +48,8 @@ one() {
     pids+=($!)
   done
   wait "${pids[@]}"
-  awk '$1 ~ /^[0-9]+$/ && $3 == "float" {print $6, $8; found=1} END {if (!found) print "n/a n/a"}' \
+  awk -v c="$cols" 'BEGIN {split(c, k, " ")}
+    $1 ~ /^[0-9]+$/ && $3 == "float" {print $k[1], $k[2]; found=1} END {if (!found) print "n/a n/a"}' \
     "$work/$name.0"
 }
 
@@ -111,6 +115,7 @@ for devs in 0 0,1 0,1,2,3; do
   read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
   echo "| 2 x $n | $link_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
+cols="6 8"
 read -r _ sr_bw <<<"$(run sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf")"
 echo
 echo "The transport alone (sendrecv_perf, 2 x 1, 64 MiB each way at once, no reduction): $sr_bw GB/s each way, $(ratio "$sr_bw" "$link_bw") of the link."
