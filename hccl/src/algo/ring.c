@@ -62,12 +62,8 @@ static HcclResult rs_round(const struct hccl_group *g, const struct hccl_prim *p
   struct hccl_link *left = hccl__group_link(g, hccl__group_at(g, i - 1));
   struct hccl_link *right = hccl__group_link(g, hccl__group_at(g, i + 1));
   size_t es = p->esz, off, n;
-  /* An allreduce in place writes block i-1's final value over the input this step sends, later
-   * in the same round: that send keeps the copy into the slot (prims.h, by_ref). */
-  struct hccl_prim first = *p;
-  if (forward && send == out) first.by_ref = false;
   n = chunk(b, hccl__group_at(g, i - 1), t, per, &off);
-  HCCL_TRY(hccl__prim_step(&first, NULL, right, send + off * es, NULL, n * es));
+  HCCL_TRY(hccl__prim_step(p, NULL, right, send + off * es, NULL, n * es));
   for (uint32_t k = 1; k + 1 < n_; k++) {
     n = chunk(b, hccl__group_at(g, i - k - 1), t, per, &off);
     HCCL_TRY(hccl__prim_step(p, left, right, send + off * es, NULL, n * es));
@@ -96,8 +92,12 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
 }
 
 /* The ring and the chains send by reference (prims.h): none of them writes a region after
- * sending it, except an allreduce in place, whose first send of each round keeps the copy
- * (rs_round). The forwarded and own output blocks, the other members' input blocks and the
+ * sending it, except an allreduce in place, whose first send of each round (block i-1 of the
+ * input) receives its final value in the same round's allgather: that round flushes its
+ * sending link between the two (hccl__ring_allreduce), so the write waits until the transport
+ * has read the bytes, a wait TSan can follow. It costs little: those bytes are read long
+ * before block i-1's final value can come back (the peer needs all of them first); what the
+ * flush waits for is the own block's forward, sent just before. The forwarded and own output blocks, the other members' input blocks and the
  * chains' buffers are written, if at all, before they are sent. Each public function below runs
  * with by_ref set and flushes its sending link before it returns, so the caller may change its
  * buffers at once. On a failure it returns without the flush (the wait could last until the
@@ -120,6 +120,7 @@ HcclResult hccl__ring_allreduce(const struct hccl_group *g, const struct hccl_pr
   size_t per = per_chunk(g, p), rounds = rounds_of(&b, per);
   for (size_t t = 0; t < rounds; t++) {
     HCCL_TRY(rs_round(g, p, &b, t, per, send, recv, (size_t)-1, 1));
+    if (send == recv) HCCL_TRY(hccl__prim_flush(p, right_of(g))); /* above by_ref() */
     HCCL_TRY(ag_round(g, p, &b, t, per, recv));
   }
   return hccl__prim_flush(p, right_of(g));
