@@ -294,12 +294,12 @@ HCCL_API HcclResult HcclRequestWait(HcclRequest request);
  * at least 64 KiB, runs zero-copy unless HCCL_ALGO is set: each rank reduces or copies its
  * share straight from the ranks' inputs into their outputs, reading each input byte and
  * writing each output byte once. Across servers, the two-level allreduce's steps inside each
- * server run so where that server's ranks all pass such memory. Where any rank's buffer is ordinary memory the call runs as
- * before. Zero-copy reductions keep the ring's order, so they give the ring's bits. Fails with
- * HCCL_E_PARA for size 0 and HCCL_E_MEMORY when the system refuses.
- * After fork the child's copy of each region is copy-on-write, as malloc'd memory: its writes
- * stay its own, and the region is ordinary memory to the child's collectives. Unlike malloc, a
- * page the child has not written yet shows the parent's later writes to it. */
+ * server run so where that server's ranks all pass such memory. Where any rank's buffer is
+ * ordinary memory the call runs as before. Zero-copy reductions keep the ring's order, so they
+ * give the ring's bits. Fails with HCCL_E_PARA for size 0 and HCCL_E_MEMORY when the system
+ * refuses. After fork the child's copy of each region is copy-on-write, as malloc'd memory:
+ * its writes stay its own, and the region is ordinary memory to the child's collectives.
+ * Unlike malloc, a page the child has not written yet shows the parent's later writes to it. */
 HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
 /* Frees what HcclMemAlloc returned; NULL is accepted, any other pointer is HCCL_E_PARA. Peers
  * that mapped it keep their mapping until their communicator is destroyed or needs the room
@@ -311,9 +311,9 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
  * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
- * then ring or halving-doubling between servers). Static string. It does not see buffers: an allreduce whose buffers are HcclMemAlloc memory
- * on every rank may run zero-copy instead (its trace event says "zero-copy", or for a two-level allreduce
- * "zero-copy inside servers"). */
+ * then ring or halving-doubling between servers). Static string. It does not see buffers: an
+ * allreduce whose buffers are HcclMemAlloc memory on every rank may run zero-copy instead (its
+ * trace event says "zero-copy", or for a two-level allreduce "zero-copy inside servers"). */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus

@@ -10,7 +10,8 @@
  * buffers (the ring inside each server), HcclMemAlloc buffers everywhere (zero-copy inside
  * each server, which must then run), and HcclMemAlloc everywhere but on rank 0 (server 0 runs
  * the ring, the others zero-copy, over the same exchange between servers). Ranks outside the
- * S x L shape sit the case out. The multi-server path through real TCP links is tests/transport/test_tcp.c.
+ * S x L shape sit the case out. The multi-server path through real TCP links is
+ * tests/transport/test_tcp.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>

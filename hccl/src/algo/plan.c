@@ -186,10 +186,7 @@ static const char *allreduce_word(enum hccl_plan_algo algo) {
   case HCCL_PLAN_HIER_RING:
     return "hier-ring";
   case HCCL_PLAN_HIER_HD:
-  case HCCL_PLAN_HIER_ZCOPY_HD:
     return "hier-hd";
-  case HCCL_PLAN_HIER_ZCOPY_RING:
-    return "hier-ring";
   default:
     return "ring";
   }

@@ -78,9 +78,10 @@ enum hccl_plan_algo {
 struct hccl_plan {
   enum hccl_plan_algo algo;
   /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
-   * "two-level, ring between servers", "two-level, halving-doubling between servers" (with
-   * ", zero-copy inside servers" when that offer ran), "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
-   * "direct", "pairwise", "local" (one rank) or "zero-copy" (set by hccl__plan_run). */
+   * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
+   * with ", zero-copy inside servers" when that offer ran), "recursive doubling allreduce",
+   * "Bruck", "chain", "binomial tree", "dissemination", "direct", "pairwise", "local" (one
+   * rank) or "zero-copy" (set by hccl__plan_run). */
   const char *name;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring" or
    * "hier-hd", the cost model's choice without zero-copy (on one rank the model's "ring",
@@ -98,8 +99,7 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
 /* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
  * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
  * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in
- * v->offers, then runs plan->algo over v->world (member k is rank k). p is the call's
+ * back-off in v->offers, then runs plan->algo over v->world (member k is rank k). p is the call's
  * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
  * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
 HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,

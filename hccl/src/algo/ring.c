@@ -97,12 +97,13 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
  * sending link between the two (hccl__ring_allreduce), so the write waits until the transport
  * has read the bytes, a wait TSan can follow. It costs little: those bytes are read long
  * before block i-1's final value can come back (the peer needs all of them first); what the
- * flush waits for is the own block's forward, sent just before. The forwarded and own output blocks, the other members' input blocks and the
- * chains' buffers are written, if at all, before they are sent. Each public function below runs
- * with by_ref set and flushes its sending link before it returns, so the caller may change its
- * buffers at once. On a failure it returns without the flush (the wait could last until the
- * deadline): the failure aborts the communicator, and the transport reads no payload from then
- * on (tcp_abort waits for its progress thread to stop). */
+ * flush waits for is the own block's forward, sent just before. The forwarded and own output
+ * blocks, the other members' input blocks and the chains' buffers are written, if at all,
+ * before they are sent. Each public function below runs with by_ref set and flushes its
+ * sending link before it returns, so the caller may change its buffers at once. On a failure
+ * it returns without the flush (the wait could last until the deadline): the failure aborts
+ * the communicator, and the transport reads no payload from then on (tcp_abort waits for its
+ * progress thread to stop). */
 static struct hccl_prim by_ref(const struct hccl_prim *p) {
   struct hccl_prim q = *p;
   q.by_ref = true;
