@@ -10,7 +10,9 @@
  * error (oversized DATA, a ninth unreleased message, an ACK beyond what was written or behind
  * the last one, an unknown type, an empty or oversized ABORT or one from a rank outside the
  * communicator, an ACK or BYE with a size) names
- * what was wrong, takes the header and nothing after it, and ends the stream.
+ * what was wrong, takes the header and nothing after it, and ends the stream. The reader's
+ * wake-up mark (SO_RCVLOWAT) follows the decoder: 1 between frames, in a header and near a
+ * payload's end; the payload's rest, capped, inside a large one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -232,6 +234,32 @@ static void test_direct(void **st) {
   assert_int_equal(x.rx.arrived, 1);
 }
 
+#define BIG (5 * TCP_DIRECT)
+
+static void test_lowat(void **st) {
+  (void)st;
+  static char slots[TCP_NSLOTS * BIG];
+  struct hccl_tcp_rx rx;
+  hccl__tcp_rx_init(&rx, slots, BIG, 8);
+  const size_t cap = 2 * TCP_DIRECT;
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), 1); /* nothing yet: a header wakes it */
+  struct tcp_frame f = {.type = FRAME_DATA, .size = BIG};
+  size_t used, len;
+  assert_int_equal(hccl__tcp_rx_feed(&rx, (const char *)&f, 10, &used), HCCL_TCP_RX_MORE);
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), 1); /* half a header */
+  assert_int_equal(hccl__tcp_rx_feed(&rx, (char *)&f + 10, sizeof(f) - 10, &used),
+                   HCCL_TCP_RX_MORE);
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), cap); /* 5 x TCP_DIRECT left: the cap */
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, 10 * TCP_DIRECT), BIG); /* under the cap: all */
+  assert_non_null(hccl__tcp_rx_direct(&rx, &len));
+  assert_int_equal(hccl__tcp_rx_direct_got(&rx, 7 * TCP_DIRECT / 2), HCCL_TCP_RX_MORE);
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), 3 * TCP_DIRECT / 2); /* the rest */
+  assert_int_equal(hccl__tcp_rx_direct_got(&rx, TCP_DIRECT), HCCL_TCP_RX_MORE);
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), 1); /* under TCP_DIRECT left: staged */
+  assert_int_equal(hccl__tcp_rx_direct_got(&rx, TCP_DIRECT / 2), HCCL_TCP_RX_DATA);
+  assert_int_equal(hccl__tcp_rx_lowat(&rx, cap), 1); /* between frames */
+}
+
 /* The stream `pre` (accepted) then `bad`, then a BYE that must never be taken. */
 static void broken(const struct stream *pre, int npre, uint32_t type, uint32_t size, uint32_t arg,
                    uint32_t written, const char *why) {
@@ -318,6 +346,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hello_check),  cmocka_unit_test(test_hello_pieces),
       cmocka_unit_test(test_frames),       cmocka_unit_test(test_direct),
+      cmocka_unit_test(test_lowat),
       cmocka_unit_test(test_frame_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

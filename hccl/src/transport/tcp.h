@@ -163,6 +163,7 @@ void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 #define TCP_NSLOTS 8          /* slots per direction per link */
 #define TCP_INBUF (64u << 10) /* staging for frame headers and small payloads */
 #define TCP_DIRECT 8192u      /* payload left from which a read goes straight to the slot */
+#define TCP_LOWAT (256u << 10) /* most bytes of a payload a reader is woken for at once */
 #define TCP_CTL_BYTES 4096    /* queued control frames (ACK, ABORT, BYE) */
 
 /* PROGQ {arg = the asker's call number}: "why are you not there?" (a timeout, progress.c);
@@ -247,6 +248,10 @@ char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len);
 /* n bytes (1 to the *len last given) were written there. Returns the frame's event once its
  * payload is whole, else MORE. */
 enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n);
+/* How many bytes the reader can use at once next, for the socket's SO_RCVLOWAT: inside a
+ * payload with at least TCP_DIRECT bytes left, that rest up to `cap`; else 1 (a frame header,
+ * an ACK, a small payload must wake it at once). */
+size_t hccl__tcp_rx_lowat(const struct hccl_tcp_rx *rx, size_t cap);
 
 /* ---- links and the progress thread ---- */
 

@@ -192,3 +192,9 @@ enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n)
   rx->pay_got += n;
   return rx->pay_got == rx->pay_len ? frame_end(rx) : HCCL_TCP_RX_MORE;
 }
+
+size_t hccl__tcp_rx_lowat(const struct hccl_tcp_rx *rx, size_t cap) {
+  size_t left = rx->pay ? rx->pay_len - rx->pay_got : 0;
+  if (left < TCP_DIRECT) return 1;
+  return left < cap ? left : cap;
+}
