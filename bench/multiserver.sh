@@ -16,7 +16,7 @@
 # and receives S bytes in total while busbw counts S), and the table gives each busbw as a
 # share of it; the last line says how busy iperf3 kept the machine's cores meanwhile (the
 # pretend link is the cores' own copying, which an allreduce shares with its reduction).
-# Beside it the floor under the allreduce itself, bench/tcp_floor.c (built here with cc): two
+# Beside it a reference for the allreduce itself, bench/tcp_plain.c (built here with cc): two
 # processes, one thread each and no library, run a 2 x 1 fp32 sum allreduce of 64 MiB the
 # plainest way over one TCP connection (send the half you do not own, add the other's copy of
 # yours 1 MiB at a time as it comes and send it back, receive the other sum in place), 10
@@ -101,23 +101,23 @@ print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"
   echo "$(cut -d' ' -f1 "$work/link.all" | median) $(cut -d' ' -f2 "$work/link.all" | median)"
 }
 
-# floor KIND: bench/tcp_floor.c's KIND (allreduce or exchange) between server 0 and server 1,
+# plain KIND: bench/tcp_plain.c's KIND (allreduce or exchange) between server 0 and server 1,
 # REPEATS times; prints the median of the slower side's rate in GB/s, or n/a (why on stderr).
-floor() {
+plain() {
   local kind=$1 r
-  if [ ! -x "$work/tcp_floor" ] && ! cc -O3 -march=native -o "$work/tcp_floor" "$here/tcp_floor.c" 2>"$work/tcp_floor.build"; then
-    echo "multiserver.sh: bench/tcp_floor.c did not build (cc): $(tail -1 "$work/tcp_floor.build")" >&2
+  if [ ! -x "$work/tcp_plain" ] && ! cc -O3 -march=native -o "$work/tcp_plain" "$here/tcp_plain.c" 2>"$work/tcp_plain.build"; then
+    echo "multiserver.sh: bench/tcp_plain.c did not build (cc): $(tail -1 "$work/tcp_plain.build")" >&2
     echo n/a
     return
   fi
   for ((r = 0; r < repeats; r++)); do
     port=$((port + 1))
-    netns_exec 0 timeout 120 "$work/tcp_floor" serve "$(netns_addr 0)" "$port" 67108864 10 "$kind" >"$work/floor.0" 2>&1 &
-    netns_exec 1 timeout 120 "$work/tcp_floor" connect "$(netns_addr 0)" "$port" 67108864 10 "$kind" >"$work/floor.1" 2>&1
+    netns_exec 0 timeout 120 "$work/tcp_plain" serve "$(netns_addr 0)" "$port" 67108864 10 "$kind" >"$work/plain.0" 2>&1 &
+    netns_exec 1 timeout 120 "$work/tcp_plain" connect "$(netns_addr 0)" "$port" 67108864 10 "$kind" >"$work/plain.1" 2>&1
     wait
-    sed -n "s/^tcp_floor $kind bytes=[0-9]* gbs=//p" "$work/floor.0" "$work/floor.1" | sort -g | head -1
-  done >"$work/floor.all"
-  median <"$work/floor.all"
+    sed -n "s/^tcp_plain $kind bytes=[0-9]* gbs=//p" "$work/plain.0" "$work/plain.1" | sort -g | head -1
+  done >"$work/plain.all"
+  median <"$work/plain.all"
 }
 
 perf="$build/bin/allreduce_perf"
@@ -126,12 +126,12 @@ torch=("$py" "$here/torch_allreduce_perf.py" --backend gloo)
 torch_hccl=("$py" "$here/torch_allreduce_perf.py" --backend hccl)
 read -r link_bw link_busy <<<"$(link)"
 port=$((port + 100)) # each $(...) below counts its ports in a subshell
-floor_bw=$(floor allreduce)
+plain_bw=$(plain allreduce)
 port=$((port + 100))
-exchange_bw=$(floor exchange)
+exchange_bw=$(plain exchange)
 port=$((port + 100))
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
-echo "| ranks | link (iperf3 --bidir, each way) | 64 MiB allreduce, no library (tcp_floor) | hccl two-level busbw 64 MiB | share of link | share of tcp_floor | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
+echo "| ranks | link (iperf3 --bidir, each way) | 64 MiB allreduce, no library (tcp_plain) | hccl two-level busbw 64 MiB | share of link | two-level / tcp_plain | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
   n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
@@ -143,11 +143,11 @@ for devs in 0 0,1 0,1,2,3; do
   read -r h_t _ <<<"$(run hier "$devs" "" 4K 200 -- "$perf")"
   read -r f_t _ <<<"$(run flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf")"
   read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
-  echo "| 2 x $n | $link_bw GB/s | $floor_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $(ratio "$h_bw" "$floor_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
+  echo "| 2 x $n | $link_bw GB/s | $plain_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $(ratio "$h_bw" "$plain_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
 cols="6 8"
 read -r _ sr_bw <<<"$(run sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf")"
 echo
-echo "The transport alone (sendrecv_perf, 2 x 1, 64 MiB each way at once, no reduction): $sr_bw GB/s each way, $(ratio "$sr_bw" "$link_bw") of the link, $(ratio "$sr_bw" "$exchange_bw") of a bare exchange of 64 MiB buffers ($exchange_bw GB/s each way, tcp_floor exchange)."
+echo "The transport alone (sendrecv_perf, 2 x 1, 64 MiB each way at once, no reduction): $sr_bw GB/s each way, $(ratio "$sr_bw" "$link_bw") of the link, $(ratio "$sr_bw" "$exchange_bw") of a bare exchange of 64 MiB buffers ($exchange_bw GB/s each way, tcp_plain exchange)."
 echo
 echo "2 pretend servers (network namespaces, veth + bridge) on one machine of $(nproc) cores; iperf3 kept them $link_busy% busy at the link's rate; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -13,8 +13,8 @@
 # trace says); the two-level allreduce forced with ring and halving-doubling between servers, and a
 # flat ring; every other collective program that was built; npu-launch --max-restarts across
 # both servers (ddp_train resumes from its checkpoint). A server's rank killed in the
-# middle of a run must stop every server's launcher with an error within seconds. The link's
-# floor probe of bench/multiserver.sh (bench/tcp_floor.c) between two servers. Skipped
+# middle of a run must stop every server's launcher with an error within seconds. The plain
+# 2 x 1 allreduce bench/multiserver.sh compares with (bench/tcp_plain.c). Skipped
 # (exit 77, which ctest reports as skipped) where network namespaces cannot be made.
 set -u
 build=${1:?usage: test_multiserver.sh BUILD_DIR}
@@ -227,44 +227,44 @@ else
   for k in 0 1; do sed "s/^/  [server $k] /" "$work/idle.$k" | tail -8; done
 fi
 
-# The link's floor probe bench/multiserver.sh builds (bench/tcp_floor.c): between two servers,
+# The plain allreduce bench/multiserver.sh builds (bench/tcp_plain.c): between two servers,
 # an exchange and an allreduce of 1 MiB for 3 rounds, every received word checked; both sides
 # print a rate and exit 0; an argument out of range is refused with the rule (exit 2) before any
 # socket is made.
 if ! command -v cc >/dev/null; then
   cases=$((cases + 1))
-  echo "ok   tcp_floor: skipped, no C compiler (cc) to build bench/tcp_floor.c"
-elif ! cc -O2 -o "$work/tcp_floor" "$here/../../bench/tcp_floor.c" 2>"$work/tcp_floor.build"; then
+  echo "ok   tcp_plain: skipped, no C compiler (cc) to build bench/tcp_plain.c"
+elif ! cc -O2 -o "$work/tcp_plain" "$here/../../bench/tcp_plain.c" 2>"$work/tcp_plain.build"; then
   cases=$((cases + 1)) failures=$((failures + 1))
-  echo "FAIL tcp_floor: bench/tcp_floor.c does not build"
-  sed 's/^/  /' "$work/tcp_floor.build" | tail -6
+  echo "FAIL tcp_plain: bench/tcp_plain.c does not build"
+  sed 's/^/  /' "$work/tcp_plain.build" | tail -6
 else
   for kind in exchange allreduce; do
     cases=$((cases + 1))
     port=$((port + 1))
-    netns_exec 0 timeout 60 "$work/tcp_floor" serve "$(netns_addr 0)" "$port" 1048576 3 "$kind" >"$work/floor.0" 2>&1 &
+    netns_exec 0 timeout 60 "$work/tcp_plain" serve "$(netns_addr 0)" "$port" 1048576 3 "$kind" >"$work/plain.0" 2>&1 &
     fpid=$!
-    netns_exec 1 timeout 60 "$work/tcp_floor" connect "$(netns_addr 0)" "$port" 1048576 3 "$kind" >"$work/floor.1" 2>&1
+    netns_exec 1 timeout 60 "$work/tcp_plain" connect "$(netns_addr 0)" "$port" 1048576 3 "$kind" >"$work/plain.1" 2>&1
     st1=$? st0=0
     wait "$fpid" || st0=$?
-    line="^tcp_floor $kind bytes=1048576 gbs=[0-9]+\.[0-9]+\$"
-    if [ $st0 = 0 ] && [ $st1 = 0 ] && grep -qE "$line" "$work/floor.0" && grep -qE "$line" "$work/floor.1"; then
-      echo "ok   tcp_floor_$kind: $(cat "$work/floor.0") between two servers, data checked"
+    line="^tcp_plain $kind bytes=1048576 gbs=[0-9]+\.[0-9]+\$"
+    if [ $st0 = 0 ] && [ $st1 = 0 ] && grep -qE "$line" "$work/plain.0" && grep -qE "$line" "$work/plain.1"; then
+      echo "ok   tcp_plain_$kind: $(cat "$work/plain.0") between two servers, data checked"
     else
       failures=$((failures + 1))
-      echo "FAIL tcp_floor_$kind: exits $st0 $st1"
-      cat "$work/floor.0" "$work/floor.1" | sed 's/^/  /' | tail -8
+      echo "FAIL tcp_plain_$kind: exits $st0 $st1"
+      cat "$work/plain.0" "$work/plain.1" | sed 's/^/  /' | tail -8
     fi
   done
   cases=$((cases + 1))
-  "$work/tcp_floor" connect 127.0.0.1 1 1000 >"$work/floor.bad" 2>&1
+  "$work/tcp_plain" connect 127.0.0.1 1 1000 >"$work/plain.bad" 2>&1
   stb=$?
-  if [ $stb = 2 ] && grep -q "bytes is out of range" "$work/floor.bad"; then
-    echo "ok   tcp_floor_bad: bytes=1000 refused (exit 2) with the rule"
+  if [ $stb = 2 ] && grep -q "bytes is out of range" "$work/plain.bad"; then
+    echo "ok   tcp_plain_bad: bytes=1000 refused (exit 2) with the rule"
   else
     failures=$((failures + 1))
-    echo "FAIL tcp_floor_bad: exit $stb"
-    sed 's/^/  /' "$work/floor.bad" | tail -4
+    echo "FAIL tcp_plain_bad: exit $stb"
+    sed 's/^/  /' "$work/plain.bad" | tail -4
   fi
 fi
 

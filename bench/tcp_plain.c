@@ -1,6 +1,7 @@
 /*
- * tcp_floor.c - the floor under a 2 x 1 allreduce across servers, the limit bench/multiserver.sh
- * prints beside iperf3's link rate: two processes, one per server, over one TCP connection, one
+ * tcp_plain.c - a 2 x 1 allreduce across servers done the plain way, the reference
+ * bench/multiserver.sh prints beside iperf3's link rate: two processes, one per server, over
+ * one TCP connection, one
  * thread each that polls the socket, sends (1 MiB per call) and receives whatever it lets
  * through, with buffers as large as the allreduce's (64 MiB by default, not iperf3's 128 KiB
  * that never leaves the cache), the data checked. Nothing else: no framing, no flow control
@@ -13,14 +14,16 @@
  *              other half's sum straight into the output (out of place, like allreduce_perf).
  * Each process prints one line, e.g.
  *
- *   tcp_floor exchange bytes=67108864 gbs=1.31
+ *   tcp_plain exchange bytes=67108864 gbs=1.31
  *
  * (bytes over the median time of a round: GB/s each way for an exchange, busbw for an
  * allreduce, which at 2 ranks is the same count; the round ends for a process when it has sent
- * its bytes and received the other's).
+ * its bytes and received the other's). It is what a program that owns the socket gets without
+ * trying harder, not a bound: on pretend servers the link is the cores, and how a program
+ * sleeps and wakes changes how much of them the copying gets (docs/multi-server.md).
  *
- *   tcp_floor serve ADDR PORT [bytes] [rounds] [exchange|allreduce]   (listens; start it first)
- *   tcp_floor connect ADDR PORT [bytes] [rounds] [exchange|allreduce] (retries for 10 s)
+ *   tcp_plain serve ADDR PORT [bytes] [rounds] [exchange|allreduce]   (listens; start it first)
+ *   tcp_plain connect ADDR PORT [bytes] [rounds] [exchange|allreduce] (retries for 10 s)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -51,7 +54,7 @@ static double now_s(void) {
 
 static int usage(const char *why) {
   fprintf(stderr,
-          "tcp_floor: %s\nusage: tcp_floor serve|connect ADDR PORT [bytes] [rounds] "
+          "tcp_plain: %s\nusage: tcp_plain serve|connect ADDR PORT [bytes] [rounds] "
           "[exchange|allreduce] (bytes: 4096 to 1073741824, a multiple of 8, default 67108864; "
           "rounds: 1 to %d, default 10; default exchange)\n",
           why, ROUNDS_MAX);
@@ -112,10 +115,10 @@ static int take(int fd, struct side *x) {
       if (want > CHUNK - at) want = CHUNK - at;
     }
     ssize_t k = recv(fd, to, want, MSG_DONTWAIT);
-    if (k == 0) return fprintf(stderr, "tcp_floor: the other side closed\n"), -1;
+    if (k == 0) return fprintf(stderr, "tcp_plain: the other side closed\n"), -1;
     if (k < 0) {
       if (errno == EAGAIN || errno == EINTR) return 0;
-      return perror("tcp_floor: recv"), -1;
+      return perror("tcp_plain: recv"), -1;
     }
     x->got[p] += (size_t)k;
     if (p == 0 && x->stage && ((size_t)k == want)) {
@@ -138,13 +141,13 @@ static int run_round(int fd, struct side *x) {
     bool more_in = x->got[0] < x->recv_len[0] || x->got[1] < x->recv_len[1];
     if (!more_in && x->sent[1] == x->send_len[1] && p == 1) return 0;
     struct pollfd pf = {fd, (short)((more_in ? POLLIN : 0) | (can ? POLLOUT : 0)), 0};
-    if (poll(&pf, 1, 1000) < 0 && errno != EINTR) return perror("tcp_floor: poll"), -1;
-    if (now_s() > end) return fprintf(stderr, "tcp_floor: a round took over %d s\n", ROUND_S), -1;
+    if (poll(&pf, 1, 1000) < 0 && errno != EINTR) return perror("tcp_plain: poll"), -1;
+    if (now_s() > end) return fprintf(stderr, "tcp_plain: a round took over %d s\n", ROUND_S), -1;
     if (can) {
       ssize_t k = send(fd, x->send[p] + x->sent[p], can < SEND_MAX ? can : SEND_MAX,
                        MSG_DONTWAIT | MSG_NOSIGNAL);
       if (k > 0) x->sent[p] += (size_t)k;
-      else if (k < 0 && errno != EAGAIN && errno != EINTR) return perror("tcp_floor: send"), -1;
+      else if (k < 0 && errno != EAGAIN && errno != EINTR) return perror("tcp_plain: send"), -1;
     }
     if (more_in && take(fd, x)) return -1;
   }
@@ -183,7 +186,7 @@ int main(int argc, char **argv) {
   uint32_t *in = malloc(n), *out = malloc(n);
   float *stage = allreduce ? malloc(CHUNK) : NULL;
   if (!in || !out || (allreduce && !stage))
-    return fprintf(stderr, "tcp_floor: out of memory for 2 x %zu bytes\n", n), 1;
+    return fprintf(stderr, "tcp_plain: out of memory for 2 x %zu bytes\n", n), 1;
   float *fin = (float *)in, *fout = (float *)out;
   for (size_t i = 0; i < words; i++) {
     if (allreduce)
@@ -210,7 +213,7 @@ int main(int argc, char **argv) {
 
   int fd = open_socket(serve, &sa);
   if (fd < 0) {
-    fprintf(stderr, "tcp_floor: cannot %s %s:%ld: %s\n", serve ? "listen on" : "connect to", argv[2],
+    fprintf(stderr, "tcp_plain: cannot %s %s:%ld: %s\n", serve ? "listen on" : "connect to", argv[2],
             port, strerror(errno));
     return 1;
   }
@@ -226,12 +229,12 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < words; i++) {
     bool ok = allreduce ? fout[i] == value_of(0, i) + value_of(1, i) : out[i] == word_of(!me, i);
     if (!ok && allreduce) {
-      fprintf(stderr, "tcp_floor: element %zu of the last round's sum is %g, not %g\n", i,
+      fprintf(stderr, "tcp_plain: element %zu of the last round's sum is %g, not %g\n", i,
               (double)fout[i], (double)(value_of(0, i) + value_of(1, i)));
       return 1;
     }
     if (!ok) {
-      fprintf(stderr, "tcp_floor: word %zu of the last round is 0x%08x, not 0x%08x as sent\n", i,
+      fprintf(stderr, "tcp_plain: word %zu of the last round is 0x%08x, not 0x%08x as sent\n", i,
               out[i], word_of(!me, i));
       return 1;
     }
@@ -242,7 +245,7 @@ int main(int argc, char **argv) {
   }
   close(fd);
   qsort(took, (size_t)rounds, sizeof(double), cmp_double);
-  printf("tcp_floor %s bytes=%zu gbs=%.2f\n", allreduce ? "allreduce" : "exchange", n,
+  printf("tcp_plain %s bytes=%zu gbs=%.2f\n", allreduce ? "allreduce" : "exchange", n,
          (double)n / took[(rounds - 1) / 2] / 1e9);
   free(in);
   free(out);
