@@ -22,7 +22,8 @@
  * trying harder, not a bound: on pretend servers the link is the cores, and how a program
  * sleeps and wakes changes how much of them the copying gets (docs/multi-server.md).
  *
- *   tcp_plain serve ADDR PORT [bytes] [rounds] [exchange|allreduce]   (listens; start it first)
+ *   tcp_plain serve ADDR PORT [bytes] [rounds] [exchange|allreduce]   (start it first; it
+ *                                                    waits 10 s for the other side)
  *   tcp_plain connect ADDR PORT [bytes] [rounds] [exchange|allreduce] (retries for 10 s)
  */
 #define _GNU_SOURCE
@@ -70,8 +71,14 @@ static int open_socket(int serve, const struct sockaddr_in *sa) {
       close(l);
       return -1;
     }
-    int fd = accept(l, NULL, NULL);
+    /* The other side has CONNECT_S to come, as a connecting side has to find us. */
+    struct pollfd p = {l, POLLIN, 0};
+    int fd = -1;
+    if (poll(&p, 1, CONNECT_S * 1000) == 1) fd = accept(l, NULL, NULL);
+    else errno = ETIMEDOUT;
+    int e = errno;
     close(l);
+    errno = e;
     return fd;
   }
   double end = now_s() + CONNECT_S;
@@ -121,11 +128,11 @@ static int take(int fd, struct side *x) {
       return perror("tcp_plain: recv"), -1;
     }
     x->got[p] += (size_t)k;
-    if (p == 0 && x->stage && ((size_t)k == want)) {
-      size_t from = x->got[0] - at - (size_t)k, n = (at + (size_t)k) / sizeof(float);
-      from /= sizeof(float);
+    if (p == 0 && x->stage && (size_t)k == want) { /* the stage is full: add it */
+      size_t first = (x->got[0] - at - (size_t)k) / sizeof(float);
+      size_t n = (at + (size_t)k) / sizeof(float);
       for (size_t i = 0; i < n; i++)
-        x->add_out[from + i] = x->add_in[from + i] + x->stage[i];
+        x->add_out[first + i] = x->add_in[first + i] + x->stage[i];
       x->ready = x->got[0];
     }
   }
@@ -166,7 +173,8 @@ static float value_of(int s, size_t i) { return (float)(i % 1024) + (s ? 4096.0f
 int main(int argc, char **argv) {
   if (argc < 4 || argc > 7) return usage("wrong number of arguments");
   int serve = strcmp(argv[1], "serve") == 0, me = serve ? 0 : 1;
-  if (!serve && strcmp(argv[1], "connect") != 0) return usage("the first argument is serve or connect");
+  if (!serve && strcmp(argv[1], "connect") != 0)
+    return usage("the first argument is serve or connect");
   struct sockaddr_in sa = {.sin_family = AF_INET};
   char *end;
   long port = strtol(argv[3], &end, 10);
@@ -177,7 +185,8 @@ int main(int argc, char **argv) {
   if (argc > 4 && (*end || bytes < 4096 || bytes > (1LL << 30) || bytes % 8))
     return usage("bytes is out of range");
   long rounds = argc > 5 ? strtol(argv[5], &end, 10) : 10;
-  if (argc > 5 && (*end || rounds < 1 || rounds > ROUNDS_MAX)) return usage("rounds is out of range");
+  if (argc > 5 && (*end || rounds < 1 || rounds > ROUNDS_MAX))
+    return usage("rounds is out of range");
   bool allreduce = argc > 6 && strcmp(argv[6], "allreduce") == 0;
   if (argc > 6 && !allreduce && strcmp(argv[6], "exchange") != 0)
     return usage("the kind of round is exchange or allreduce");
@@ -213,8 +222,8 @@ int main(int argc, char **argv) {
 
   int fd = open_socket(serve, &sa);
   if (fd < 0) {
-    fprintf(stderr, "tcp_plain: cannot %s %s:%ld: %s\n", serve ? "listen on" : "connect to", argv[2],
-            port, strerror(errno));
+    fprintf(stderr, "tcp_plain: cannot %s %s:%ld: %s\n",
+            serve ? "be reached on" : "connect to", argv[2], port, strerror(errno));
     return 1;
   }
   int one = 1;
