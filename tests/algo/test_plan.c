@@ -4,8 +4,9 @@
  * server, TCP between) stand in for communicators. A table of (collective, bytes, servers x
  * ranks per server, HCCL_ALGO) gives the algorithm, the name the trace and the flight recorder
  * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
- * back-off as the view's offers hold it. That the trace records, for a real call, the name
- * that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
+ * back-off as the view's offers hold it, and where zero-copy starts (with and without a core
+ * for each rank). That the trace records, for a real call, the name that agrees with
+ * HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -178,10 +179,46 @@ static void test_plan_backoff(void **st) {
   assert_true(hccl__plan(&s.v, &tiny).zcopy_offer);
 }
 
+/* Where zero-copy starts: 64 KiB while a server's ranks share cores; 4 KiB on one server with
+ * a core for each rank, for every zero-copy collective; across servers (a two-level
+ * allreduce's steps inside them) 64 KiB either way. */
+static void test_plan_zcopy_threshold(void **st) {
+  (void)st;
+  static const enum hccl_coll_kind kinds[] = {HCCL_K_ALLREDUCE, HCCL_K_BROADCAST};
+  struct shape s;
+  for (int own = 0; own < 2; own++) {
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+      make_shape(&s, 1, 2, NULL);
+      s.v.own_cores = own;
+      struct hccl_call c4 = {.kind = kinds[k], .count = 1024, .esz = 4};
+      struct hccl_call c2 = {.kind = kinds[k], .count = 512, .esz = 4};
+      struct hccl_call c64 = {.kind = kinds[k], .count = 16384, .esz = 4};
+      assert_int_equal(hccl__plan(&s.v, &c4).zcopy_offer, own);
+      assert_false(hccl__plan(&s.v, &c2).zcopy_offer);
+      assert_true(hccl__plan(&s.v, &c64).zcopy_offer);
+    }
+    /* Allgather and reduce-scatter: their larger buffer (2 ranks x 2 KiB) decides. */
+    struct hccl_call ag = {.kind = HCCL_K_ALLGATHER, .count = 512, .esz = 4};
+    struct hccl_call rs = {.kind = HCCL_K_REDUCE_SCATTER, .count = 512, .esz = 4};
+    assert_int_equal(hccl__plan(&s.v, &ag).zcopy_offer, own);
+    assert_int_equal(hccl__plan(&s.v, &rs).zcopy_offer, own);
+    /* 2 servers x 4 ranks: the two-level allreduce's steps inside a server from 64 KiB. */
+    make_shape(&s, 2, 4, NULL);
+    s.v.own_cores = own;
+    for (size_t bytes = 4 * K; bytes <= 256 * K; bytes *= 4) {
+      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      struct hccl_plan p = hccl__plan(&s.v, &c);
+      assert_string_equal(p.name, "two-level, halving-doubling between servers");
+      assert_int_equal(p.zcopy_offer, bytes >= 64 * K);
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_table),
       cmocka_unit_test(test_plan_backoff),
+      cmocka_unit_test(test_plan_zcopy_threshold),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,8 @@
  *   regions    12 regions in turn, each freed before the next is made (descriptor numbers are
  *              reused): more than the 8 a peer keeps mapped, and never a stale mapping.
  *   forced     HCCL_ALGO=ring never runs zero-copy, for any of the four.
+ *   threshold  4 KiB runs zero-copy when the server has a core for each rank, 2 KiB never
+ *              (2 and 8 ranks, each collective, in place and out of place).
  *   dead peer  a rank that exits instead of calling makes the others fail, not hang.
  *   api        HcclMemAlloc(0) and HcclMemFree of a foreign pointer fail naming the rule.
  * Every rank must have unmapped its peers' regions after destroy (harness.c).
@@ -543,6 +545,52 @@ static void test_forced_ring(void **state) {
   assert_int_equal(harness_run_ranks(2, TIMEOUT_S, forced_rank, NULL), 0);
 }
 
+/* ---- where zero-copy starts ---- */
+
+/* The communicator's own threshold (plan.c): with a core for each rank (online CPUs >= ranks
+ * on the server) from 4 KiB, else from 64 KiB; never at 2 KiB. Each collective, in place and
+ * out of place, every element checked. */
+static int threshold_rank(int rank, int n, void *arg) {
+  (void)arg;
+  HcclComm comm;
+  RANK_CHECK(init_comm(NULL, &comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int own = cpus >= n;
+  RANK_CHECK(comm->own_cores == own, "rank %d: own_cores %d with %ld CPUs for %d ranks", rank,
+             (int)comm->own_cores, cpus, n);
+  int failures = 0;
+  uint32_t salt = 41;
+  for (int coll = AR; coll <= BC; coll++) {
+    int whole = coll == AR || coll == BC;
+    for (int kib = 2; kib <= 4; kib += 2) {
+      /* The larger buffer has kib KiB: the whole (allreduce, broadcast) or n blocks. */
+      uint64_t count = whole ? kib * 256u : kib * 256u / (uint64_t)n;
+      for (int v = 0; v < 2; v++) {
+        struct zcall c = {.coll = (enum coll)coll,
+                          .dt = HCCL_DATA_TYPE_FP32,
+                          .op = HCCL_REDUCE_SUM,
+                          .count = count,
+                          .inplace = coll != BC && v,
+                          .shared = 1,
+                          .salt = salt++};
+        failures += run_expect(comm, rank, n, &c, own && kib == 4);
+      }
+    }
+  }
+  RANK_CHECK(failures == 0, "rank %d: %d problems", rank, failures);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  if (rank == 0)
+    printf("zero-copy threshold at %d ranks, %ld CPUs: %s\n", n, cpus,
+           own ? "4 KiB runs zero-copy, 2 KiB does not" : "neither 2 nor 4 KiB runs zero-copy");
+  return 0;
+}
+
+static void test_threshold(void **state) {
+  (void)state;
+  assert_int_equal(harness_run_ranks(2, TIMEOUT_S, threshold_rank, NULL), 0);
+  assert_int_equal(harness_run_ranks(8, TIMEOUT_S, threshold_rank, NULL), 0);
+}
+
 /* ---- a peer that leaves ---- */
 
 static int dead_rank(int rank, int n, void *arg) {
@@ -606,7 +654,7 @@ int main(void) {
       cmocka_unit_test(test_api),        cmocka_unit_test(test_sweep),
       cmocka_unit_test(test_ring_order), cmocka_unit_test(test_mixed),
       cmocka_unit_test(test_regions),    cmocka_unit_test(test_forced_ring),
-      cmocka_unit_test(test_dead_peer),
+      cmocka_unit_test(test_threshold),  cmocka_unit_test(test_dead_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

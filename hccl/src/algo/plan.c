@@ -33,12 +33,19 @@
 #define COST_COPY_NS 0.1
 /* From this size (of a rank's larger buffer) a call inside one server first offers the
  * zero-copy path (zcopy.c), which costs two short synchronisations (2 log2(p) message hops)
- * before any data moves. It beat the ring and halving-doubling allreduce from 64 KiB at 2, 4
- * and 8 ranks on 2 cores (allreduce_perf -R 1 against -R 0; the crossover lies between 16 and
- * 64 KiB). Reduce-scatter, allgather and broadcast use the same threshold on their larger
- * buffer; it is not measured for them yet, and their crossover may lie higher: their ring
- * (p-1 hops) or binomial tree (log2(p)) has fewer hops than an allreduce's. */
+ * before any data moves, against the copying algorithms' log2(p) hops with a copy at each.
+ * What a hop costs decides it. With more ranks than cores a hop may wait for a context switch:
+ * 4 and 8 ranks on 2 cores, zero-copy lost up to 16 KiB (4 KiB: 22-23 us against 8 at 4 ranks,
+ * 39-43 against 23-30 at 8) and tied at 64 KiB, so there it starts at ZCOPY_MIN_BYTES. With a
+ * core for each rank a hop costs about 0.4 us and a copy about 0.2 ns a byte, so the crossover
+ * is near 2 KiB whatever p is: 2 ranks on 2 cores, allreduce_perf -R 1 (HcclMemAlloc buffers),
+ * zero-copy took 0.82-0.99 us at 4 KiB against recursive doubling's 1.23-1.29, 0.96-1.08 at
+ * 16 KiB against 2.84-3.07, and lost at 1 KiB (0.78-0.84 against 0.70-0.79); allgather,
+ * reduce-scatter and broadcast alike (4 KiB: 0.81-0.95, 0.84-0.91, 1.03-1.24 us against
+ * 1.08-1.18, 1.10-1.16, 1.44-1.52). So with a core for each rank it starts at
+ * ZCOPY_MIN_OWN_CORES (measured at 2 ranks only, the most this machine has cores for). */
 #define ZCOPY_MIN_BYTES (64u << 10)
+#define ZCOPY_MIN_OWN_CORES (4u << 10)
 
 static double log2u(uint32_t x) {
   double l = 0;
@@ -105,11 +112,14 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
 
 /* Whether a call whose larger buffer (send or receive, per rank) has `bytes` may offer the
  * zero-copy path: the communicator is on one server (or the call is a two-level allreduce,
- * whose steps inside each server can run zero-copy), the message large enough, and HCCL_ALGO
- * does not force an algorithm. The same rule for every zero-copy collective. */
+ * whose steps inside each server can run zero-copy), the message large enough (ZCOPY_MIN_BYTES,
+ * or ZCOPY_MIN_OWN_CORES on one server with a core for each rank), and HCCL_ALGO does not force
+ * an algorithm. The same rule for every zero-copy collective. */
 static bool plan_zcopy(const struct hccl_plan_view *v, size_t bytes, bool two_level) {
   const struct hccl_algo_setting *a = v->algo;
-  size_t min = v->zcopy_min_bytes ? v->zcopy_min_bytes : ZCOPY_MIN_BYTES;
+  size_t min = v->zcopy_min_bytes                   ? v->zcopy_min_bytes
+               : v->nservers == 1 && v->own_cores ? ZCOPY_MIN_OWN_CORES
+                                                   : ZCOPY_MIN_BYTES;
   return (v->nservers == 1 || two_level) && v->world->n > 1 && bytes >= min && !a->levels &&
          a->choice == HCCL_ALGO_AUTO;
 }

@@ -32,6 +32,9 @@ struct hccl_plan_view {
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
   const struct hccl_algo_setting *algo;           /* HCCL_ALGO */
   size_t zcopy_min_bytes; /* the size from which zero-copy is offered; 0: plan.c's measured one */
+  /* Whether the server has a core for each of its ranks (online CPUs >= local_nranks): the
+   * same on every rank of a machine, so every rank makes the same zero-copy offer. */
+  bool own_cores;
   /* [HCCL_ZCOPY_NKINDS]: each zero-copy collective's back-off, read by hccl__plan and updated
    * by hccl__plan_run. NULL: never offer zero-copy (a question about a size, not a call). */
   struct hccl_zcopy_offers *offers;

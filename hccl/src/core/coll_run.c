@@ -43,6 +43,7 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
                                  .cross = &c->cross,
                                  .algo = &c->cfg.algo,
                                  .zcopy_min_bytes = c->zcopy_min_bytes,
+                                 .own_cores = c->own_cores,
                                  .offers = c->zcopy};
 }
 
