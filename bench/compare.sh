@@ -6,7 +6,8 @@
 # usage: bench/compare.sh [build-dir]   (default ./build; builds nothing)
 #
 # For each N it runs, float sum only:
-#   allreduce_perf      under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
+#   allreduce_perf      (and with -R 1: HcclMemAlloc buffers, the zero-copy path)
+#                       under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
 #                       or, when npu-launch is not built, N background processes with
 #                       RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT set;
 #   mpi_allreduce_perf  under mpirun --allow-run-as-root --oversubscribe -np N
@@ -407,7 +408,7 @@ for n in $RANKS; do
   echo "running $n ranks ..." >&2
   h_bw=n/a hi_bw=n/a r_bw=n/a m_bw=n/a mi_bw=n/a g_bw=n/a t_bw=n/a
   c_bw=n/a s_bw=n/a x_bw=n/a
-  m_t=n/a mi_t=n/a g_t=n/a t_t=n/a d_g=n/a d_h=n/a c_t=n/a s_t=n/a x_t=n/a
+  m_t=n/a mi_t=n/a g_t=n/a t_t=n/a d_g=n/a d_h=n/a c_t=n/a s_t=n/a x_t=n/a r_t=n/a
   sizes="64M 4K"
   [ "$QUICK" = 1 ] && sizes=4K
   for size in $sizes; do
@@ -416,6 +417,7 @@ for n in $RANKS; do
       read -r _ _ _ r_bw <<<"$(run hccl-R1 "$n" 64M launch "$BIN/allreduce_perf" -R 1)"
     else
       read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
+      read -r _ _ r_t _ <<<"$(run hccl-R1 "$n" 4K launch "$BIN/allreduce_perf" -R 1)"
     fi
   done
   if [ $HAVE_MPI = 1 ]; then
@@ -455,7 +457,7 @@ for n in $RANKS; do
     arows_bw+=("| $n | $(cell "$hi_bw" hccl "$n" 64M) | $(cell "$mi_bw" mpi "$n" 64M "$mpi_why") | $(cell "$x_bw" mpich "$n" 64M "$MPICH_WHY") | $(cell "$c_bw" oneccl "$n" 64M "$CCL_WHY") | $(cell "$s_bw" deepspeed "$n" 64M "$DS_WHY") | $(cell "$g_bw" gloo "$n" 64M "$gloo_why") | $bn | $(ratio "$hi_bw" "$bv") | $(cell "$r_bw" hccl-R1 "$n" 64M) | $(limit "$n") | $(share "$hi_bw" "$(limit "$n")") | $(share "$r_bw" "$(limit "$n")") |")
   fi
   IFS='|' read -r bn bv <<<"$(best less "Open MPI=$mi_t" "MPICH=$x_t" "oneCCL=$c_t" "DeepSpeed shm=$s_t" "gloo=$g_t" )"
-  arows_t+=("| $n | $(cell "$hi_t" hccl "$n" 4K) | $(cell "$mi_t" mpi "$n" 4K "$mpi_why") | $(cell "$x_t" mpich "$n" 4K "$MPICH_WHY") | $(cell "$c_t" oneccl "$n" 4K "$CCL_WHY") | $(cell "$s_t" deepspeed "$n" 4K "$DS_WHY") | $(cell "$g_t" gloo "$n" 4K "$gloo_why") | $bn | $(ratio "$hi_t" "$bv") |")
+  arows_t+=("| $n | $(cell "$hi_t" hccl "$n" 4K) | $(cell "$mi_t" mpi "$n" 4K "$mpi_why") | $(cell "$x_t" mpich "$n" 4K "$MPICH_WHY") | $(cell "$c_t" oneccl "$n" 4K "$CCL_WHY") | $(cell "$s_t" deepspeed "$n" 4K "$DS_WHY") | $(cell "$g_t" gloo "$n" 4K "$gloo_why") | $bn | $(ratio "$hi_t" "$bv") | $(cell "$r_t" hccl-R1 "$n" 4K) | $(ratio "$r_t" "$bv") |")
 done
 
 echo
@@ -495,9 +497,11 @@ if [ "$QUICK" != 1 ]; then
   echo "B/p x 2(p-1)/p with B = $MEMBW GB/s, all cores copying together (bench/membw.c)."
 fi
 echo
-echo "| ranks | hccl time@4KiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
+echo "| ranks | hccl time@4KiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl/best | hccl -R 1 | -R 1/best |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: |"
 printf '%s\n' "${arows_t[@]}"
+echo
+echo "-R 1 at 4 KiB: zero-copy where the server has a core for each rank, else as hccl (docs/design.md)."
 echo
 echo "hccl/best: above 1 is better for hccl in the busbw table, below 1 in the time table."
 echo "The floor of a 4 KiB exchange between two processes (copy into the other's slot, flag, add"
