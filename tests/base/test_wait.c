@@ -2,9 +2,13 @@
  * test_wait.c - hccl/src/base/wait.c: a wait ends when the word changes (a post from another
  * thread wakes it), fails at its deadline naming the peer, fails when the peer check fails, and
  * succeeds when the peer posted its last word just before it left (the check sees the
- * departure after the waiter's read of the word: CI saw a barrier fail that way at 8 ranks).
+ * departure after the waiter's read of the word: CI saw a barrier fail that way at 8 ranks);
+ * a wait for a peer pinned to this rank's CPU sleeps without polling, one for another peer
+ * polls; hccl__wait_pinned_cpu names the one CPU of a pinned thread.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,6 +125,64 @@ static void test_post_wakes(void **state) {
   pthread_join(t, NULL);
 }
 
+static int g_slept;
+
+static void count_sleep(void *arg, int64_t from_ns, int64_t to_ns, uint32_t peer,
+                        const char *what) {
+  (void)arg, (void)from_ns, (void)to_ns, (void)peer, (void)what;
+  g_slept++;
+}
+
+/* Polling budget of 2 s, peer 1 on this rank's CPU, peer 0 not: a post 20 ms later ends both
+ * waits; the wait for peer 0 saw it polling, the wait for peer 1 asleep. */
+static void test_same_core(void **state) {
+  (void)state;
+  static const uint8_t same[2] = {0, 1};
+  struct hccl_waiter wt = g_waiter;
+  wt.spin = (struct hccl_spin){2000000000LL, 0};
+  wt.same_core = same;
+  wt.slept = count_sleep;
+  for (uint32_t peer = 0; peer < 2; peer++) {
+    atomic_store(&g_word, 0);
+    g_slept = 0;
+    struct hccl_wait w = wait_for(5000);
+    w.waiter = &wt;
+    pthread_t t;
+    int64_t t0 = hccl__now_ns();
+    assert_int_equal(pthread_create(&t, NULL, post_later, NULL), 0);
+    assert_int_equal(hccl__wait_change(&g_word, &g_waiting, 0, peer, &w, NULL, NULL),
+                     HCCL_SUCCESS);
+    pthread_join(t, NULL);
+    assert_true(hccl__now_ns() - t0 < 1000000000LL);
+    assert_int_equal(g_slept, (int)peer);
+  }
+}
+
+static void *pinned_cpu(void *arg) {
+  int *out = arg;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(out[0], &set);
+  out[1] = sched_setaffinity(0, sizeof(set), &set) == 0 ? hccl__wait_pinned_cpu() : -2;
+  return NULL;
+}
+
+/* Pinned to one CPU (the last this process may use): that CPU; with more than one: -1. */
+static void test_pinned_cpu(void **state) {
+  (void)state;
+  cpu_set_t set;
+  assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+  int last = -1;
+  for (int i = 0; i < CPU_SETSIZE; i++)
+    if (CPU_ISSET(i, &set)) last = i;
+  assert_int_equal(hccl__wait_pinned_cpu(), CPU_COUNT(&set) == 1 ? last : -1);
+  int io[2] = {last, -3};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, pinned_cpu, io), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(io[1], last);
+}
+
 int main(void) {
   alarm(60);
   const struct CMUnitTest tests[] = {
@@ -129,6 +191,8 @@ int main(void) {
       cmocka_unit_test(test_leaves_quiet),
       cmocka_unit_test(test_deadline),
       cmocka_unit_test(test_post_wakes),
+      cmocka_unit_test(test_same_core),
+      cmocka_unit_test(test_pinned_cpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@ struct hccl_peer_info {
   uint32_t nranks;
   int32_t device;
   int32_t pid;
+  int32_t cpu; /* the one CPU this rank may run on (hccl__wait_pinned_cpu), -1: more than one */
   char device_src[24]; /* where device came from: "HcclSetDevice", "DEVICE_ID", ... */
   uint64_t host_hash; /* same server = same hash (host name, boot id, network namespace) */
   char host[64];

@@ -47,6 +47,14 @@ struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting) {
   return (struct hccl_spin){5000, 2};
 }
 
+int hccl__wait_pinned_cpu(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int i = 0; i < CPU_SETSIZE; i++)
+    if (CPU_ISSET(i, &set)) return i;
+  return -1;
+}
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -78,7 +86,8 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
                              void *arg) {
   const struct hccl_waiter *wt = w->waiter;
   if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-  int64_t spin_end = hccl__now_ns() + wt->spin.poll_ns;
+  int64_t poll_ns = wt->same_core && wt->same_core[peer] ? 0 : wt->spin.poll_ns;
+  int64_t spin_end = hccl__now_ns() + poll_ns;
   do {
     for (int i = 0; i < 32; i++) {
       if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;

@@ -32,6 +32,10 @@ struct hccl_progress;
  * function gets `arg`. */
 struct hccl_waiter {
   struct hccl_spin spin; /* how long a wait polls before it sleeps */
+  /* [nranks], by the rank a wait names: 1 for a peer pinned to the one CPU this rank is pinned
+   * to. That peer can answer only once this rank leaves the CPU, so a wait for it polls not
+   * at all and yields at once. NULL: no such peer. */
+  const uint8_t *same_core;
   /* Whether any transport has heard of an abort: HCCL_E_REMOTE, logged with the origin's
    * reason, if so. Called each sleep slice, before the link's own check of its peer. */
   HcclResult (*aborted)(void *arg, const char *what);
@@ -63,6 +67,9 @@ int64_t hccl__now_ns(void);
 /* The polling budget for a rank with local_ranks ranks on its server: HCCL_SPIN
  * (microseconds, spin_setting >= 0), else chosen from ranks per core and this rank's pinning. */
 struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting);
+
+/* The one CPU the calling thread may run on (its affinity holds exactly one), else -1. */
+int hccl__wait_pinned_cpu(void);
 
 /* Stores `value` into *word and wakes the sleeper if the flag says there is one. */
 void hccl__post(_Atomic uint32_t *word, _Atomic uint32_t *waiting, uint32_t value);

@@ -233,6 +233,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   free(c->astate.scratch);
   free(c->astate.temp);
   free(c->peers);
+  free(c->same_core);
   free(c->local_index);
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     free(c->tx.links[ch]);
@@ -290,6 +291,7 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   self.rank = c->rank;
   self.nranks = c->nranks;
   self.pid = (int32_t)getpid();
+  self.cpu = hccl__wait_pinned_cpu();
   self.host_hash = hccl__host_identity(self.host, sizeof(self.host));
   self.device = c->cfg.device_id;
   snprintf(self.device_src, sizeof(self.device_src), "%s",

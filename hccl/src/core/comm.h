@@ -86,6 +86,7 @@ struct hccl_comm {
    * on the few-element calls that put empty blocks at its edges. */
   size_t zcopy_min_bytes;
   bool own_cores; /* online CPUs >= local_nranks (the planner's zero-copy threshold) */
+  uint8_t *same_core; /* [nranks]: the waiter's same_core (base/wait.h), or NULL */
   struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
   struct hccl_progress progress_private; /* when no transport shares one */
   struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
