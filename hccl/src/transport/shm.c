@@ -8,12 +8,16 @@
  *
  *   header | fifo[0] ... fifo[L-1] fifo[L] ... fifo[2L-1] | data[0][slot 0..7] data[1][...] ...
  *            channel 0 (collectives) channel 1 (p2p)
- *   fifo[s] = { tail (sender's count of posted slots), head (receiver's count of consumed
- *               slots), msgs[8] = each slot's size and stamp }, tail and head on cache
- *               lines of their own.
+ *   fifo[s] = { recv_waiting, head (receiver's count of consumed slots), msgs[8] = each
+ *               slot's sequence word, size and stamp, each slot's on a cache line of its own }
+ *
+ * A message is posted by storing its number (the sender's count, from 1) into its slot's
+ * sequence word after the size and the stamp beside it: a receiver polls the one line that
+ * tells it both that a message arrived and what it is, so a hop costs the data's lines and
+ * one more (a shared tail counter beside the records cost two: the counter, then the record).
  *
  * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
- * once. Waits are futex sleeps on tail/head (wait.c). HCCL_BUFFSIZE bounds the area: each of
+ * once. Waits are futex sleeps on a sequence word or head (wait.c). HCCL_BUFFSIZE bounds the area: each of
  * the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 512 KiB and at least 4 KiB;
  * both channels have the same layout.
  *
@@ -60,19 +64,20 @@ struct shm_header {
 };
 
 struct shm_fifo {
-  alignas(64) _Atomic uint32_t tail;
-  _Atomic uint32_t recv_waiting;
+  alignas(64) _Atomic uint32_t recv_waiting; /* the receiver sleeps on a sequence word */
   alignas(64) _Atomic uint32_t head;
   _Atomic uint32_t send_waiting;
-  /* Per slot, the size and the stamp of its message, in one 32-byte record: a receiver reads
-   * one cache line per message, which the sender wrote just before. */
+  /* Per slot, its message's number, size and stamp on one cache line, which the sender writes
+   * just before the receiver reads it. */
   alignas(64) struct shm_msg {
+    _Atomic uint32_t seq; /* number of the last message posted in this slot (from 1) */
     uint32_t size;
-    uint32_t pad;
     struct hccl_stamp stamp;
-    uint64_t pad2;
+    char pad[64 - 8 - sizeof(struct hccl_stamp)];
   } msgs[SHM_NSLOTS];
 };
+
+_Static_assert(sizeof(struct shm_msg) == 64, "a slot's record is one cache line");
 
 struct shm_area {
   struct shm_header *hdr;
@@ -102,7 +107,7 @@ struct shm_link {
   uint32_t sent, head_seen;
   struct shm_fifo *rfifo; /* in our own area: fifo[peer local index] */
   char *rdata;
-  uint32_t received, tail_seen;
+  uint32_t received;
   int pidfd;
 };
 
@@ -325,25 +330,27 @@ static void shm_send_commit(struct hccl_link *base, size_t bytes, const struct h
   m->size = (uint32_t)bytes;
   m->stamp = *stamp;
   l->sent++;
-  hccl__post(&l->sfifo->tail, &l->sfifo->recv_waiting, l->sent);
+  hccl__post(&m->seq, &l->sfifo->recv_waiting, l->sent);
+}
+
+/* The record of the next message to receive, or NULL when it has not been posted yet. */
+static struct shm_msg *next_posted(struct shm_link *l, uint32_t *seq) {
+  struct shm_msg *m = &l->rfifo->msgs[l->received % SHM_NSLOTS];
+  *seq = atomic_load_explicit(&m->seq, memory_order_acquire);
+  return *seq == l->received + 1 ? m : NULL;
 }
 
 static HcclResult shm_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                    struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct shm_link *l = (struct shm_link *)base;
-  while (l->tail_seen == l->received) {
-    uint32_t tail = atomic_load_explicit(&l->rfifo->tail, memory_order_acquire);
-    if (tail != l->received) {
-      l->tail_seen = tail;
-      break;
-    }
-    HCCL_TRY(hccl__wait_change(&l->rfifo->tail, &l->rfifo->recv_waiting, tail, base->peer, w,
-                               shm_check, base));
-  }
-  uint32_t slot = l->received % SHM_NSLOTS;
-  *buf = l->rdata + (size_t)slot * base->slot_bytes;
-  *bytes = l->rfifo->msgs[slot].size;
-  *stamp = l->rfifo->msgs[slot].stamp;
+  uint32_t seq;
+  struct shm_msg *m;
+  while (!(m = next_posted(l, &seq)))
+    HCCL_TRY(hccl__wait_change(&l->rfifo->msgs[l->received % SHM_NSLOTS].seq,
+                               &l->rfifo->recv_waiting, seq, base->peer, w, shm_check, base));
+  *buf = l->rdata + (size_t)(l->received % SHM_NSLOTS) * base->slot_bytes;
+  *bytes = m->size;
+  *stamp = m->stamp;
   return HCCL_SUCCESS;
 }
 
@@ -361,12 +368,8 @@ static bool shm_send_ready(struct hccl_link *base) {
 }
 
 static bool shm_recv_ready(struct hccl_link *base) {
-  struct shm_link *l = (struct shm_link *)base;
-  if (l->tail_seen != l->received) return true;
-  uint32_t tail = atomic_load_explicit(&l->rfifo->tail, memory_order_acquire);
-  if (tail == l->received) return false;
-  l->tail_seen = tail;
-  return true;
+  uint32_t seq;
+  return next_posted((struct shm_link *)base, &seq) != NULL;
 }
 
 static bool shm_send_drained(struct hccl_link *base) {
@@ -386,7 +389,8 @@ static HcclResult shm_send_drain(struct hccl_link *base, const struct hccl_wait 
 
 static void wake_area(struct shm_area *a) {
   for (uint32_t i = 0; i < a->hdr->nfifos; i++) {
-    hccl__wake_all(&a->fifos[i].tail);
+    for (uint32_t k = 0; k < SHM_NSLOTS; k++)
+      hccl__wake_all(&a->fifos[i].msgs[k].seq);
     hccl__wake_all(&a->fifos[i].head);
   }
 }
