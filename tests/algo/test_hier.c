@@ -99,6 +99,7 @@ static void make_groups(struct hccl_comm *c, struct shape sh, struct groups *g) 
   g->cross.rank = g->xrank;
   g->cross.ring = g->xring;
   g->cross.pos = g->xpos;
+  g->local.zmemo = g->cross.zmemo = NULL; /* the world group's own (group.h) */
 }
 
 static int hier_body(int rank, int nranks, void *arg) {

@@ -24,6 +24,10 @@
  *              every rank, while another collective's offers are not held back.
  *   regions    12 regions in turn, each freed before the next is made (descriptor numbers are
  *              reused): more than the 8 a peer keeps mapped, and never a stale mapping.
+ *   repeat     2, 4 and 8 ranks call allreduce and allgather over 3 buffer sets of their
+ *              own, rank r moving to its next set every r + 1 calls: the exchange's messages
+ *              are the last ones again (sent empty, zcopy.c's memo) for some steps and ranks
+ *              and not for others, and every result must still come from the right buffers.
  *   forced     HCCL_ALGO=ring never runs zero-copy, for any of the four.
  *   threshold  4 KiB runs zero-copy when the server has a core for each rank, 2 KiB never
  *              (2 and 8 ranks, each collective, in place and out of place).
@@ -518,6 +522,63 @@ static void test_regions(void **state) {
   assert_int_equal(harness_run_ranks(4, TIMEOUT_S, regions_rank, NULL), 0);
 }
 
+/* ---- the same buffers again ---- */
+
+#define REPEAT_CALLS 30
+#define REPEAT_COUNT 20000u /* 80 KB of floats: zero-copy at any number of ranks */
+
+static int repeat_rank(int rank, int n, void *arg) {
+  (void)arg;
+  HcclComm comm;
+  RANK_CHECK(init_comm(NULL, &comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  size_t all = (size_t)n * REPEAT_COUNT;
+  float *send[3], *recv[3], *want = malloc(all * sizeof(float));
+  RANK_CHECK(want != NULL, "no memory");
+  for (int k = 0; k < 3; k++)
+    RANK_CHECK(HcclMemAlloc((void **)&send[k], all * sizeof(float)) == HCCL_SUCCESS &&
+                   HcclMemAlloc((void **)&recv[k], all * sizeof(float)) == HCCL_SUCCESS,
+               "HcclMemAlloc: %s", HcclGetLastErrorMessage());
+  int failures = 0;
+  for (int i = 0; i < REPEAT_CALLS; i++) {
+    int k = (i / (rank + 1)) % 3, ag = i % 3 == 2;
+    uint32_t salt = 700 + (uint32_t)i;
+    cc_fill_input(send[k], HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, salt, rank, 0, REPEAT_COUNT);
+    HcclResult r = ag ? HcclAllGather(send[k], recv[k], REPEAT_COUNT, HCCL_DATA_TYPE_FP32, comm,
+                                      NULL)
+                      : HcclAllReduce(send[k], recv[k], REPEAT_COUNT, HCCL_DATA_TYPE_FP32,
+                                      HCCL_REDUCE_SUM, comm, NULL);
+    RANK_CHECK(r == HCCL_SUCCESS, "rank %d call %d: %s", rank, i, HcclGetLastErrorMessage());
+    if (ag)
+      for (int m = 0; m < n; m++)
+        cc_fill_input(want + (size_t)m * REPEAT_COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, salt,
+                      m, 0, REPEAT_COUNT);
+    else
+      cc_reduce_expect(want, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, salt, n, 0, REPEAT_COUNT);
+    int64_t at = cc_first_mismatch(recv[k], want, HCCL_DATA_TYPE_FP32, ag ? all : REPEAT_COUNT);
+    if (at >= 0 || !ran_zcopy(comm)) {
+      fprintf(stderr, "rank %d call %d (%s, buffer set %d): %s\n", rank, i,
+              ag ? "allgather" : "allreduce", k,
+              at >= 0 ? "wrong result" : "did not run zero-copy");
+      failures++;
+    }
+  }
+  for (int k = 0; k < 3; k++) {
+    HcclMemFree(send[k]);
+    HcclMemFree(recv[k]);
+  }
+  free(want);
+  RANK_CHECK(failures == 0, "rank %d: %d problems", rank, failures);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_repeat(void **state) {
+  (void)state;
+  static const int sizes[] = {2, 4, 8};
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+    assert_int_equal(harness_run_ranks(sizes[i], TIMEOUT_S, repeat_rank, NULL), 0);
+}
+
 /* ---- HCCL_ALGO=ring ---- */
 
 static int forced_rank(int rank, int n, void *arg) {
@@ -653,7 +714,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_api),        cmocka_unit_test(test_sweep),
       cmocka_unit_test(test_ring_order), cmocka_unit_test(test_mixed),
-      cmocka_unit_test(test_regions),    cmocka_unit_test(test_forced_ring),
+      cmocka_unit_test(test_regions),    cmocka_unit_test(test_repeat),
+      cmocka_unit_test(test_forced_ring),
       cmocka_unit_test(test_threshold),  cmocka_unit_test(test_dead_peer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -133,5 +133,9 @@ static inline void hccl__zcopy_shape(const struct hccl_zcopy_call *z, uint32_t n
  * another algorithm. p->reduce is the kernel of a reducing call. */
 HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
                        const struct hccl_zcopy_call *z, bool *ran);
+/* What hccl__zcopy keeps of a group of n members from one call to the next (struct hccl_group's
+ * zmemo): NULL where it runs no exchange (n < 2 or too many members) or out of memory, which
+ * only makes every exchange send its descriptors in full. Freed with free(). */
+struct hccl_zmemo *hccl__zcopy_memo_new(uint32_t n);
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 
+#include "algo.h"
 #include "group.h"
 #include "log.h"
 #include "partners.h"
@@ -19,6 +20,7 @@ HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n) {
   g->pos = calloc(n, sizeof(uint32_t));
   if (!g->rank || !g->ring || !g->pos)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a group of %u ranks", n);
+  g->zmemo = hccl__zcopy_memo_new(n);
   return HCCL_SUCCESS;
 }
 
@@ -26,6 +28,7 @@ void hccl__group_free(struct hccl_group *g) {
   free(g->rank);
   free(g->ring);
   free(g->pos);
+  free(g->zmemo);
 }
 
 /* The local and cross groups (group.h), once the world ring is known: the local group's ring

@@ -37,6 +37,8 @@ struct hccl_algo_state {
   size_t temp_bytes;
 };
 
+struct hccl_zmemo;
+
 struct hccl_group {
   uint32_t n;               /* members */
   uint32_t me;              /* this rank's member index */
@@ -46,6 +48,9 @@ struct hccl_group {
   struct hccl_link **links; /* indexed by GLOBAL rank (the communicator's channel-0 links) */
   size_t chunk_bytes;       /* largest message every link of the group takes */
   void *scratch;            /* chunk_bytes of scratch (binomial reduce) */
+  /* zcopy.c's record of this group's last exchange (hccl__zcopy_memo_new), made with the
+   * group; or NULL. Its own: a group copied from another must not share it (set it NULL). */
+  struct hccl_zmemo *zmemo;
   struct hccl_algo_state *state; /* what the communicator's groups share */
   /* Cost of one message hop and of one byte on this group's slowest link, for the cost
    * model (transport ops' alpha and beta). */

@@ -9,6 +9,21 @@
 #include "fingerprint.h"
 #include "log.h"
 
+/* The next message from `from`, of `bytes` or (where empty_ok) of none: its stamp checked. */
+static HcclResult take(const struct hccl_prim *p, struct hccl_link *from, size_t bytes,
+                       bool empty_ok, const void **src, size_t *got) {
+  struct hccl_stamp st;
+  HCCL_TRY(from->ops->recv_acquire(from, src, got, &st, p->w));
+  if (!hccl__fp_match(&p->stamp, &st))
+    return hccl__fp_mismatch(p->w->rank, from->peer, &p->stamp, &st);
+  if (*got != bytes && !(empty_ok && *got == 0))
+    return hccl__fail(HCCL_E_INTERNAL,
+                      "%s on rank %u: rank %u sent a message of %zu bytes where %zu were "
+                      "expected; every rank must make the same calls with the same counts",
+                      p->w->what, p->w->rank, from->peer, *got, bytes);
+  return HCCL_SUCCESS;
+}
+
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
                            struct hccl_link *send_to, const void *local, void *out, size_t bytes) {
   const void *src = NULL;
@@ -16,15 +31,7 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
   size_t count = bytes / p->esz;
   if (recv_from) {
     size_t got;
-    struct hccl_stamp st;
-    HCCL_TRY(recv_from->ops->recv_acquire(recv_from, &src, &got, &st, p->w));
-    if (!hccl__fp_match(&p->stamp, &st))
-      return hccl__fp_mismatch(p->w->rank, recv_from->peer, &p->stamp, &st);
-    if (got != bytes)
-      return hccl__fail(HCCL_E_INTERNAL,
-                        "%s on rank %u: rank %u sent a message of %zu bytes where %zu were "
-                        "expected; every rank must make the same calls with the same counts",
-                        p->w->what, p->w->rank, recv_from->peer, got, bytes);
+    HCCL_TRY(take(p, recv_from, bytes, false, &src, &got));
   }
   /* By reference when the value to send will be in a caller's buffer: the input as it is, or
    * the output this step writes. */
@@ -51,6 +58,17 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
     send_to->ops->send_commit(send_to, bytes, &p->stamp);
   }
   if (recv_from) recv_from->ops->recv_release(recv_from);
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__prim_recv_or_empty(const struct hccl_prim *p, struct hccl_link *from, void *out,
+                                    size_t bytes, bool *empty) {
+  const void *src;
+  size_t got;
+  HCCL_TRY(take(p, from, bytes, true, &src, &got));
+  *empty = got == 0 && bytes > 0;
+  if (!*empty && bytes > 0) memcpy(out, src, bytes);
+  from->ops->recv_release(from);
   return HCCL_SUCCESS;
 }
 

@@ -43,6 +43,12 @@ struct hccl_prim {
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
                            struct hccl_link *send_to, const void *local, void *out, size_t bytes);
 
+/* Receives one message of `bytes` (at most the slot size) into out, or an empty one, which a
+ * sender sends where the receiver knows what it would say (zcopy.c: the same as last time):
+ * *empty says which. Fails as hccl__prim_step on any other size or stamp. */
+HcclResult hccl__prim_recv_or_empty(const struct hccl_prim *p, struct hccl_link *from, void *out,
+                                    size_t bytes, bool *empty);
+
 /* Sends or receives a whole buffer of any size as slot-sized messages. */
 HcclResult hccl__prim_send(const struct hccl_prim *p, struct hccl_link *to, const void *buf,
                            size_t bytes);
