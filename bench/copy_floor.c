@@ -4,9 +4,16 @@
  * of floats into a slot the other reads (8 slots, as the shm transport keeps), raise a flag,
  * wait for the other's flag and add the other's slot to their own input. Nothing else: no
  * checks, no stamps, no deadlines. The parties are two processes sharing memory (what ranks
- * are), each pinned to its own CPU (0 and 1) when the machine has two. Prints one line:
+ * are), each pinned to its own CPU (0 and 1) when the machine has two.
  *
- *   copy_floor bytes=4096 us=1.02
+ * The same for the zero-copy path (HcclMemAlloc buffers, allreduce_perf -R 1), whose inputs and
+ * outputs both parties map: raise a flag and wait for the other's (both have entered), add
+ * the two inputs' halves of one's own into one's own output and copy the sums into the other's
+ * output, raise a second flag and wait for the other's (both have finished). Out of place, and
+ * the inputs are not written between exchanges, as in allreduce_perf's out-of-place column.
+ * Prints one line:
+ *
+ *   copy_floor bytes=4096 us=1.02 zcopy_us=0.66
  *
  * (the median of 5 runs of 20000 exchanges each, microseconds per exchange). Build it as
  * compare.sh does, `cc -O3 -march=native`: a scalar add loop (plain -O2) takes
@@ -18,6 +25,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +43,7 @@
 
 struct shared {
   alignas(64) _Atomic unsigned flag[2][16]; /* flag[r][0]: what the other party posted to r */
+  alignas(64) _Atomic unsigned done[2][16]; /* the zero-copy floor's second flag */
   alignas(64) double took_us;               /* party 0's result, for the process run */
 };
 
@@ -43,6 +52,7 @@ struct party {
   char *slots; /* 2 x NSLOTS slots of `bytes`: party r reads slots[r], writes slots[1 - r] */
   size_t bytes;
   int me;
+  bool zcopy; /* the zero-copy floor: the slots are the two inputs, then the two outputs */
 };
 
 static double now(void) {
@@ -93,22 +103,48 @@ static void exchange(struct party *p) {
   free(out);
 }
 
+/* The zero-copy floor: party r's input is slot(p, 0, r), its output slot(p, 1, r). */
+static void zcopy_exchange(struct party *p) {
+  size_t n = p->bytes / sizeof(float), half = n / 2;
+  int peer = 1 - p->me;
+  pin(p->me);
+  float *in[2] = {slot(p, 0, 0), slot(p, 0, 1)}, *out[2] = {slot(p, 1, 0), slot(p, 1, 1)};
+  for (size_t k = 0; k < n; k++)
+    in[p->me][k] = (float)(k + (size_t)p->me), out[p->me][k] = 0;
+  size_t lo = p->me ? half : 0, hi = p->me ? n : half;
+  double t0 = 0;
+  for (unsigned i = 1; i <= WARMUP + ITERS; i++) {
+    if (i == WARMUP + 1) t0 = now();
+    atomic_store(&p->sh->flag[peer][0], i);
+    while (atomic_load_explicit(&p->sh->flag[p->me][0], memory_order_acquire) < i)
+      relax();
+    for (size_t k = lo; k < hi; k++)
+      out[p->me][k] = out[peer][k] = in[0][k] + in[1][k];
+    atomic_store(&p->sh->done[peer][0], i);
+    while (atomic_load_explicit(&p->sh->done[p->me][0], memory_order_acquire) < i)
+      relax();
+  }
+  double us = (now() - t0) / ITERS * 1e6;
+  if (out[p->me][n ? n - 1 : 0] < 0) us = -1; /* keeps the sums */
+  if (p->me == 0) p->sh->took_us = us;
+}
+
 /* One run of ITERS exchanges by two processes; microseconds each. */
-static double run(size_t bytes) {
+static double run(size_t bytes, bool zcopy) {
   size_t total = HEAD + 2 * NSLOTS * bytes;
   void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return -1;
   struct shared *sh = m;
   struct party ps[2];
   for (int r = 0; r < 2; r++)
-    ps[r] = (struct party){sh, (char *)m + HEAD, bytes, r};
+    ps[r] = (struct party){sh, (char *)m + HEAD, bytes, r, zcopy};
   pid_t child = fork();
   if (child < 0) return -1;
   if (child == 0) {
-    exchange(&ps[1]);
+    (zcopy ? zcopy_exchange : exchange)(&ps[1]);
     _exit(0);
   }
-  exchange(&ps[0]);
+  (zcopy ? zcopy_exchange : exchange)(&ps[0]);
   waitpid(child, NULL, 0);
   double us = sh->took_us;
   munmap(m, total);
@@ -120,10 +156,10 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double median(size_t bytes) {
+static double median(size_t bytes, bool zcopy) {
   double v[RUNS];
   for (int k = 0; k < RUNS; k++)
-    v[k] = run(bytes);
+    v[k] = run(bytes, zcopy);
   qsort(v, RUNS, sizeof(v[0]), cmp);
   return v[RUNS / 2];
 }
@@ -134,7 +170,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "copy_floor: bytes must be a multiple of 64, at least 64 (got %ld)\n", b);
     return 2;
   }
-  double us = median((size_t)b);
-  printf("copy_floor bytes=%ld us=%.2f\n", b, us);
-  return us < 0;
+  double us = median((size_t)b, false), zus = median((size_t)b, true);
+  printf("copy_floor bytes=%ld us=%.2f zcopy_us=%.2f\n", b, us, zus);
+  return us < 0 || zus < 0;
 }
