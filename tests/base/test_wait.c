@@ -4,7 +4,8 @@
  * succeeds when the peer posted its last word just before it left (the check sees the
  * departure after the waiter's read of the word: CI saw a barrier fail that way at 8 ranks);
  * a wait for a peer pinned to this rank's CPU sleeps without polling, one for another peer
- * polls; hccl__wait_pinned_cpu names the one CPU of a pinned thread.
+ * polls; hccl__wait_pinned_cpu names the one CPU of a pinned thread; hccl__online_cpus counts
+ * the CPUs the kernel lists online.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -183,10 +184,29 @@ static void test_pinned_cpu(void **state) {
   assert_int_equal(io[1], last);
 }
 
+/* hccl__online_cpus against the kernel's own list of online CPUs ("0-1,4"). */
+static void test_online_cpus(void **state) {
+  (void)state;
+  FILE *f = fopen("/sys/devices/system/cpu/online", "r");
+  if (!f) skip();
+  long n = 0, a, b;
+  char sep;
+  while (fscanf(f, "%ld", &a) == 1) {
+    b = a;
+    if (fscanf(f, "%c", &sep) == 1 && sep == '-' && fscanf(f, "%ld%c", &b, &sep) < 1) break;
+    n += b - a + 1;
+    if (sep != ',') break;
+  }
+  fclose(f);
+  assert_true(n >= 1);
+  assert_int_equal(hccl__online_cpus(), n);
+}
+
 int main(void) {
   alarm(60);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_post_before_leaving),
+      cmocka_unit_test(test_online_cpus),
       cmocka_unit_test(test_leaves),
       cmocka_unit_test(test_leaves_quiet),
       cmocka_unit_test(test_deadline),

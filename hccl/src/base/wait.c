@@ -26,12 +26,16 @@ int64_t hccl__now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+long hccl__online_cpus(void) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online < 1 ? 1 : online;
+}
+
 struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting) {
   /* A budget in time, not in polls: one `pause` costs 10 to 140 cycles depending on the CPU. */
-  long online = sysconf(_SC_NPROCESSORS_ONLN), mine = online;
+  long online = hccl__online_cpus(), mine = online;
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) mine = CPU_COUNT(&set);
-  if (online < 1) online = 1;
   if (spin_setting >= 0) return (struct hccl_spin){(int64_t)spin_setting * 1000, 2};
   /* Oversubscribed: whoever we wait for may need our core. Two ranks a core (4 on 2): the
    * partner runs on the other core as often as on ours, so a few microseconds' poll and two

@@ -64,6 +64,10 @@ struct hccl_wait {
 
 int64_t hccl__now_ns(void);
 
+/* The machine's online CPUs (at least 1): whether ranks outnumber them decides the polling
+ * budget below and where zero-copy starts (algo/plan.c, through the communicator). */
+long hccl__online_cpus(void);
+
 /* The polling budget for a rank with local_ranks ranks on its server: HCCL_SPIN
  * (microseconds, spin_setting >= 0), else chosen from ranks per core and this rank's pinning. */
 struct hccl_spin hccl__wait_spin_budget(int local_ranks, int spin_setting);

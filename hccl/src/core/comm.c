@@ -133,8 +133,7 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   c->nservers = pl.nservers;
   c->local_rank = c->local_index[c->rank];
   c->local_nranks = c->tx.local_nranks = pl.per_server;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  c->own_cores = cpus > 0 && (long)c->local_nranks <= cpus;
+  c->own_cores = (long)c->local_nranks <= hccl__online_cpus();
   c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
