@@ -224,6 +224,14 @@ setup_deepspeed() {
       return
     fi
   fi
+  # --bind_cores_to_rank (ds_launch) needs numactl: without it the ranks run unbound, and the
+  # shm op's spinning waits took 15 ms a 4 KiB call at 2 ranks on 2 cores (14 us bound).
+  if ! command -v numactl >/dev/null && [ "$ANCHORS_INSTALL" = 1 ] && [ "$(id -u)" = 0 ]; then
+    echo "deepspeed: apt-get install numactl (its launcher binds cores with it) ..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends numactl \
+      >"$RESULTS_DIR/install.numactl.txt" 2>&1 ||
+      echo "deepspeed: numactl not installed ($(first_error "$RESULTS_DIR/install.numactl.txt")): its ranks run unbound" >&2
+  fi
   # Build (or find built) the shm op here, unbound and without RUN_TIMEOUT: built by the first
   # timed run instead, it compiles on the one core its rank is pinned to.
   log=$RESULTS_DIR/build.deepspeed.txt
