@@ -10,8 +10,8 @@
 # out-of-place twin in torch_allreduce_perf.py adds a copy), 64 MiB over 5 calls and 4 KiB
 # over 200, median of REPEATS runs; busbw as nccl-tests defines it; then the transport alone
 # (sendrecv_perf at 2 x 1: both directions, no reduction; its out-of-place columns).
-# The link itself is measured in the same run, before the libraries: iperf3 --bidir (Debian's
-# iperf3; "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
+# The link itself is measured in the same run, before the libraries: two iperf3 (Debian's;
+# "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
 # REPEATS; its per-direction rate is the bound of a 2 x 1 allreduce's busbw (each rank sends
 # and receives S bytes in total while busbw counts S), and the table gives each busbw as a
 # share of it; the last line says how busy iperf3 kept the machine's cores meanwhile (the
@@ -76,27 +76,34 @@ busy() {
     idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.0f", (t > 0 ? 100 * (t - idle) / t : 0)}'
 }
 
-# link: iperf3 --bidir from server 0 to server 1, REPEATS times; prints the median of the two
-# directions' slower rate in GB/s and the median share of the machine's cores busy meanwhile
-# (on pretend servers the link is the cores' own copying), or n/a n/a (the reason on stderr).
+# link: two iperf3 at once, server 0 to server 1 and server 1 to server 0, REPEATS times;
+# prints the median of the slower direction's rate in GB/s and the median share of the
+# machine's cores busy meanwhile (on pretend servers the link is the cores' own copying), or
+# n/a n/a (the reason on stderr). Not one `iperf3 --bidir`: Debian's iperf3 (3.12) runs both
+# directions on one thread, which starved one of them (4.4 and 0.5 GB/s on 2026-11-26, against
+# 3.8-4.7 each way with a process for each).
 link() {
-  local r out s0 s1
+  local r s0 s1 k
   if ! command -v iperf3 >/dev/null; then
     echo "multiserver.sh: iperf3 is not installed (apt-get install iperf3): no link rate" >&2
     echo n/a n/a
     return
   fi
   for ((r = 0; r < repeats; r++)); do
-    port=$((port + 1))
-    netns_exec 1 timeout 30 iperf3 -s -1 -B "$(netns_addr 1)" -p "$port" >/dev/null 2>&1 &
+    port=$((port + 2))
+    for k in 0 1; do
+      netns_exec $((1 - k)) timeout 30 iperf3 -s -1 -B "$(netns_addr $((1 - k)))" -p $((port + k)) >/dev/null 2>&1 &
+    done
     sleep 0.5
     s0=$(head -1 /proc/stat)
-    out=$(netns_exec 0 timeout 30 iperf3 -c "$(netns_addr 1)" -p "$port" --bidir -t 3 -J 2>&1)
-    s1=$(head -1 /proc/stat)
+    for k in 0 1; do
+      netns_exec "$k" timeout 30 iperf3 -c "$(netns_addr $((1 - k)))" -p $((port + k)) -t 3 -J >"$work/iperf.$k" 2>&1 &
+    done
     wait
+    s1=$(head -1 /proc/stat)
     "${PYTHON:-python3}" -c 'import json, sys
-e = json.loads(sys.stdin.read())["end"]
-print("%.2f" % (min(e["sum_sent"]["bits_per_second"], e["sum_sent_bidir_reverse"]["bits_per_second"]) / 8e9), sys.argv[1])' "$(busy "$s0" "$s1")" <<<"$out" 2>/dev/null
+rates = [json.load(open(f))["end"]["sum_received"]["bits_per_second"] for f in sys.argv[2:]]
+print("%.2f" % (min(rates) / 8e9), sys.argv[1])' "$(busy "$s0" "$s1")" "$work/iperf.0" "$work/iperf.1" 2>/dev/null
   done >"$work/link.all"
   echo "$(cut -d' ' -f1 "$work/link.all" | median) $(cut -d' ' -f2 "$work/link.all" | median)"
 }
@@ -131,7 +138,7 @@ port=$((port + 100))
 exchange_bw=$(plain exchange)
 port=$((port + 100))
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
-echo "| ranks | link (iperf3 --bidir, each way) | 64 MiB allreduce, no library (tcp_plain) | hccl two-level busbw 64 MiB | share of link | two-level / tcp_plain | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
+echo "| ranks | link (iperf3 each way at once) | 64 MiB allreduce, no library (tcp_plain) | hccl two-level busbw 64 MiB | share of link | two-level / tcp_plain | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
   n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))

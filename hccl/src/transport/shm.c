@@ -17,9 +17,9 @@
  * one more (a shared tail counter beside the records cost two: the counter, then the record).
  *
  * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
- * once. Waits are futex sleeps on a sequence word or head (wait.c). HCCL_BUFFSIZE bounds the area: each of
- * the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 512 KiB and at least 4 KiB;
- * both channels have the same layout.
+ * once. Waits are futex sleeps on a sequence word or on head (wait.c). HCCL_BUFFSIZE bounds
+ * the area: each of the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 512 KiB
+ * and at least 4 KiB; both channels have the same layout.
  *
  * Failure: a rank that fails writes (origin, code, reason) into every local header and wakes
  * every sleeper; a waiter checks its own header, the peer's "destroyed" mark and the peer's
