@@ -80,7 +80,6 @@ void hccl__wake_all(_Atomic uint32_t *word) {
   futex(word, FUTEX_WAKE, 0x7fffffff, NULL);
 }
 
-#define FIRST_POLLS 16
 #define DEADLOCK_FIRST_NS 200000000LL
 #define DEADLOCK_EVERY_NS 100000000LL
 
@@ -92,20 +91,18 @@ HcclResult hccl__wait_change(_Atomic uint32_t *word, _Atomic uint32_t *waiting, 
   const struct hccl_waiter *wt = w->waiter;
   if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
   int64_t poll_ns = wt->same_core && wt->same_core[peer] ? 0 : wt->spin.poll_ns;
-  /* A few polls before the clock is read: with a core for each rank most answers come within
-   * them (a pause took 13 ns and a clock read 26 ns on the 2-core test machine, where a peer's
-   * message takes 100-200 ns to cross). */
-  for (int i = 0; poll_ns > 0 && i < FIRST_POLLS; i++) {
-    cpu_relax();
-    if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
-  }
-  int64_t spin_end = hccl__now_ns() + poll_ns;
-  do {
+  /* The budget runs from the end of the first 32 polls: with a core for each rank most answers
+   * come within them, and no clock is read (a pause took 13 ns and a clock read 26 ns on the
+   * 2-core test machine, where a peer's message takes 100-200 ns to cross). */
+  for (int64_t spin_end = 0;;) {
     for (int i = 0; i < 32; i++) {
       if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
       cpu_relax();
     }
-  } while (hccl__now_ns() < spin_end);
+    int64_t now = hccl__now_ns();
+    if (!spin_end) spin_end = now + poll_ns;
+    if (now >= spin_end) break;
+  }
   for (int i = 0; i < wt->spin.yields; i++) {
     sched_yield();
     if (atomic_load_explicit(word, memory_order_acquire) != old) return HCCL_SUCCESS;
