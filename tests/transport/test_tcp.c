@@ -12,7 +12,8 @@
  * injected 1-byte writes, short reads, EINTR and EAGAIN (the system-call table of tcp.h); an
  * injected reset and a killed rank (every rank fails within seconds, the other server's naming
  * the dead rank); no byte of a failed call's buffer sent after the call returned (a stopped
- * peer, then let go); hellos of another job and of no job refused at the listener while the job
+ * peer, then let go), nor written by a receive in place after it failed (an abort while 64 MiB
+ * are in flight); hellos of another job and of no job refused at the listener while the job
  * completes; HCCL_SOCKET_IFNAME's syntax. Each run of ranks is capped (harness deadline). The
  * namespaces are removed at the end, after a failure too (and stale ones of a killed run at the
  * next start); without the right to make them the multi-server tests skip, saying why.
@@ -825,6 +826,79 @@ static void test_no_read_after_failure(void **st) {
   assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, late_body, &j), 0);
 }
 
+/* ---- no byte is written to a failed receive's buffer after it returns ---- */
+
+static _Atomic int g_hold;
+
+/* Counts the recv calls that write into [g_watch_lo, g_watch_hi) while it is set, and reads
+ * slowly (2 ms a call), so that the sender's window is full of frames in flight when the
+ * receiver fails; while g_hold is set the socket has nothing yet (EAGAIN): those frames come
+ * only after the failed call returned, as bytes still on the wire would. */
+static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
+  if (atomic_load(&g_hold)) {
+    errno = EAGAIN;
+    return -1;
+  }
+  const char *lo = atomic_load(&g_watch_lo), *hi = atomic_load(&g_watch_hi), *b = buf;
+  if (lo && b < hi && b + len > lo) atomic_fetch_add(&g_late_reads, 1);
+  usleep(2000);
+  return hccl__tcp_sys_default.recv(fd, buf, len, flags);
+}
+
+/* 2 servers x 1: rank 1 receives 64 MiB from rank 0 in place (the progress thread reads the
+ * payloads straight into the buffer, tcp.c's recv_post) and aborts its communicator once
+ * some have landed there; the frames still in flight, which arrive after the failed receive
+ * returned, must go to the slots, not the buffer (tcp_progress.c's post_sync). Rank 0's send fails on
+ * the ABORT. */
+static int late_recv_body(int rank, int nranks, void *argp) {
+  const struct job *j = argp;
+  if (enter_server(rank, j)) return 1;
+  HcclComm comm = NULL;
+  if (make_comm(rank, nranks, j, &comm)) return 1;
+  float *buf = malloc(LATE_COUNT * sizeof(float));
+  RANK_CHECK(buf, "malloc");
+  memset(buf, 0xee, LATE_COUNT * sizeof(float));
+  if (rank == 0) {
+    HcclResult rc = HcclSend(buf, LATE_COUNT, HCCL_DATA_TYPE_FP32, 1, comm, NULL);
+    RANK_CHECK(rc != HCCL_SUCCESS, "rank 0: the send succeeded though rank 1 aborted");
+  } else {
+    atomic_store(&g_watch_hi, (const char *)(buf + LATE_COUNT));
+    atomic_store(&g_watch_lo, (const char *)buf);
+    hccl__tcp_sys.recv = watch_recv;
+    HcclRequest req = NULL;
+    OK(HcclRecv(buf, LATE_COUNT, HCCL_DATA_TYPE_FP32, 0, comm, &req), "recv");
+    double t0 = cc_now();
+    while (atomic_load(&g_late_reads) < 4 && cc_now() - t0 < 30)
+      usleep(1000);
+    atomic_store(&g_hold, 1);
+    OK(HcclCommAbort(comm), "abort");
+    RANK_CHECK(HcclRequestWait(req) != HCCL_SUCCESS, "rank 1: the receive succeeded");
+    long during = atomic_exchange(&g_late_reads, 0);
+    atomic_store(&g_hold, 0);
+    RANK_CHECK(during >= 4, "the payloads never landed in the buffer (%ld reads)", during);
+    usleep(1500000); /* the frames in flight arrive meanwhile */
+    long late = atomic_load(&g_late_reads);
+    printf("  rank 1: %ld recv calls wrote into the buffer after the failed receive returned\n",
+           late);
+    RANK_CHECK(late == 0, "%ld recv calls wrote into the buffer after the call returned", late);
+    atomic_store(&g_watch_lo, NULL);
+  }
+  HcclCommDestroy(comm);
+  hccl__tcp_sys.recv = hccl__tcp_sys_default.recv;
+  free(buf);
+  return 0;
+}
+
+static void test_no_write_after_failure(void **st) {
+  (void)st;
+  NEED_NETNS();
+  struct job j = {.per = 1, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
+  memset(g_sh, 0, sizeof(*g_sh));
+  atomic_store(&g_late_reads, 0);
+  atomic_store(&g_hold, 0);
+  assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, late_recv_body, &j), 0);
+}
+
 /* ---- a frozen rank named across servers (core/progress.c, PROGQ / PROGA frames) ---- */
 
 #define FROZEN_RANK 3
@@ -963,6 +1037,7 @@ int main(void) {
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_frozen_rank_named),
       cmocka_unit_test(test_no_read_after_failure),
+      cmocka_unit_test(test_no_write_after_failure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -6,7 +6,9 @@
  * Hello: an expected one is accepted; each rule broken is refused with its reason (the texts
  * the acceptor's warning has always given); a hello read 1, 7 and 40 bytes at a time is the
  * same. Frames: a stream of DATA (empty, full-slot), ACK, ABORT and BYE decodes alike whole and
- * a byte at a time, with payloads in their slots and through the direct path; each protocol
+ * a byte at a time, with payloads in their slots and through the direct path; payloads of a
+ * receive posted in place land there (only those it covers and that fit), and unposting it in
+ * the middle of one sends the rest to the slot; each protocol
  * error (oversized DATA, a ninth unreleased message, an ACK beyond what was written or behind
  * the last one, an unknown type, an empty or oversized ABORT or one from a rank outside the
  * communicator, an ACK or BYE with a size) names
@@ -234,6 +236,73 @@ static void test_direct(void **st) {
   assert_int_equal(x.rx.arrived, 1);
 }
 
+/* A receive posted in place: its messages land in it, each in its own chunk, and no slot is
+ * written; a message before the post, after its last, or larger than its chunk there lands in
+ * its slot; at[] says where each landed. Unposting in the middle of a payload sends the rest
+ * to the slot and leaves the post's memory as it was. */
+static void test_posted(void **st) {
+  (void)st;
+  char a[SLOT], b[SLOT], c[6], dst[2 * SLOT + 5];
+  memset(a, 'a', sizeof(a));
+  memset(b, 'b', sizeof(b));
+  memset(c, 'c', sizeof(c));
+  struct stream s = {.n = 0};
+  put(&s, FRAME_DATA, SLOT, 0, 0, a, SLOT); /* message 0xfffffffe: before the post */
+  put(&s, FRAME_DATA, SLOT, 0, 0, b, SLOT); /* 0xffffffff: the post's chunk 0 */
+  put(&s, FRAME_DATA, 5, 0, 0, c, 5);       /* 0: chunk 1, shorter than its room */
+  put(&s, FRAME_DATA, 6, 0, 0, c, 6);       /* 1: chunk 2 has 5 bytes of room */
+  put(&s, FRAME_DATA, 4, 0, 0, c, 4);       /* 2: after the post */
+  struct rx_fixture x;
+  fixture(&x, 0);
+  memset(x.slots, 's', sizeof(x.slots));
+  memset(dst, 'd', sizeof(dst));
+  x.rx.arrived = x.rx.released = 0xfffffffeu;
+  x.rx.post = (struct hccl_tcp_post){
+      .dst = dst, .chunk = SLOT, .bytes = sizeof(dst), .first = 0xffffffffu, .n = 3};
+  enum hccl_tcp_rx_event ev[8];
+  size_t taken;
+  assert_int_equal(feed(&x, &s, 7, true, ev, 8, &taken), 5);
+  assert_int_equal(taken, s.n);
+  char *slot[TCP_NSLOTS];
+  for (int k = 0; k < TCP_NSLOTS; k++)
+    slot[k] = x.slots + (size_t)k * SLOT;
+  assert_ptr_equal(x.rx.at[6], slot[6]);
+  assert_memory_equal(slot[6], a, SLOT);
+  assert_ptr_equal(x.rx.at[7], dst);
+  assert_memory_equal(dst, b, SLOT);
+  assert_ptr_equal(x.rx.at[0], dst + SLOT);
+  assert_memory_equal(dst + SLOT, c, 5);
+  assert_ptr_equal(x.rx.at[1], slot[1]);
+  assert_memory_equal(slot[1], c, 6);
+  assert_ptr_equal(x.rx.at[2], slot[2]);
+  assert_memory_equal(slot[2], c, 4);
+  for (size_t i = SLOT + 5; i < sizeof(dst); i++)
+    assert_int_equal(dst[i], 'd');
+  for (int i = 0; i < SLOT; i++)
+    assert_int_equal(slot[7][i] + slot[0][i], 's' + 's'); /* the posted ones left no trace */
+
+  /* Unposted mid-payload (an abort): the first 10 bytes went to the post, the rest to the slot. */
+  struct stream t = {.n = 0};
+  put(&t, FRAME_DATA, SLOT, 0, 0, b, SLOT);
+  memset(dst, 'd', sizeof(dst));
+  x.rx.post = (struct hccl_tcp_post){.dst = dst, .chunk = SLOT, .bytes = SLOT, .first = 3, .n = 1};
+  size_t used, len;
+  assert_int_equal(hccl__tcp_rx_feed(&x.rx, t.b, sizeof(struct tcp_frame) + 10, &used),
+                   HCCL_TCP_RX_MORE);
+  hccl__tcp_rx_unpost(&x.rx);
+  assert_null(x.rx.post.dst);
+  char *to = hccl__tcp_rx_direct(&x.rx, &len);
+  assert_ptr_equal(to, slot[3] + 10);
+  assert_int_equal(len, SLOT - 10);
+  memcpy(to, b + 10, len);
+  assert_int_equal(hccl__tcp_rx_direct_got(&x.rx, len), HCCL_TCP_RX_DATA);
+  assert_ptr_equal(x.rx.at[3], slot[3]);
+  assert_memory_equal(slot[3] + 10, b + 10, SLOT - 10);
+  assert_memory_equal(dst, b, 10);
+  for (size_t i = 10; i < sizeof(dst); i++)
+    assert_int_equal(dst[i], 'd');
+}
+
 #define BIG (5 * TCP_DIRECT)
 
 static void test_lowat(void **st) {
@@ -346,7 +415,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hello_check),  cmocka_unit_test(test_hello_pieces),
       cmocka_unit_test(test_frames),       cmocka_unit_test(test_direct),
-      cmocka_unit_test(test_lowat),
+      cmocka_unit_test(test_posted),       cmocka_unit_test(test_lowat),
       cmocka_unit_test(test_frame_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

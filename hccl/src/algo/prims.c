@@ -93,10 +93,16 @@ HcclResult hccl__prim_send(const struct hccl_prim *p, struct hccl_link *to, cons
   return HCCL_SUCCESS;
 }
 
+void hccl__prim_post(struct hccl_link *from, void *buf, size_t chunk, size_t bytes) {
+  if (from && from->ops->recv_post && buf && bytes > 0 && chunk > 0)
+    from->ops->recv_post(from, buf, chunk, bytes);
+}
+
 HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, void *buf,
                            size_t bytes) {
   size_t c = chunk_of(p, from);
   size_t off = 0;
+  hccl__prim_post(from, buf, c, bytes);
   do {
     size_t n = bytes - off < c ? bytes - off : c;
     HCCL_TRY(hccl__prim_step(p, from, NULL, NULL, (char *)buf + off, n));
@@ -121,6 +127,7 @@ HcclResult hccl__prim_sendrecv(const struct hccl_prim *p, struct hccl_link *send
   size_t ns = send_to ? hccl__prim_nchunks(send_bytes, cs) : 0;
   size_t nr = recv_from ? hccl__prim_nchunks(recv_bytes, cr) : 0;
   size_t n = ns > nr ? ns : nr;
+  if (!local) hccl__prim_post(recv_from, out, cr, recv_bytes);
   for (size_t i = 0; i < n; i++) {
     if (i < ns)
       HCCL_TRY(hccl__prim_step(p, NULL, send_to, at(sbuf, i * cs), NULL,

@@ -49,7 +49,15 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
 HcclResult hccl__prim_recv_or_empty(const struct hccl_prim *p, struct hccl_link *from, void *out,
                                     size_t bytes, bool *empty);
 
-/* Sends or receives a whole buffer of any size as slot-sized messages. */
+/* Receiving in place: the next messages from `from`, chunks of `chunk` bytes of buf[0..bytes),
+ * may land in buf itself where the transport copies anyway (TCP's recv_post), so the steps
+ * that take them copy nothing. Only for the receive that takes exactly those messages next;
+ * buf stays the transport's until they are taken or the call fails. Nothing where the
+ * transport has no such thing (shm), or for an empty buf. */
+void hccl__prim_post(struct hccl_link *from, void *buf, size_t chunk, size_t bytes);
+
+/* Sends or receives a whole buffer of any size as slot-sized messages (a receive in place,
+ * and so is hccl__prim_sendrecv's when it has no `local` to reduce with). */
 HcclResult hccl__prim_send(const struct hccl_prim *p, struct hccl_link *to, const void *buf,
                            size_t bytes);
 HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, void *buf,

@@ -154,6 +154,12 @@ static HcclResult allgather(const struct hccl_group *g, const struct hccl_prim *
   struct hccl_prim q = by_ref(p0), *p = &q;
   size_t per = per_chunk(g, p), es = p->esz, rounds = rounds_of(b, per);
   struct hccl_link *right = hccl__group_link(g, hccl__group_at(g, (int64_t)g->pos[g->me] + 1));
+  if (g->n == 2) {
+    /* Two members: the other's messages are its block's chunks in order, received in place
+     * (prims.h; right is also the left neighbour). */
+    uint32_t other = hccl__group_at(g, (int64_t)g->pos[g->me] + 1);
+    hccl__prim_post(right, out + blk_off(b, other) * es, per * es, blk_count(b, other) * es);
+  }
   for (size_t t = 0; t < rounds; t++) {
     size_t off, n = chunk(b, g->me, t, per, &off);
     if (own)
@@ -189,6 +195,7 @@ HcclResult hccl__chain_broadcast(const struct hccl_group *g, const struct hccl_p
       v + 1 < np ? hccl__group_link(g, hccl__group_at(g, (int64_t)mine + 1)) : NULL;
   size_t per = per_chunk(g, p) * p->esz, bytes = count * p->esz;
   char *b = buf;
+  hccl__prim_post(from, b, per, bytes); /* received in place */
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
     HCCL_TRY(hccl__prim_step(p, from, to, from ? NULL : b + off, from ? b + off : NULL, n));

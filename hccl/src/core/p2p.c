@@ -69,6 +69,7 @@ struct p2p_op {
   char *buf;
   size_t bytes;
   size_t chunk, nchunks, next; /* framing (prims.h) and chunks moved */
+  bool posted;                 /* a receive: its rest offered to the link in place */
   struct hccl_wait w;          /* the op's own deadline; w.what = what */
   char what[96];
   uint64_t fr_id; /* its flight recorder entry (flight.h) */
@@ -188,6 +189,13 @@ static HcclResult progress(struct hccl_p2p *e, struct p2p_op *op, bool *moved, b
   struct hccl_link *l;
   HCCL_TRY(op_link(e, op, &l));
   if (!l) return HCCL_SUCCESS;
+  /* The link's next messages are this op's (it is the first pending receive from its peer):
+   * where the transport copies anyway (TCP) they may land in the buffer itself. */
+  if (!op->posted && op->next < op->nchunks) {
+    hccl__prim_post(l, at(op->buf, op->next * op->chunk), op->chunk,
+                    op->bytes - op->next * op->chunk);
+    op->posted = true;
+  }
   while (op->next < op->nchunks && hccl__prim_can_recv(l)) {
     HCCL_TRY(hccl__prim_step(&p, l, NULL, NULL, at(op->buf, op->next * op->chunk),
                              hccl__prim_chunk_len(op->bytes, op->chunk, op->next)));

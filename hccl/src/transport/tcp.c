@@ -27,9 +27,10 @@
  * the socket takes them (hccl__tcp_write_now: the kernel's send path, which on one machine
  * also runs the receiver's protocol work, then runs beside the receiving); one progress thread
  * per communicator (epoll, and an eventfd to wake it) makes every other socket call: it writes
- * what is left, reads frames into the next receive slot
- * and publishes it with hccl__post on `arrived` (so waiters sleep in hccl__wait_change as on
- * shm), and when the algorithm has released messages it sends one ACK {released count} for all
+ * what is left, reads frames into the next receive slot, or (recv_post: a receive in place)
+ * straight into the caller's buffer where the algorithm said the next messages go, and
+ * publishes it with hccl__post on `arrived` (so waiters sleep in hccl__wait_change as on
+ * shm; recv_acquire returns where it landed), and when the algorithm has released messages it sends one ACK {released count} for all
  * of them. A sender has at most 8 messages its receiver has not released (shm's rule), so a
  * frame always finds its receive slot free, and send_drained = every committed message
  * released. The eventfd is written only when the thread may be asleep.
@@ -38,7 +39,10 @@
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's
  * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer linked, whose waits
  * and check_abort then fail with HCCL_E_REMOTE; the first ABORT a rank hears goes on to its own
- * linked peers (the links are not a full mesh, but they join every server). teardown sends BYE on
+ * linked peers (the links are not a full mesh, but they join every server). From the progress
+ * thread's pass after the abort's mark, which abort() waits for, no payload is written to a
+ * receive posted in place (the rest of one under way goes to its slot): a failed call's buffers
+ * are the caller's again when it returns. teardown sends BYE on
  * every link after whatever is still queued (an ACK a sender may be draining on), shuts the
  * sockets for writing and reads until the peers close (at most LINGER_MS), so that no unread
  * byte turns the close into a reset that could destroy frames the peer has not read yet.
@@ -197,7 +201,7 @@ static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, siz
                                base));
   }
   uint32_t slot = l->received % TCP_NSLOTS;
-  *buf = l->rbuf + (size_t)slot * base->slot_bytes;
+  *buf = l->rat[slot];
   *bytes = l->rhdr[slot].size;
   *stamp = l->rhdr[slot].stamp;
   return HCCL_SUCCESS;
@@ -208,6 +212,21 @@ static void tcp_recv_release(struct hccl_link *base) {
   l->received++;
   atomic_store(&l->released, l->received);
   poke(l->st);
+}
+
+/* Small receives keep the slots: their payloads come through the staging buffer anyway. */
+static void tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
+  struct tcp_link *l = (struct tcp_link *)base;
+  if (!buf || chunk == 0 || bytes < TCP_DIRECT) return;
+  size_t n = (bytes + chunk - 1) / chunk;
+  pthread_mutex_lock(&l->post_lock);
+  l->post = (struct hccl_tcp_post){.dst = buf,
+                                   .chunk = chunk,
+                                   .bytes = bytes,
+                                   .first = l->received,
+                                   .n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n};
+  pthread_mutex_unlock(&l->post_lock);
+  atomic_fetch_add_explicit(&l->post_gen, 1, memory_order_release);
 }
 
 static bool tcp_send_ready(struct hccl_link *base) {
@@ -245,6 +264,7 @@ static void link_free(struct tcp_link *l) {
   free(l->sbuf);
   free(l->rbuf);
   hccl__tcp_pump_free(l->pump);
+  pthread_mutex_destroy(&l->post_lock);
   free(l);
 }
 
@@ -352,6 +372,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a TCP link to rank %u", peer);
   }
   l->fd = fd;
+  pthread_mutex_init(&l->post_lock, NULL);
   l->sbuf = malloc(TCP_NSLOTS * st->slot_bytes);
   l->rbuf = malloc(TCP_NSLOTS * st->slot_bytes);
   l->st = st;
@@ -540,6 +561,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .send_flush = tcp_send_flush,
     .recv_acquire = tcp_recv_acquire,
     .recv_release = tcp_recv_release,
+    .recv_post = tcp_recv_post,
     .send_ready = tcp_send_ready,
     .recv_ready = tcp_recv_ready,
     .send_drained = tcp_send_drained,

@@ -188,7 +188,8 @@ struct tcp_frame {
  * and acts on the one event each call reports (publishing a message, an ACK, an abort, a BYE,
  * or failing the link). A DATA payload goes straight into its receive slot, never past
  * slot_bytes; a call takes bytes up to the end of the frame it reports and no further, and
- * after an error it takes none. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
+ * after an error it takes none; a payload inside a receive posted in place (`post`) goes there
+ * instead, never past the post's chunk for it. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
  * of at most slot_bytes while fewer than TCP_NSLOTS messages are unreleased; an ACK releasing
  * no more than was written and no fewer than the last ACK; an ABORT from a rank below nranks
  * with a reason of 1 to HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that
@@ -205,6 +206,15 @@ enum hccl_tcp_rx_event {
   HCCL_TCP_RX_ERROR     /* the peer broke the protocol: why says how; the stream ends here */
 };
 
+/* A receive posted in place (the ops table's recv_post): messages [first, first + n) land at
+ * dst + (m - first) * chunk, each in at most chunk bytes and within `bytes` in all, instead of
+ * in their slot. dst NULL: none. */
+struct hccl_tcp_post {
+  char *dst;
+  size_t chunk, bytes;
+  uint32_t first, n;
+};
+
 struct hccl_tcp_rx {
   /* Bound by hccl__tcp_rx_init. */
   char *slots; /* TCP_NSLOTS x slot_bytes: message m lands in slot m % TCP_NSLOTS */
@@ -213,8 +223,12 @@ struct hccl_tcp_rx {
   /* Set by the caller before each call: messages the algorithm has released (their slots may
    * be reused) and DATA frames this side has wholly written (the most an ACK may release). */
   uint32_t released, written;
+  /* Set by the caller between calls: the receive posted in place, if any (a DATA payload that
+   * begins inside it and fits lands there, its slot unused); hccl__tcp_rx_unpost drops it. */
+  struct hccl_tcp_post post;
   /* What has arrived. */
   struct tcp_frame hdr[TCP_NSLOTS]; /* message m's header in hdr[m % TCP_NSLOTS] */
+  char *at[TCP_NSLOTS];             /* where message m's payload landed: its slot or post */
   uint32_t arrived;                 /* messages landed */
   uint32_t acked;                   /* the count of the last ACK */
   bool bye;
@@ -248,6 +262,10 @@ char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len);
 /* n bytes (1 to the *len last given) were written there. Returns the frame's event once its
  * payload is whole, else MORE. */
 enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n);
+/* Drops the posted receive, and moves the rest of a payload under way into it (if any) to the
+ * payload's slot: from now on nothing is written to the post's memory (an aborted call's
+ * buffer is its caller's again). */
+void hccl__tcp_rx_unpost(struct hccl_tcp_rx *rx);
 /* How many bytes the reader can use at once next, for the socket's SO_RCVLOWAT: inside a
  * payload with at least TCP_DIRECT bytes left, that rest up to `cap`; else 1 (a frame header,
  * an ACK, a small payload must wake it at once). */
@@ -274,14 +292,22 @@ struct tcp_link {
   _Atomic uint32_t flush_waiting;
   _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
   _Atomic uint32_t send_waiting;
-  /* Receive side, the algorithm's thread: message m in rbuf's slot m % 8, its header in
-   * rhdr[m % 8] (written by the progress thread before it publishes arrived). */
+  /* Receive side, the algorithm's thread: message m at rat[m % 8] (rbuf's slot m % 8, or its
+   * place in a receive posted in place), its header in rhdr[m % 8] (both written by the
+   * progress thread before it publishes arrived). */
   char *rbuf;
   const struct tcp_frame *rhdr;
+  char *const *rat;
   uint32_t received;
   _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
   _Atomic uint32_t released; /* = received, published to the progress thread */
+  /* The receive posted in place (recv_post), set by the algorithm's thread under post_lock,
+   * which then counts post_gen up; the progress thread copies it into its decoder under the
+   * lock before a read when post_gen moved. */
+  pthread_mutex_t post_lock;
+  struct hccl_tcp_post post;
+  _Atomic uint32_t post_gen;
   /* The progress thread's own: the framing state of both directions (tcp_progress.c). */
   struct tcp_pump *pump;
 };

@@ -52,6 +52,7 @@ struct tcp_pump {
   size_t ctl_head, ctl_tail;
   bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
   int lowat; /* the socket's SO_RCVLOWAT as last set (set_lowat) */
+  uint32_t post_gen; /* the link's post_gen when the decoder last took its post (post_sync) */
   char in[TCP_INBUF];
   size_t in_off, in_len;
   struct hccl_tcp_rx rx;
@@ -66,6 +67,7 @@ HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
   p->lowat = 1; /* the kernel's default */
   hccl__tcp_rx_init(&p->rx, l->rbuf, l->base.slot_bytes, l->base.tx->nranks);
   l->rhdr = p->rx.hdr;
+  l->rat = p->rx.at;
   l->pump = p;
   return HCCL_SUCCESS;
 }
@@ -391,12 +393,33 @@ static void set_lowat(struct tcp_link *l) {
     pump->lowat = v;
 }
 
+/* Before a read: the decoder takes the receive posted in place if a new one was (post_gen
+ * moved), or none once the communicator is aborted (the rest of a payload under way in the caller's buffer then goes to its slot):
+ * from the pass after the abort's mark nothing is written to a failed call's buffer, which
+ * tcp_abort waits for. The post's memory is the caller's until it has taken the post's last
+ * message (which lands before it is published) or the call failed, so a post already used up
+ * may stay in the decoder: it covers no message to come. */
+static void post_sync(struct tcp_link *l) {
+  struct hccl_tcp_rx *rx = &l->pump->rx;
+  if (atomic_load_explicit(&l->st->abort_origin, memory_order_relaxed) != 0) {
+    if (rx->post.dst) hccl__tcp_rx_unpost(rx);
+    return;
+  }
+  uint32_t gen = atomic_load_explicit(&l->post_gen, memory_order_acquire);
+  if (gen == l->pump->post_gen) return;
+  pthread_mutex_lock(&l->post_lock);
+  rx->post = l->post;
+  pthread_mutex_unlock(&l->post_lock);
+  l->pump->post_gen = gen;
+}
+
 /* Reads what the socket has (a bounded number of calls; a short read means it is drained, and
  * epoll is level-triggered), then sets the mark for what comes next. Returns whether anything
  * moved. */
 static bool link_read(struct tcp_link *l) {
   struct tcp_pump *pump = l->pump;
   bool moved = false;
+  post_sync(l);
   for (int round = 0; round < 16 && !pump->down; round++) {
     ssize_t k;
     size_t want;

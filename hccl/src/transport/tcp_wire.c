@@ -65,6 +65,22 @@ static enum hccl_tcp_rx_event rx_error(struct hccl_tcp_rx *rx) {
 
 /* rx->cur's header is whole: check it and act on it (ACK, BYE), or aim its payload. Returns the
  * frame's event, or MORE when its payload follows (rx->pay set). */
+static char *slot_of(const struct hccl_tcp_rx *rx, uint32_t m) {
+  return rx->slots + (size_t)(m % TCP_NSLOTS) * rx->slot_bytes;
+}
+
+/* Where the payload of message `arrived`, `size` bytes, goes: its place in the receive posted
+ * in place if it is one of the post's messages and fits its chunk there, else its slot. */
+static char *land(const struct hccl_tcp_rx *rx, uint32_t size) {
+  const struct hccl_tcp_post *p = &rx->post;
+  uint32_t k = rx->arrived - p->first;
+  if (p->dst && k < p->n && (size_t)k * p->chunk < p->bytes) {
+    size_t off = (size_t)k * p->chunk, room = p->bytes - off;
+    if (size <= room && size <= p->chunk) return p->dst + off;
+  }
+  return slot_of(rx, rx->arrived);
+}
+
 static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
   const struct tcp_frame *f = &rx->cur;
   switch (f->type) {
@@ -75,7 +91,7 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
                rx->arrived - rx->released, rx->slot_bytes);
       return rx_error(rx);
     }
-    rx->pay = rx->slots + (size_t)(rx->arrived % TCP_NSLOTS) * rx->slot_bytes;
+    rx->pay = land(rx, f->size);
     rx->pay_len = f->size;
     rx->pay_got = 0;
     return HCCL_TCP_RX_MORE;
@@ -130,9 +146,11 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
 /* The payload of rx->cur is whole. */
 static enum hccl_tcp_rx_event frame_end(struct hccl_tcp_rx *rx) {
   const struct tcp_frame *f = &rx->cur;
+  char *pay = rx->pay;
   rx->pay = NULL;
   if (f->type == FRAME_DATA) {
     rx->hdr[rx->arrived % TCP_NSLOTS] = *f;
+    rx->at[rx->arrived % TCP_NSLOTS] = pay;
     rx->arrived++;
     return HCCL_TCP_RX_DATA;
   }
@@ -191,6 +209,13 @@ char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len) {
 enum hccl_tcp_rx_event hccl__tcp_rx_direct_got(struct hccl_tcp_rx *rx, size_t n) {
   rx->pay_got += n;
   return rx->pay_got == rx->pay_len ? frame_end(rx) : HCCL_TCP_RX_MORE;
+}
+
+void hccl__tcp_rx_unpost(struct hccl_tcp_rx *rx) {
+  const struct hccl_tcp_post *p = &rx->post;
+  if (rx->pay && p->dst && rx->pay >= p->dst && rx->pay < p->dst + p->bytes)
+    rx->pay = slot_of(rx, rx->arrived); /* its first pay_got bytes are lost: the call failed */
+  rx->post = (struct hccl_tcp_post){0};
 }
 
 size_t hccl__tcp_rx_lowat(const struct hccl_tcp_rx *rx, size_t cap) {

@@ -130,6 +130,14 @@ struct hccl_transport_ops {
                          const struct hccl_stamp *stamp, const struct hccl_wait *w);
   HcclResult (*send_flush)(struct hccl_link *l, const struct hccl_wait *w);
 
+  /* Receiving in place, where the transport copies anyway (TCP: the kernel copies into what
+   * recv is given): the next messages this side will take, `chunk` bytes each and `bytes` in
+   * all, may land at buf + k * chunk instead of a slot (those already arrived stay in theirs);
+   * recv_acquire then returns that place, and the caller's copy to it is no copy. buf is the
+   * transport's until every one of them was taken or the communicator failed (abort returns
+   * once nothing more is written to it). NULL where the slot is the transfer itself (shm). */
+  void (*recv_post)(struct hccl_link *l, void *buf, size_t chunk, size_t bytes);
+
   /* Non-blocking readiness, for an engine that progresses several links at once: whether
    * send_acquire would return without waiting (a slot is free), whether recv_acquire would (a
    * message is waiting), and whether the peer has released every message committed so far. */
