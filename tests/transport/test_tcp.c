@@ -588,6 +588,10 @@ static int links_body(int rank, int nranks, void *argp) {
     lazy += !local && !need[r];
   }
   RANK_CHECK(lazy > 0, "every remote rank is a partner of rank %d: the test proves nothing", rank);
+  /* Zero-copy runs inside a server only: the groups across servers keep no memo (group.h). */
+  RANK_CHECK(c->local.zmemo && !c->world.zmemo && !c->cross.zmemo,
+             "zero-copy memos: local %p, world %p, cross %p", (void *)c->local.zmemo,
+             (void *)c->world.zmemo, (void *)c->cross.zmemo);
 
   int32_t v = rank * 10 + 1;
   if (rank == 0) {

@@ -31,14 +31,22 @@ void hccl__group_free(struct hccl_group *g) {
   free(g->zmemo);
 }
 
+/* Zero-copy runs among the ranks of one server only: a group across servers keeps no memo. */
+static void no_zcopy(struct hccl_group *g) {
+  free(g->zmemo);
+  g->zmemo = NULL;
+}
+
 /* The local and cross groups (group.h), once the world ring is known: the local group's ring
  * is the world ring's stretch on this server; the cross group's members are in server order. */
 HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers,
-                             const uint32_t *server_of, const struct hccl_group *world,
+                             const uint32_t *server_of, struct hccl_group *world,
                              struct hccl_group *local, struct hccl_group *cross) {
   uint32_t mine = server_of[tx->rank], my_index = tx->local_index[tx->rank];
   HCCL_TRY(hccl__group_alloc(local, tx->local_nranks));
   HCCL_TRY(hccl__group_alloc(cross, nservers));
+  no_zcopy(cross);
+  if (nservers > 1) no_zcopy(world);
   for (uint32_t r = 0; r < tx->nranks; r++) {
     if (server_of[r] == mine) local->rank[tx->local_index[r]] = r;
     if (tx->local_index[r] == my_index) cross->rank[server_of[r]] = r;
