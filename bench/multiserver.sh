@@ -8,7 +8,8 @@
 # torch_hccl (whose allocator gives tensors HcclMemAlloc memory, as a user's job gets). fp32
 # sum, in place (the call every library has: torch's allreduce is in place, and its
 # out-of-place twin in torch_allreduce_perf.py adds a copy), 64 MiB over 5 calls and 4 KiB
-# over 200, median of REPEATS runs; busbw as nccl-tests defines it; then the transport alone
+# over 200, median of REPEATS runs (round by round: each round runs every library once);
+# busbw as nccl-tests defines it; then the transport alone
 # (sendrecv_perf at 2 x 1: both directions, no reduction; its out-of-place columns).
 # The link itself is measured in the same run, before the libraries: two iperf3 (Debian's;
 # "apt-get install iperf3"), one TCP stream each way at once for 3 s, median of
@@ -61,12 +62,15 @@ one() {
 
 median() { sort -g | awk '{v[NR]=$1} END {print NR ? v[int((NR+1)/2)] : "n/a"}'; }
 
-# run NAME DEVS ENV SIZE ITERS -- PROGRAM: median time and busbw over the repeats.
-run() {
-  local name=$1 devs=$2 envs=$3 size=$4 iters=$5 r
-  shift 6
-  for ((r = 0; r < repeats; r++)); do one "$name" "$devs" "$envs" "$size" "$iters" -- "$@"; done >"$work/$name.all"
-  echo "$(cut -d' ' -f1 "$work/$name.all" | median) $(cut -d' ' -f2 "$work/$name.all" | median)"
+# add NAME DEVS ENV SIZE ITERS -- PROGRAM: one run, its "time busbw" appended to NAME.SIZE.all.
+add() {
+  local name=$1 size=$4
+  one "$@" >>"$work/$name.$size.all"
+}
+
+# med NAME SIZE: the median time and busbw of NAME's runs at SIZE.
+med() {
+  echo "$(cut -d' ' -f1 "$work/$1.$2.all" | median) $(cut -d' ' -f2 "$work/$1.$2.all" | median)"
 }
 
 # The machine's busy share (%) between two readings of /proc/stat's cpu line ($1, $2).
@@ -142,18 +146,32 @@ echo "| ranks | link (iperf3 each way at once) | 64 MiB allreduce, no library (t
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
   n=$(($(tr -cd , <<<"$devs" | wc -c) + 1))
-  read -r _ h_bw <<<"$(run hier "$devs" "" 64M 5 -- "$perf")"
-  read -r _ z_bw <<<"$(run hier_r1 "$devs" "" 64M 5 -- "$perf" -R 1)"
-  read -r _ f_bw <<<"$(run flat "$devs" "HCCL_ALGO=ring" 64M 5 -- "$perf")"
-  read -r _ g_bw <<<"$(run gloo "$devs" "" 64M 5 -- "${torch[@]}")"
-  read -r _ t_bw <<<"$(run torch_hccl "$devs" "" 64M 5 -- "${torch_hccl[@]}")"
-  read -r h_t _ <<<"$(run hier "$devs" "" 4K 200 -- "$perf")"
-  read -r f_t _ <<<"$(run flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf")"
-  read -r g_t _ <<<"$(run gloo "$devs" "" 4K 200 -- "${torch[@]}")"
+  rm -f "$work"/*.all
+  # Round by round, every library in turn, so that the machine's drift over minutes (pretend
+  # servers share 2 cores with everything else on the host) weighs on each alike.
+  for ((r = 0; r < repeats; r++)); do
+    add hier "$devs" "" 64M 5 -- "$perf"
+    add hier_r1 "$devs" "" 64M 5 -- "$perf" -R 1
+    add flat "$devs" "HCCL_ALGO=ring" 64M 5 -- "$perf"
+    add gloo "$devs" "" 64M 5 -- "${torch[@]}"
+    add torch_hccl "$devs" "" 64M 5 -- "${torch_hccl[@]}"
+    add hier "$devs" "" 4K 200 -- "$perf"
+    add flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf"
+    add gloo "$devs" "" 4K 200 -- "${torch[@]}"
+  done
+  read -r _ h_bw <<<"$(med hier 64M)"
+  read -r _ z_bw <<<"$(med hier_r1 64M)"
+  read -r _ f_bw <<<"$(med flat 64M)"
+  read -r _ g_bw <<<"$(med gloo 64M)"
+  read -r _ t_bw <<<"$(med torch_hccl 64M)"
+  read -r h_t _ <<<"$(med hier 4K)"
+  read -r f_t _ <<<"$(med flat 4K)"
+  read -r g_t _ <<<"$(med gloo 4K)"
   echo "| 2 x $n | $link_bw GB/s | $plain_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $(ratio "$h_bw" "$plain_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
 cols="6 8"
-read -r _ sr_bw <<<"$(run sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf")"
+for ((r = 0; r < repeats; r++)); do add sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf"; done
+read -r _ sr_bw <<<"$(med sendrecv 64M)"
 echo
 echo "The transport alone (sendrecv_perf, 2 x 1, 64 MiB each way at once, no reduction): $sr_bw GB/s each way, $(ratio "$sr_bw" "$link_bw") of the link, $(ratio "$sr_bw" "$exchange_bw") of a bare exchange of 64 MiB buffers ($exchange_bw GB/s each way, tcp_plain exchange)."
 echo
