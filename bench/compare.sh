@@ -42,7 +42,9 @@
 # Each program runs at 64 MiB with few iterations (bandwidth) and at 4 KiB with many
 # (latency); one sweep with a single -n would either take minutes at 64 MiB or be noise at
 # 4 KiB. Each of those runs is repeated REPEATS times and the table shows the median, so one
-# burst of load from something else on the machine does not decide a column. Numbers are
+# burst of load from something else on the machine does not decide a column; the repeats go
+# round by round (each round runs every library once at each rank count), so that the host's
+# drift over minutes weighs on every library alike. Numbers are
 # from the out-of-place columns (the anchors tables: in-place, the call all of them have), time combined across ranks as the average (-a 1, the
 # default). Every run checks its results (-c 1): a wrong element makes the cell n/a.
 #
@@ -83,6 +85,7 @@ DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
 RESULTS_DIR=${RESULTS_DIR:-$(mktemp -d /tmp/hccl-compare.XXXXXX)}
 mkdir -p "$RESULTS_DIR"
+rm -f "$RESULTS_DIR"/*.why # a reused folder: no failure of an earlier run counts
 
 LARGE_FLAGS=(-d float -o sum -b 64M -e 64M -n "$ITERS_LARGE" -w 1 -c 1)
 SMALL_FLAGS=(-d float -o sum -b 4K -e 4K -n "$ITERS_SMALL" -w 20 -c 1)
@@ -315,18 +318,26 @@ field() {
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 
-# run NAME N SIZE launcher-fn prog... : runs REPEATS times, keeps every output, prints the
-# median "time busbw time_ip busbw_ip" (out-of-place, then in-place), or n/a if any run failed
-# (and then the reason in RESULTS_DIR/NAME.npN.SIZE.why, which cell prints).
+# run NAME N SIZE launcher-fn prog... : round ROUND's run (of REPEATS; the caller runs the
+# rounds), its output kept; in the last round prints the median "time busbw time_ip busbw_ip"
+# over the rounds (out-of-place, then in-place), or n/a if any run failed (and then the reason
+# in RESULTS_DIR/NAME.npN.SIZE.why, which cell prints; the later rounds skip it).
 run() {
   local name=$1 n=$2 size=$3 how=$4
   shift 4
   local flags out k rc times=() bws=() times_ip=() bws_ip=()
   if [ "$size" = 64M ]; then flags=("${LARGE_FLAGS[@]}"); else flags=("${SMALL_FLAGS[@]}"); fi
+  if [ -e "$RESULTS_DIR/$name.np$n.$size.why" ]; then
+    echo "n/a n/a n/a n/a"
+    return
+  fi
+  out=$RESULTS_DIR/$name.np$n.$size.$ROUND.txt
+  "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1
+  rc=$?
   for ((k = 1; k <= REPEATS; k++)); do
     out=$RESULTS_DIR/$name.np$n.$size.$k.txt
-    "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1
-    rc=$?
+    [ "$k" -le "$ROUND" ] || break
+    [ "$k" = "$ROUND" ] || rc=0
     if [ $rc != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out"; then
       echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
       if [ $rc = 124 ]; then
@@ -345,6 +356,10 @@ run() {
     times_ip+=("$(field "$out" time ip)")
     bws_ip+=("$(field "$out" busbw ip)")
   done
+  if [ "$ROUND" != "$REPEATS" ]; then
+    echo "n/a n/a n/a n/a" # not the last round: no medians yet
+    return
+  fi
   echo "$(printf '%s\n' "${times[@]}" | median) $(printf '%s\n' "${bws[@]}" | median)" \
     "$(printf '%s\n' "${times_ip[@]}" | median) $(printf '%s\n' "${bws_ip[@]}" | median)"
 }
@@ -429,41 +444,43 @@ for n in $RANKS; do
   m_t=n/a mi_t=n/a g_t=n/a t_t=n/a d_g=n/a d_h=n/a c_t=n/a s_t=n/a x_t=n/a r_t=n/a
   sizes="64M 4K"
   [ "$QUICK" = 1 ] && sizes=4K
-  for size in $sizes; do
-    if [ $size = 64M ]; then
-      read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
-      read -r _ _ _ r_bw <<<"$(run hccl-R1 "$n" 64M launch "$BIN/allreduce_perf" -R 1)"
-    else
-      read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
-      read -r _ _ r_t _ <<<"$(run hccl-R1 "$n" 4K launch "$BIN/allreduce_perf" -R 1)"
+  for ((ROUND = 1; ROUND <= REPEATS; ROUND++)); do
+    for size in $sizes; do
+      if [ $size = 64M ]; then
+        read -r _ h_bw _ hi_bw <<<"$(run hccl "$n" 64M launch "$BIN/allreduce_perf")"
+        read -r _ _ _ r_bw <<<"$(run hccl-R1 "$n" 64M launch "$BIN/allreduce_perf" -R 1)"
+      else
+        read -r h_t _ hi_t _ <<<"$(run hccl "$n" 4K launch "$BIN/allreduce_perf")"
+        read -r _ _ r_t _ <<<"$(run hccl-R1 "$n" 4K launch "$BIN/allreduce_perf" -R 1)"
+      fi
+    done
+    if [ $HAVE_MPI = 1 ]; then
+      [ "$QUICK" = 1 ] || read -r _ m_bw _ mi_bw <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
+      read -r m_t _ mi_t _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
     fi
-  done
-  if [ $HAVE_MPI = 1 ]; then
-    [ "$QUICK" = 1 ] || read -r _ m_bw _ mi_bw <<<"$(run mpi "$n" 64M mpi_launch "$BIN/mpi_allreduce_perf")"
-    read -r m_t _ mi_t _ <<<"$(run mpi "$n" 4K mpi_launch "$BIN/mpi_allreduce_perf")"
-  fi
-  if [ $HAVE_GLOO = 1 ]; then
-    [ "$QUICK" = 1 ] || read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
-    read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
-    [ "$QUICK" = 1 ] || d_g=$(ddp "$n" gloo)
-  fi
-  if [ $HAVE_THCCL = 1 ] && [ "$QUICK" != 1 ]; then
-    read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
-    read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
-    d_h=$(ddp "$n" hccl)
-  fi
-  if [ -z "$CCL_WHY" ]; then
-    [ "$QUICK" = 1 ] || read -r _ _ _ c_bw <<<"$(run oneccl "$n" 64M ccl_launch "$BIN/ccl_allreduce_perf")"
-    read -r _ _ c_t _ <<<"$(run oneccl "$n" 4K ccl_launch "$BIN/ccl_allreduce_perf")"
-  fi
-  if [ -z "$DS_WHY" ]; then
-    [ "$QUICK" = 1 ] || read -r _ _ _ s_bw <<<"$(run deepspeed "$n" 64M ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
-    read -r _ _ s_t _ <<<"$(run deepspeed "$n" 4K ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
-  fi
-  if [ -z "$MPICH_WHY" ]; then
-    [ "$QUICK" = 1 ] || read -r _ _ _ x_bw <<<"$(run mpich "$n" 64M mpich_launch "$BIN/mpich_allreduce_perf")"
-    read -r _ _ x_t _ <<<"$(run mpich "$n" 4K mpich_launch "$BIN/mpich_allreduce_perf")"
-  fi
+    if [ $HAVE_GLOO = 1 ]; then
+      [ "$QUICK" = 1 ] || read -r _ _ _ g_bw <<<"$(run gloo "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
+      read -r _ _ g_t _ <<<"$(run gloo "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend gloo)"
+      [ "$QUICK" = 1 ] || [ "$ROUND" != "$REPEATS" ] || d_g=$(ddp "$n" gloo)
+    fi
+    if [ $HAVE_THCCL = 1 ] && [ "$QUICK" != 1 ]; then
+      read -r _ _ _ t_bw <<<"$(run torch-hccl "$n" 64M launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
+      read -r _ _ t_t _ <<<"$(run torch-hccl "$n" 4K launch "$PY" "$HERE/torch_allreduce_perf.py" --backend hccl)"
+      [ "$ROUND" != "$REPEATS" ] || d_h=$(ddp "$n" hccl)
+    fi
+    if [ -z "$CCL_WHY" ]; then
+      [ "$QUICK" = 1 ] || read -r _ _ _ c_bw <<<"$(run oneccl "$n" 64M ccl_launch "$BIN/ccl_allreduce_perf")"
+      read -r _ _ c_t _ <<<"$(run oneccl "$n" 4K ccl_launch "$BIN/ccl_allreduce_perf")"
+    fi
+    if [ -z "$DS_WHY" ]; then
+      [ "$QUICK" = 1 ] || read -r _ _ _ s_bw <<<"$(run deepspeed "$n" 64M ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
+      read -r _ _ s_t _ <<<"$(run deepspeed "$n" 4K ds_launch "$HERE/torch_allreduce_perf.py" --backend deepspeed-shm)"
+    fi
+    if [ -z "$MPICH_WHY" ]; then
+      [ "$QUICK" = 1 ] || read -r _ _ _ x_bw <<<"$(run mpich "$n" 64M mpich_launch "$BIN/mpich_allreduce_perf")"
+      read -r _ _ x_t _ <<<"$(run mpich "$n" 4K mpich_launch "$BIN/mpich_allreduce_perf")"
+    fi
+  done # rounds
   rows+=("| $n | $h_bw | $m_bw | $(ratio "$h_bw" "$m_bw") | $h_t | $m_t | $(ratio "$h_t" "$m_t") |")
   trows+=("| $n | $hi_bw | $t_bw | $(ratio "$t_bw" "$hi_bw") | $g_bw | $(ratio "$t_bw" "$g_bw") | $hi_t | $t_t | $(ratio "$t_t" "$hi_t") | $g_t | $d_g | $d_h | $(ratio "$d_h" "$d_g") |")
   mpi_why=
