@@ -822,12 +822,17 @@ static int late_body(int rank, int nranks, void *argp) {
   return 0;
 }
 
+/* 2 servers x 1, no fault injected by the job: body on each rank. */
+static void run_2x1(int (*body)(int, int, void *)) {
+  struct job j = {.per = 1, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
+  memset(g_sh, 0, sizeof(*g_sh));
+  assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, body, &j), 0);
+}
+
 static void test_no_read_after_failure(void **st) {
   (void)st;
   NEED_NETNS();
-  struct job j = {.per = 1, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
-  memset(g_sh, 0, sizeof(*g_sh));
-  assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, late_body, &j), 0);
+  run_2x1(late_body);
 }
 
 /* ---- no byte is written to a failed receive's buffer after it returns ---- */
@@ -850,10 +855,9 @@ static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
 }
 
 /* 2 servers x 1: rank 1 receives 64 MiB from rank 0 in place (the progress thread reads the
- * payloads straight into the buffer, tcp.c's recv_post) and aborts its communicator once
- * some have landed there; the frames still in flight, which arrive after the failed receive
- * returned, must go to the slots, not the buffer (tcp_progress.c's post_sync). Rank 0's send fails on
- * the ABORT. */
+ * payloads straight into the buffer, tcp.c's recv_post) and aborts its communicator once some have
+ * landed there; the frames still in flight, which arrive after the failed receive returned, must go
+ * to the slots, not the buffer (tcp_progress.c's post_sync). Rank 0's send fails on the ABORT. */
 static int late_recv_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
   if (enter_server(rank, j)) return 1;
@@ -896,11 +900,9 @@ static int late_recv_body(int rank, int nranks, void *argp) {
 static void test_no_write_after_failure(void **st) {
   (void)st;
   NEED_NETNS();
-  struct job j = {.per = 1, .reset_rank = -1, .kill_rank = -1, .probe_rank = -1};
-  memset(g_sh, 0, sizeof(*g_sh));
   atomic_store(&g_late_reads, 0);
   atomic_store(&g_hold, 0);
-  assert_int_equal(harness_run_ranks(2, RUN_TIMEOUT_S, late_recv_body, &j), 0);
+  run_2x1(late_recv_body);
 }
 
 /* ---- a frozen rank named across servers (core/progress.c, PROGQ / PROGA frames) ---- */

@@ -237,9 +237,9 @@ static void test_direct(void **st) {
 }
 
 /* A receive posted in place: its messages land in it, each in its own chunk, and no slot is
- * written; a message before the post, after its last, or larger than its chunk there lands in
- * its slot; at[] says where each landed. Unposting in the middle of a payload sends the rest
- * to the slot and leaves the post's memory as it was. */
+ * written; a message before the post, after its last, or larger than its chunk there lands in its
+ * slot; at[] says where each landed, and the post is dropped after its last. Unposting in the
+ * middle of a payload sends the rest to the slot and leaves the post's memory as it was. */
 static void test_posted(void **st) {
   (void)st;
   char a[SLOT], b[SLOT], c[6], dst[2 * SLOT + 5];
@@ -276,6 +276,7 @@ static void test_posted(void **st) {
   assert_memory_equal(slot[1], c, 6);
   assert_ptr_equal(x.rx.at[2], slot[2]);
   assert_memory_equal(slot[2], c, 4);
+  assert_null(x.rx.post.dst); /* dropped once its last message landed */
   for (size_t i = SLOT + 5; i < sizeof(dst); i++)
     assert_int_equal(dst[i], 'd');
   for (int i = 0; i < SLOT; i++)

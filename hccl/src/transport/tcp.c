@@ -19,33 +19,33 @@
  * rank waits for that socket. Both sides are bounded by HCCL_CONNECT_TIMEOUT.
  *
  * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
- * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to
- * 512 KiB). The algorithm's thread fills a send slot and commits it, or (send_ref) queues a
- * pointer into its caller's buffer instead, which sendmsg then reads in place (the kernel's
- * copy is the only one; send_flush waits until `written` covers every message queued). The
- * committing thread writes its DATA frames {type, size, stamp} + payload itself at once, while
- * the socket takes them (hccl__tcp_write_now: the kernel's send path, which on one machine
- * also runs the receiver's protocol work, then runs beside the receiving); one progress thread
- * per communicator (epoll, and an eventfd to wake it) makes every other socket call: it writes
- * what is left, reads frames into the next receive slot, or (recv_post: a receive in place)
- * straight into the caller's buffer where the algorithm said the next messages go, and
- * publishes it with hccl__post on `arrived` (so waiters sleep in hccl__wait_change as on
- * shm; recv_acquire returns where it landed), and when the algorithm has released messages it sends one ACK {released count} for all
- * of them. A sender has at most 8 messages its receiver has not released (shm's rule), so a
- * frame always finds its receive slot free, and send_drained = every committed message
- * released. The eventfd is written only when the thread may be asleep.
+ * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to 512 KiB).
+ * The algorithm's thread fills a send slot and commits it, or (send_ref) queues a pointer into its
+ * caller's buffer instead, which sendmsg then reads in place (the kernel's copy is the only one;
+ * send_flush waits until `written` covers every message queued). The committing thread writes its
+ * DATA frames {type, size, stamp} + payload itself at once, while the socket takes them
+ * (hccl__tcp_write_now: the kernel's send path, which on one machine also runs the receiver's
+ * protocol work, then runs beside the receiving); one progress thread per communicator (epoll, and
+ * an eventfd to wake it) makes every other socket call: it writes what is left, reads frames into
+ * the next receive slot, or (recv_post: a receive in place) straight into the caller's buffer where
+ * the algorithm said the next messages go, and publishes it with hccl__post on `arrived` (so
+ * waiters sleep in hccl__wait_change as on shm; recv_acquire returns where it landed), and when the
+ * algorithm has released messages it sends one ACK {released count} for all of them. A sender has
+ * at most 8 messages its receiver has not released (shm's rule), so a frame always finds its
+ * receive slot free, and send_drained = every committed message released. The eventfd is written
+ * only when the thread may be asleep.
  *
  * Failure: EOF, a reset or any error on a socket whose peer did not say BYE marks that peer dead
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's
- * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer linked, whose waits
- * and check_abort then fail with HCCL_E_REMOTE; the first ABORT a rank hears goes on to its own
- * linked peers (the links are not a full mesh, but they join every server). From the progress
- * thread's pass after the abort's mark, which abort() waits for, no payload is written to a
- * receive posted in place (the rest of one under way goes to its slot): a failed call's buffers
- * are the caller's again when it returns. teardown sends BYE on
- * every link after whatever is still queued (an ACK a sender may be draining on), shuts the
- * sockets for writing and reads until the peers close (at most LINGER_MS), so that no unread
- * byte turns the close into a reset that could destroy frames the peer has not read yet.
+ * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer linked, whose waits and
+ * check_abort then fail with HCCL_E_REMOTE; the first ABORT a rank hears goes on to its own linked
+ * peers (the links are not a full mesh, but they join every server). From the progress thread's
+ * pass after the abort's mark, which abort() waits for, no payload is written to a receive posted
+ * in place (the rest of one under way goes to its slot): a failed call's buffers are the caller's
+ * again when it returns. teardown sends BYE on every link after whatever is still queued (an ACK a
+ * sender may be draining on), shuts the sockets for writing and reads until the peers close (at
+ * most LINGER_MS), so that no unread byte turns the close into a reset that could destroy frames
+ * the peer has not read yet.
  *
  * Frames are in host byte order; the hello's magic reads differently in the other order, so
  * servers of different byte order are refused at connect, never misread.

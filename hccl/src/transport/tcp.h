@@ -183,17 +183,17 @@ struct tcp_frame {
 
 /* ---- the frame decoder (tcp_wire.c) ----
  *
- * The receiving side of one link's byte stream, apart from its socket, as bootstrap/wire.c is
- * for the store: the progress thread hands it every byte the socket gives, in whatever pieces,
- * and acts on the one event each call reports (publishing a message, an ACK, an abort, a BYE,
- * or failing the link). A DATA payload goes straight into its receive slot, never past
- * slot_bytes; a call takes bytes up to the end of the frame it reports and no further, and
- * after an error it takes none; a payload inside a receive posted in place (`post`) goes there
- * instead, never past the post's chunk for it. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA
- * of at most slot_bytes while fewer than TCP_NSLOTS messages are unreleased; an ACK releasing
- * no more than was written and no fewer than the last ACK; an ABORT from a rank below nranks
- * with a reason of 1 to HCCL_REASON_MAX bytes; ACK and BYE of size 0 (size is the bytes that
- * follow, so any other would put the reader off the frames' boundaries). */
+ * The receiving side of one link's byte stream, apart from its socket, as bootstrap/wire.c is for
+ * the store: the progress thread hands it every byte the socket gives, in whatever pieces, and acts
+ * on the one event each call reports (publishing a message, an ACK, an abort, a BYE, or failing the
+ * link). A DATA payload goes straight into its receive slot, never past slot_bytes; a call takes
+ * bytes up to the end of the frame it reports and no further, and after an error it takes none; a
+ * payload inside a receive posted in place (`post`) goes there instead, never past the post's chunk
+ * for it. Rules (a broken one is HCCL_TCP_RX_ERROR): a known type; DATA of at most slot_bytes while
+ * fewer than TCP_NSLOTS messages are unreleased; an ACK releasing no more than was written and no
+ * fewer than the last ACK; an ABORT from a rank below nranks with a reason of 1 to HCCL_REASON_MAX
+ * bytes; ACK and BYE of size 0 (size is the bytes that follow, so any other would put the reader
+ * off the frames' boundaries). */
 
 enum hccl_tcp_rx_event {
   HCCL_TCP_RX_MORE = 0, /* every byte given was taken; no frame completed */

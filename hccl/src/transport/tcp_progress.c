@@ -394,11 +394,11 @@ static void set_lowat(struct tcp_link *l) {
 }
 
 /* Before a read: the decoder takes the receive posted in place if a new one was (post_gen
- * moved), or none once the communicator is aborted (the rest of a payload under way in the caller's buffer then goes to its slot):
- * from the pass after the abort's mark nothing is written to a failed call's buffer, which
- * tcp_abort waits for. The post's memory is the caller's until it has taken the post's last
- * message (which lands before it is published) or the call failed, so a post already used up
- * may stay in the decoder: it covers no message to come. */
+ * moved), or none once the communicator is aborted (the rest of a payload under way in the
+ * caller's buffer then goes to its slot): from the pass after the abort's mark nothing is
+ * written to a failed call's buffer, which tcp_abort waits for. The post's memory is the
+ * caller's until it has taken the post's last message (which lands before it is published) or
+ * the call failed; the decoder drops a post once its last message has landed. */
 static void post_sync(struct tcp_link *l) {
   struct hccl_tcp_rx *rx = &l->pump->rx;
   if (atomic_load_explicit(&l->st->abort_origin, memory_order_relaxed) != 0) {

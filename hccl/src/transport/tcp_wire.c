@@ -63,8 +63,6 @@ static enum hccl_tcp_rx_event rx_error(struct hccl_tcp_rx *rx) {
   return HCCL_TCP_RX_ERROR;
 }
 
-/* rx->cur's header is whole: check it and act on it (ACK, BYE), or aim its payload. Returns the
- * frame's event, or MORE when its payload follows (rx->pay set). */
 static char *slot_of(const struct hccl_tcp_rx *rx, uint32_t m) {
   return rx->slots + (size_t)(m % TCP_NSLOTS) * rx->slot_bytes;
 }
@@ -81,6 +79,8 @@ static char *land(const struct hccl_tcp_rx *rx, uint32_t size) {
   return slot_of(rx, rx->arrived);
 }
 
+/* rx->cur's header is whole: check it and act on it (ACK, BYE), or aim its payload. Returns the
+ * frame's event, or MORE when its payload follows (rx->pay set). */
 static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
   const struct tcp_frame *f = &rx->cur;
   switch (f->type) {
@@ -151,6 +151,10 @@ static enum hccl_tcp_rx_event frame_end(struct hccl_tcp_rx *rx) {
   if (f->type == FRAME_DATA) {
     rx->hdr[rx->arrived % TCP_NSLOTS] = *f;
     rx->at[rx->arrived % TCP_NSLOTS] = pay;
+    /* The post's last message: drop it, or after 2^32 more messages its numbers would come
+     * round again, into a buffer long returned. */
+    if (rx->post.dst && rx->arrived - rx->post.first == rx->post.n - 1)
+      rx->post = (struct hccl_tcp_post){0};
     rx->arrived++;
     return HCCL_TCP_RX_DATA;
   }
