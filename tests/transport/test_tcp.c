@@ -839,10 +839,11 @@ static void test_no_read_after_failure(void **st) {
 
 static _Atomic int g_hold;
 
-/* Counts the recv calls that write into [g_watch_lo, g_watch_hi) while it is set, and reads
- * slowly (2 ms a call), so that the sender's window is full of frames in flight when the
+/* Counts the recv calls that write into [g_watch_lo, g_watch_hi) while it is set, and then
+ * reads slowly (2 ms a call), so that the sender's window is full of frames in flight when the
  * receiver fails; while g_hold is set the socket has nothing yet (EAGAIN): those frames come
- * only after the failed call returned, as bytes still on the wire would. */
+ * only after the failed call returned, as bytes still on the wire would. Installed before the
+ * communicator's threads start (they read the table without a lock). */
 static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
   if (atomic_load(&g_hold)) {
     errno = EAGAIN;
@@ -850,7 +851,7 @@ static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
   }
   const char *lo = atomic_load(&g_watch_lo), *hi = atomic_load(&g_watch_hi), *b = buf;
   if (lo && b < hi && b + len > lo) atomic_fetch_add(&g_late_reads, 1);
-  usleep(2000);
+  if (lo) usleep(2000);
   return hccl__tcp_sys_default.recv(fd, buf, len, flags);
 }
 
@@ -861,6 +862,7 @@ static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
 static int late_recv_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
   if (enter_server(rank, j)) return 1;
+  if (rank == 1) hccl__tcp_sys.recv = watch_recv;
   HcclComm comm = NULL;
   if (make_comm(rank, nranks, j, &comm)) return 1;
   float *buf = malloc(LATE_COUNT * sizeof(float));
@@ -872,7 +874,6 @@ static int late_recv_body(int rank, int nranks, void *argp) {
   } else {
     atomic_store(&g_watch_hi, (const char *)(buf + LATE_COUNT));
     atomic_store(&g_watch_lo, (const char *)buf);
-    hccl__tcp_sys.recv = watch_recv;
     HcclRequest req = NULL;
     OK(HcclRecv(buf, LATE_COUNT, HCCL_DATA_TYPE_FP32, 0, comm, &req), "recv");
     double t0 = cc_now();
