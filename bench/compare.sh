@@ -321,47 +321,42 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)
 # run NAME N SIZE launcher-fn prog... : round ROUND's run (of REPEATS; the caller runs the
 # rounds), its output kept; in the last round prints the median "time busbw time_ip busbw_ip"
 # over the rounds (out-of-place, then in-place), or n/a if any run failed (and then the reason
-# in RESULTS_DIR/NAME.npN.SIZE.why, which cell prints; the later rounds skip it).
+# in RESULTS_DIR/NAME.npN.SIZE.why, which cell prints; the later rounds skip it, so the last
+# round reaches the medians only if every round passed its own check).
 run() {
   local name=$1 n=$2 size=$3 how=$4
   shift 4
-  local flags out k rc times=() bws=() times_ip=() bws_ip=()
+  local flags out rc why=$RESULTS_DIR/$name.np$n.$size.why
   if [ "$size" = 64M ]; then flags=("${LARGE_FLAGS[@]}"); else flags=("${SMALL_FLAGS[@]}"); fi
-  if [ -e "$RESULTS_DIR/$name.np$n.$size.why" ]; then
+  if [ -e "$why" ]; then
     echo "n/a n/a n/a n/a"
     return
   fi
   out=$RESULTS_DIR/$name.np$n.$size.$ROUND.txt
   "$how" "$n" "$@" "${flags[@]}" >"$out" 2>&1
   rc=$?
-  for ((k = 1; k <= REPEATS; k++)); do
-    out=$RESULTS_DIR/$name.np$n.$size.$k.txt
-    [ "$k" -le "$ROUND" ] || break
-    [ "$k" = "$ROUND" ] || rc=0
-    if [ $rc != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out"; then
-      echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
-      if [ $rc = 124 ]; then
-        echo "timed out after RUN_TIMEOUT=${RUN_TIMEOUT}s" >"$RESULTS_DIR/$name.np$n.$size.why"
-      elif grep -q "Out of bounds values : [1-9]" "$out"; then
-        echo "wrong results: $(grep -m1 'Out of bounds' "$out" | tr -d '#')" >"$RESULTS_DIR/$name.np$n.$size.why"
-      else
-        { grep -m1 -E 'deepspeed-shm:|ccl_allreduce_perf:|CCL_ERROR' "$out" || first_error "$out"; } |
-          tr '|' '/' | cut -c1-150 >"$RESULTS_DIR/$name.np$n.$size.why"
-      fi
-      echo "n/a n/a n/a n/a"
-      return
+  if [ $rc != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$out"; then
+    echo "compare.sh: $name with $n ranks at $size failed; see $out" >&2
+    if [ $rc = 124 ]; then
+      echo "timed out after RUN_TIMEOUT=${RUN_TIMEOUT}s" >"$why"
+    elif grep -q "Out of bounds values : [1-9]" "$out"; then
+      echo "wrong results: $(grep -m1 'Out of bounds' "$out" | tr -d '#')" >"$why"
+    else
+      { grep -m1 -E 'deepspeed-shm:|ccl_allreduce_perf:|CCL_ERROR' "$out" || first_error "$out"; } |
+        tr '|' '/' | cut -c1-150 >"$why"
     fi
-    times+=("$(field "$out" time)")
-    bws+=("$(field "$out" busbw)")
-    times_ip+=("$(field "$out" time ip)")
-    bws_ip+=("$(field "$out" busbw ip)")
-  done
+    echo "n/a n/a n/a n/a"
+    return
+  fi
   if [ "$ROUND" != "$REPEATS" ]; then
     echo "n/a n/a n/a n/a" # not the last round: no medians yet
     return
   fi
-  echo "$(printf '%s\n' "${times[@]}" | median) $(printf '%s\n' "${bws[@]}" | median)" \
-    "$(printf '%s\n' "${times_ip[@]}" | median) $(printf '%s\n' "${bws_ip[@]}" | median)"
+  local k col
+  for col in "time" "busbw" "time ip" "busbw ip"; do
+    for ((k = 1; k <= REPEATS; k++)); do field "$RESULTS_DIR/$name.np$n.$size.$k.txt" $col; done |
+      median
+  done | paste -sd' '
 }
 
 # ddp N BACKEND: median DDP step time in ms (torch_ddp_step.py), or n/a. Rank 0 prints it

@@ -217,7 +217,7 @@ static void tcp_recv_release(struct hccl_link *base) {
 /* Small receives keep the slots: their payloads come through the staging buffer anyway. */
 static void tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
   struct tcp_link *l = (struct tcp_link *)base;
-  if (!buf || chunk == 0 || bytes < TCP_DIRECT) return;
+  if (bytes < TCP_DIRECT) return;
   size_t n = (bytes + chunk - 1) / chunk;
   pthread_mutex_lock(&l->post_lock);
   l->post = (struct hccl_tcp_post){.dst = buf,

@@ -135,7 +135,8 @@ struct hccl_transport_ops {
    * all, may land at buf + k * chunk instead of a slot (those already arrived stay in theirs);
    * recv_acquire then returns that place, and the caller's copy to it is no copy. buf is the
    * transport's until every one of them was taken or the communicator failed (abort returns
-   * once nothing more is written to it). NULL where the slot is the transfer itself (shm). */
+   * once nothing more is written to it). buf is never NULL nor chunk or bytes 0 (callers go
+   * through hccl__prim_post, prims.h). NULL where the slot is the transfer itself (shm). */
   void (*recv_post)(struct hccl_link *l, void *buf, size_t chunk, size_t bytes);
 
   /* Non-blocking readiness, for an engine that progresses several links at once: whether
