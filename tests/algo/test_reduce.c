@@ -604,6 +604,27 @@ static void fill_bench(HcclDataType dt, void *p, size_t n, uint64_t *s) {
   }
 }
 
+/* hccl__copy_stream against memcpy: every destination alignment (the head before the first
+ * 16-byte boundary), every source misalignment, and sizes around the 64-byte body and its
+ * tail, with guard bytes on both sides of the destination left alone. */
+static void test_copy_stream(void **state) {
+  (void)state;
+  enum { MAX = 300, GUARD = 32 };
+  static uint8_t src[MAX + 64], dst[MAX + 64 + 2 * GUARD], want[sizeof dst];
+  for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)(i * 7 + 3);
+  for (size_t dalign = 0; dalign < 16; dalign++)
+    for (size_t salign = 0; salign < 5; salign++)
+      for (size_t n = 0; n <= MAX; n += (n < 140 ? 1 : 37)) {
+        memset(dst, 0xA5, sizeof dst);
+        memcpy(want, dst, sizeof dst);
+        memcpy(want + GUARD + dalign, src + salign, n);
+        hccl__copy_stream(dst + GUARD + dalign, src + salign, n);
+        if (memcmp(dst, want, sizeof dst) != 0)
+          fail_msg("copy_stream: dst+%zu src+%zu %zu bytes differ from memcpy's", dalign, salign,
+                   n);
+      }
+}
+
 static void test_bench(void **state) {
   (void)state;
   const char *env = getenv("HCCL_REDUCE_BENCH");
@@ -655,6 +676,7 @@ int main(void) {
       cmocka_unit_test_setup(test_f16_rounding, setup_alarm),
       cmocka_unit_test_setup(test_f16_random_pairs, setup_alarm),
       cmocka_unit_test_setup(test_nan_inf, setup_alarm),
+      cmocka_unit_test_setup(test_copy_stream, setup_alarm),
       cmocka_unit_test_setup(test_bench, setup_alarm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

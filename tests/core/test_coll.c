@@ -333,6 +333,15 @@ static int large_subset(HcclDataType dt, HcclReduceOp op) {
          (dt == HCCL_DATA_TYPE_FP16 && op == HCCL_REDUCE_MIN);
 }
 
+/* Out of place from 16 MiB of output the steps write it with streaming stores (prims.h,
+ * HCCL_STREAM_MIN): 16 MiB + 5 elements, so blocks start at odd offsets and end in tails. */
+static int run_streamed(sweep_t *s) {
+  const uint64_t big = 16u << 20;
+  if (run_allreduce(s, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, big / 4 + 5)) return -1;
+  if (run_allreduce(s, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX, big + 5)) return -1;
+  return run_allgather(s, HCCL_DATA_TYPE_FP32, big / 4 / (uint64_t)s->n + 5);
+}
+
 static int sweep(sweep_t *s) {
   /* First and last rank for every count; a middle one (the binomial tree's root position
    * wraps around the ring) for the small counts on 4 and 8 ranks. */
@@ -369,6 +378,7 @@ static int sweep(sweep_t *s) {
         if (run_broadcast(s, dt, cb, roots[r])) return -1;
     }
   }
+  if (s->n > 1 && run_streamed(s)) return -1;
   return run_barrier(s, 4);
 }
 

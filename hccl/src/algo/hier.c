@@ -43,7 +43,10 @@ static HcclResult cross_allreduce(void *arg, void *shard, size_t n) {
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
                                 const void *send, void *recv, size_t count, bool *zcopy) {
-  struct cross_step step = {.cross = cross, .kind = cross_kind, .p = p};
+  /* The shard's allreduce runs in place on a shard just written: its stores stay ordinary. */
+  struct hccl_prim cp = *p;
+  cp.stream_out = false;
+  struct cross_step step = {.cross = cross, .kind = cross_kind, .p = &cp};
   if (*zcopy && local->n > 1) {
     struct hccl_zcopy_call z = {.kind = HCCL_ZCOPY_ALLREDUCE, .send = send, .recv = recv,
                                 .count = count, .between = cross_allreduce, .between_arg = &step};

@@ -42,13 +42,24 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
   if (bytes == 0) {
     /* A zero-byte message still keeps both sides in step. */
   } else if (src && local) {
-    /* Reduce once, into whichever destination exists, then copy to the other. */
-    void *first = out ? out : dst;
-    if (first) p->reduce(first, local, src, count);
-    if (out && dst) memcpy(dst, out, bytes);
+    /* Reduce once, into whichever destination exists, then copy to the other: a streamed
+     * output is written last, from the slot the reduction just wrote. */
+    if (out && dst && p->stream_out) {
+      p->reduce(dst, local, src, count);
+      hccl__copy_stream(out, dst, bytes);
+    } else {
+      void *first = out ? out : dst;
+      if (first) p->reduce(first, local, src, count);
+      if (out && dst) memcpy(dst, out, bytes);
+    }
   } else {
     const void *v = src ? src : local;
-    if (out && out != v) memcpy(out, v, bytes);
+    if (out && out != v) {
+      if (p->stream_out)
+        hccl__copy_stream(out, v, bytes);
+      else
+        memcpy(out, v, bytes);
+    }
     if (dst) memcpy(dst, v, bytes);
   }
 

@@ -2,7 +2,8 @@
  * reduce.c - the element-wise reduction kernels, out[i] = a[i] (op) b[i], that every reducing
  * collective runs on each chunk it receives. This is the hot loop of allreduce, so the kernel
  * for a (dtype, op) pair is looked up once (hccl__reduce_kernel) and each kernel is a plain
- * loop with no switch inside.
+ * loop with no switch inside. Beside them, the copy with streaming stores that a step uses for
+ * a large output (hccl__copy_stream).
  *
  * Three builds of the kernels live here:
  *   - baseline: plain C loops that GCC auto-vectorizes at -O3 for the baseline ISA (SSE2 on
@@ -304,4 +305,32 @@ void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDat
                   HcclReduceOp op) {
   hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
   if (fn != NULL && count > 0) fn(out, a, b, count);
+}
+
+/* Contract: see reduce.h. SSE2 streaming stores (baseline x86-64, so no dispatch), 64 bytes
+ * per iteration once dst is 16-byte aligned; the head and the tail go through memcpy. The
+ * closing sfence orders the streamed stores before any later store (a flag or counter another
+ * thread or process polls), as ordinary stores are ordered on x86. */
+void hccl__copy_stream(void *dst, const void *src, size_t n) {
+#if HCCL__HAVE_X86
+  char *d = dst;
+  const char *s = src;
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (head > n) head = n;
+  memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  for (; n >= 64; d += 64, s += 64, n -= 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)(s + 16)),
+            c = _mm_loadu_si128((const __m128i *)(s + 32)),
+            e = _mm_loadu_si128((const __m128i *)(s + 48));
+    _mm_stream_si128((__m128i *)d, a);
+    _mm_stream_si128((__m128i *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(d + 48), e);
+  }
+  memcpy(d, s, n);
+  _mm_sfence();
+#else
+  memcpy(dst, src, n);
+#endif
 }

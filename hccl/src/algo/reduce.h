@@ -31,6 +31,11 @@ hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);
 void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDataType dt,
                   HcclReduceOp op);
 
+/* memcpy with streaming (non-temporal) stores: dst's lines go to memory without first being
+ * read into the cache, a third less memory traffic for a destination that is not read again
+ * soon (a large collective's output). dst and src must not overlap. */
+void hccl__copy_stream(void *dst, const void *src, size_t n);
+
 /* Forces the portable float16 path (tests compare it with the F16C path); returns whether the
  * F16C path was in use before. */
 bool hccl__reduce_force_portable(bool portable);

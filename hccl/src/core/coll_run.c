@@ -67,6 +67,19 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
   return call;
 }
 
+/* Whether the steps stream their writes to the output (prims.h): out of place (in place, the
+ * output's lines were just read as the input and are in the cache) and at least
+ * HCCL_STREAM_MIN bytes of output, for the reducing collectives and allgather. */
+static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o, size_t esz) {
+  size_t bytes = o->count * esz;
+  if (o->kind == HCCL_K_ALLGATHER)
+    bytes *= c->nranks;
+  else if (o->kind != HCCL_K_ALLREDUCE && o->kind != HCCL_K_REDUCE &&
+           o->kind != HCCL_K_REDUCE_SCATTER)
+    return false;
+  return o->send != o->recv && bytes >= HCCL_STREAM_MIN;
+}
+
 /* Runs call (o's) by plan, which becomes the zero-copy one when that ran. */
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
@@ -76,6 +89,7 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
     p.reduce = hccl__reduce_kernel(o->dt, o->op);
   p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
+  p.stream_out = stream_out(c, o, call->esz);
   HCCL_TRY(hccl__plan_run(v, plan, &p, call));
   if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
       plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
