@@ -18,7 +18,7 @@
  *
  * A sender copies (or reduces) straight into the receiver's slot, so each hop moves the data
  * once. Waits are futex sleeps on a sequence word or on head (wait.c). HCCL_BUFFSIZE bounds
- * the area: each of the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 512 KiB
+ * the area: each of the 2(L-1) FIFOs gets buffsize / (2(L-1)), as 8 slots of at most 128 KiB
  * and at least 4 KiB; both channels have the same layout.
  *
  * Failure: a rank that fails writes (origin, code, reason) into every local header and wakes
@@ -44,7 +44,7 @@
 #include "wait.h"
 
 #define SHM_NSLOTS 8
-#define SHM_SLOT_MAX (512u << 10)
+#define SHM_SLOT_MAX (128u << 10) /* docs/design.md: a ring round's chunks stay in L2 */
 #define SHM_SLOT_MIN 4096u
 #define SHM_MAGIC 0x68636c6c73686d31ULL
 #define SHM_ALIVE 1u

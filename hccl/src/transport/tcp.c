@@ -19,7 +19,8 @@
  * rank waits for that socket. Both sides are bounded by HCCL_CONNECT_TIMEOUT.
  *
  * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
- * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to 512 KiB).
+ * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to 512 KiB:
+ * bigger than shm's 128 KiB, fewer frames and wake-ups per byte).
  * The algorithm's thread fills a send slot and commits it, or (send_ref) queues a pointer into its
  * caller's buffer instead, which sendmsg then reads in place (the kernel's copy is the only one;
  * send_flush waits until `written` covers every message queued). The committing thread writes its
