@@ -24,6 +24,14 @@ static HcclResult take(const struct hccl_prim *p, struct hccl_link *from, size_t
   return HCCL_SUCCESS;
 }
 
+/* Copies a step's value into the caller's output, streamed where the call asked (prims.h). */
+static void write_out(const struct hccl_prim *p, void *out, const void *v, size_t bytes) {
+  if (p->stream_out)
+    hccl__copy_stream(out, v, bytes);
+  else
+    memcpy(out, v, bytes);
+}
+
 HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_from,
                            struct hccl_link *send_to, const void *local, void *out, size_t bytes) {
   const void *src = NULL;
@@ -42,24 +50,18 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
   if (bytes == 0) {
     /* A zero-byte message still keeps both sides in step. */
   } else if (src && local) {
-    /* Reduce once, into whichever destination exists, then copy to the other: a streamed
-     * output is written last, from the slot the reduction just wrote. */
-    if (out && dst && p->stream_out) {
+    /* Reduce once, then copy to the other destination. A streamed output is written last,
+     * from the slot the reduction just wrote; otherwise the slot is copied from the output. */
+    if (dst && (!out || p->stream_out)) {
       p->reduce(dst, local, src, count);
-      hccl__copy_stream(out, dst, bytes);
-    } else {
-      void *first = out ? out : dst;
-      if (first) p->reduce(first, local, src, count);
-      if (out && dst) memcpy(dst, out, bytes);
+      if (out) write_out(p, out, dst, bytes);
+    } else if (out) {
+      p->reduce(out, local, src, count);
+      if (dst) memcpy(dst, out, bytes);
     }
   } else {
     const void *v = src ? src : local;
-    if (out && out != v) {
-      if (p->stream_out)
-        hccl__copy_stream(out, v, bytes);
-      else
-        memcpy(out, v, bytes);
-    }
+    if (out && out != v) write_out(p, out, v, bytes);
     if (dst) memcpy(dst, v, bytes);
   }
 
