@@ -45,6 +45,44 @@ def tables(path):
     return bw, t
 
 
+def draw(out, libs, panels, label):
+    """Writes out (a PNG): one panel per (data, title, log scale, extra) in panels, data as
+    {group: {lib: value}}, one bar per lib and group (none where the value is missing; a lib
+    with no value in a panel gets no place there, and keeps its colour across panels), groups
+    in sorted order named by label(group); extra(ax, groups) adds to a panel. Shared with
+    multiserver_plot.py."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("%s: matplotlib missing (apt-get install python3-matplotlib)" % sys.argv[0])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5))
+    for ax, (data, title, log, extra) in zip(axes, panels):
+        groups = sorted(data)
+        shown = [lib for lib in libs if any((data[n].get(lib) or 0) > 0 for n in groups)]
+        width = 0.8 / max(len(shown), 1)
+        for k, lib in enumerate(shown):
+            xs, ys = [], []
+            for i, n in enumerate(groups):
+                v = data[n].get(lib)
+                if v is not None and v > 0:
+                    xs.append(i + (k - len(shown) / 2 + 0.5) * width)
+                    ys.append(v)
+            ax.bar(xs, ys, width, label=lib, color="C%d" % libs.index(lib))
+        if extra:
+            extra(ax, groups)
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels([label(n) for n in groups])
+        ax.set_title(title)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("table", nargs="?")
@@ -57,41 +95,17 @@ def main():
     bw, t = tables(a.table)
     if not t:
         sys.exit("compare_plot.py: no anchors table in %s" % a.table)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        sys.exit("compare_plot.py: matplotlib missing (apt-get install python3-matplotlib)")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / len(LIBS)
-    for ax, data, title, log in ((axes[0], bw, "busbw at 64 MiB (GB/s, higher is better)", False),
-                                 (axes[1], t, "time at 4 KiB (us, lower is better)", True)):
-        ranks = sorted(data)
-        for k, lib in enumerate(LIBS):
-            xs, ys = [], []
-            for i, n in enumerate(ranks):
-                v = data[n].get(lib)
-                if v is not None and v > 0:
-                    xs.append(i + (k - len(LIBS) / 2 + 0.5) * width)
-                    ys.append(v)
-            if xs:
-                ax.bar(xs, ys, width, label=lib, color="C%d" % k)
-        if data is bw:
-            for i, n in enumerate(ranks):
-                lim = data[n].get("memory limit")
-                if lim:
-                    ax.hlines(lim, i - 0.45, i + 0.45, colors="black", linestyles="dashed",
-                              label="memory limit" if i == 0 else None)
-        ax.set_xticks(range(len(ranks)))
-        ax.set_xticklabels(["%d ranks" % n for n in ranks])
-        ax.set_title(title)
-        if log:
-            ax.set_yscale("log")
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(a.out, dpi=100)
+
+    def limits(ax, ranks):
+        for i, n in enumerate(ranks):
+            lim = bw[n].get("memory limit")
+            if lim:
+                ax.hlines(lim, i - 0.45, i + 0.45, colors="black", linestyles="dashed",
+                          label="memory limit" if i == 0 else None)
+
+    draw(a.out, LIBS, [(bw, "busbw at 64 MiB (GB/s, higher is better)", False, limits),
+                       (t, "time at 4 KiB (us, lower is better)", True, None)],
+         lambda n: "%d ranks" % n)
     print("wrote", a.out)
 
 
