@@ -23,8 +23,23 @@
 # yours 1 MiB at a time as it comes and send it back, receive the other sum in place), 10
 # rounds, median round, median of REPEATS; and its exchange alone (64 MiB each way at once).
 # They move what a 2 x 1 allreduce moves, from and into buffers as large as the allreduce's.
+# Then every anchor of bench/compare.sh across the same servers, in the same rounds, in a
+# second table with the best named: Open MPI (bench/mpi_allreduce_perf.c under mpirun), MPICH
+# (the same built against MPICH, under its mpiexec.hydra) and oneCCL
+# (bench/ccl_allreduce_perf.cpp under Intel MPI's mpiexec), each launcher given the servers'
+# addresses as its hosts and, as its ssh, a script that enters the server's namespace with a
+# host name of its own (srv0, srv1: MPI libraries tell servers apart by host name); TCP on the
+# servers' eth0. Open MPI runs with --bind-to none: its default for a 2-rank job binds each
+# server's rank to core 0, the same core on pretend servers. Debian's MPICH is ch4:ucx, and
+# UCX, left to itself, moved data between pretend servers through shared memory (they share a
+# kernel: 2 x 1, 4 KiB in 3.5 us and 64 MiB at 1.55 GB/s, its figures on one server), so UCX
+# gets TCP only (UCX_TLS=tcp,self: 24.6 us, 0.94 GB/s); the ranks of one server still share
+# memory through MPICH's own (ch4's posix shm). DeepSpeed's shared-memory
+# allreduce runs only when every rank is on one machine; its row gives the error it stops with.
+# bench/anchors.sh installs the anchors as compare.sh does (ANCHORS_DIR, default
+# BUILD_DIR/anchors; ANCHORS_INSTALL=0 to only use what is there).
 #
-# usage: bash bench/multiserver.sh BUILD_DIR [REPEATS]   (root; prints a Markdown table)
+# usage: bash bench/multiserver.sh BUILD_DIR [REPEATS]   (root; prints two Markdown tables)
 set -u
 case "${1:-}" in
 -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -133,6 +148,51 @@ plain() {
 
 perf="$build/bin/allreduce_perf"
 py=${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}
+
+# --- Anchors (bench/anchors.sh), started across the servers.
+BIN=$build/bin HERE=$here PY=$py RESULTS_DIR=$work RUN_TIMEOUT=600
+ANCHORS_DIR=${ANCHORS_DIR:-$build/anchors} ANCHORS_INSTALL=${ANCHORS_INSTALL:-1}
+ONECCL_VERSION=${ONECCL_VERSION:-2021.15.2} DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
+HAVE_GLOO=0
+"$py" -c "import torch" 2>/dev/null && HAVE_GLOO=1
+free_port() { echo $((port + 50)); }
+# shellcheck source=bench/anchors.sh
+. "$here/anchors.sh"
+OMPI_WHY=
+if [ ! -x "$BIN/mpi_allreduce_perf" ] || ! command -v mpirun >/dev/null; then
+  OMPI_WHY="Open MPI not installed (mpirun, or mpi_allreduce_perf not built)"
+fi
+{ setup_mpich; setup_oneccl; setup_deepspeed; } >&2
+# The launchers' ssh: netns-rsh [ssh options] HOST COMMAND... runs COMMAND in HOST's server.
+agent=$work/netns-rsh
+{
+  echo '#!/bin/sh'
+  echo 'while [ "${1#-}" != "$1" ]; do shift; done'
+  echo 'host=$1'
+  echo 'shift'
+  for k in 0 1; do
+    echo "[ \"\$host\" = $(netns_addr $k) ] && exec ip netns exec ${NETNS_PREFIX}_$k unshare --uts sh -c \"hostname srv$k; \$*\""
+  done
+  echo 'echo "netns-rsh: no pretend server $host" >&2; exit 1'
+} >"$agent"
+chmod +x "$agent"
+
+# anchor NAME L SIZE ITERS: one run of anchor NAME (ompi, mpich, oneccl) with L ranks on each
+# server, started from server 0 (as srv0); "time busbw" of its in-place columns appended to
+# NAME.SIZE.all, or "n/a n/a".
+anchor() {
+  local name=$1 l=$2 size=$3 iters=$4 a0 a1 launch
+  a0=$(netns_addr 0) a1=$(netns_addr 1)
+  local args="-b $size -e $size -n $iters -w 1 -d float -o sum -c 1"
+  case $name in
+  ompi) launch="mpirun --allow-run-as-root --oversubscribe --bind-to none --host $a0:$l,$a1:$l -np $((2 * l)) --mca plm_rsh_agent $agent --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca mpi_yield_when_idle 1 $BIN/mpi_allreduce_perf $args" ;;
+  mpich) launch="env LD_LIBRARY_PATH=$MPICH_LIB $MPICH_DIR/usr/bin/mpiexec.hydra -launcher ssh -launcher-exec $agent -hosts $a0:$l,$a1:$l -np $((2 * l)) -iface eth0 -genv LD_LIBRARY_PATH $MPICH_LIB -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 $BIN/mpich_allreduce_perf $args" ;;
+  oneccl) launch="env ${ONECCL_ENV[*]} I_MPI_HYDRA_IFACE=eth0 CCL_PERF_KVS_FILE=$work/ccl.kvs.$RANDOM $ONECCL/bin/mpiexec -bootstrap ssh -bootstrap-exec $agent -hosts $a0,$a1 -ppn $l -n $((2 * l)) -genv CCL_KVS_IFACE eth0 -genv FI_TCP_IFACE eth0 $BIN/ccl_allreduce_perf $args" ;;
+  esac
+  netns_exec 0 unshare --uts sh -c "hostname srv0; timeout 600 $launch" >"$work/$name.$l.$size.out" 2>&1
+  awk '$1 ~ /^[0-9]+$/ && $3 == "float" {print $10, $12; found=1; exit} END {if (!found) print "n/a n/a"}' \
+    "$work/$name.$l.$size.out" >>"$work/$name.$size.all"
+}
 torch=("$py" "$here/torch_allreduce_perf.py" --backend gloo)
 torch_hccl=("$py" "$here/torch_allreduce_perf.py" --backend hccl)
 read -r link_bw link_busy <<<"$(link)"
@@ -142,6 +202,7 @@ port=$((port + 100))
 exchange_bw=$(plain exchange)
 port=$((port + 100))
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a / b; else print "n/a"}'; }
+arows=()
 echo "| ranks | link (iperf3 each way at once) | 64 MiB allreduce, no library (tcp_plain) | hccl two-level busbw 64 MiB | share of link | two-level / tcp_plain | \`-R 1\` | flat ring | gloo | torch_hccl | two-level / flat | two-level / gloo | \`-R 1\` / gloo | torch_hccl / gloo | hccl time 4 KiB | flat ring | gloo | two-level / gloo |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for devs in 0 0,1 0,1,2,3; do
@@ -158,7 +219,31 @@ for devs in 0 0,1 0,1,2,3; do
     add hier "$devs" "" 4K 200 -- "$perf"
     add flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf"
     add gloo "$devs" "" 4K 200 -- "${torch[@]}"
+    for a in ompi mpich oneccl; do
+      why=${a^^}_WHY
+      [ "$a" = oneccl ] && why=CCL_WHY
+      [ -z "${!why}" ] || continue
+      anchor "$a" "$n" 64M 5
+      anchor "$a" "$n" 4K 200
+    done
   done
+  # DeepSpeed's shm allreduce: its own words on why it does not run across servers.
+  ds=n/a
+  if [ -z "$DS_WHY" ]; then
+    one ds "$devs" "" 4K 20 -- "$DS_VENV/bin/python" "$here/torch_allreduce_perf.py" --backend deepspeed-shm >/dev/null
+    ds_line=$(grep -m1 "deepspeed-shm:" "$work/ds.0" | sed 's/^.*deepspeed-shm: //' | tr '|' '/' | cut -c1-160)
+    DS_WHY=${ds_line:-$(first_error "$work/ds.0")}
+  fi
+  for a in ompi mpich oneccl; do
+    [ -s "$work/$a.64M.all" ] || echo "n/a n/a" >"$work/$a.64M.all"
+    [ -s "$work/$a.4K.all" ] || echo "n/a n/a" >"$work/$a.4K.all"
+  done
+  read -r _ o_bw <<<"$(med ompi 64M)"
+  read -r _ m_bw <<<"$(med mpich 64M)"
+  read -r _ c_bw <<<"$(med oneccl 64M)"
+  read -r o_t _ <<<"$(med ompi 4K)"
+  read -r m_t _ <<<"$(med mpich 4K)"
+  read -r c_t _ <<<"$(med oneccl 4K)"
   read -r _ h_bw <<<"$(med hier 64M)"
   read -r _ z_bw <<<"$(med hier_r1 64M)"
   read -r _ f_bw <<<"$(med flat 64M)"
@@ -167,8 +252,26 @@ for devs in 0 0,1 0,1,2,3; do
   read -r h_t _ <<<"$(med hier 4K)"
   read -r f_t _ <<<"$(med flat 4K)"
   read -r g_t _ <<<"$(med gloo 4K)"
+  IFS='|' read -r bb bbv <<<"$(best more "Open MPI=$o_bw" "MPICH=$m_bw" "oneCCL=$c_bw" "gloo=$g_bw")"
+  IFS='|' read -r bt btv <<<"$(best less "Open MPI=$o_t" "MPICH=$m_t" "oneCCL=$c_t" "gloo=$g_t")"
+  arows+=("| 2 x $n | $h_bw | $o_bw | $m_bw | $c_bw | $ds | $g_bw | $bb | $(ratio "$h_bw" "$bbv") | $(ratio "$z_bw" "$bbv") | $h_t | $o_t | $m_t | $c_t | $ds | $g_t | $bt | $(ratio "$h_t" "$btv") |")
   echo "| 2 x $n | $link_bw GB/s | $plain_bw GB/s | $h_bw GB/s | $(ratio "$h_bw" "$link_bw") | $(ratio "$h_bw" "$plain_bw") | $z_bw | $f_bw | $g_bw | $t_bw | $(ratio "$h_bw" "$f_bw") | $(ratio "$h_bw" "$g_bw") | $(ratio "$z_bw" "$g_bw") | $(ratio "$t_bw" "$g_bw") | $h_t us | $f_t | $g_t | $(ratio "$h_t" "$g_t") |"
 done
+echo
+echo "Every anchor across the same servers, in the same rounds (busbw in GB/s at 64 MiB, time in us at 4 KiB; in place; \"best\" is the best anchor):"
+echo
+echo "| ranks | hccl busbw 64 MiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl / best | \`-R 1\` / best | hccl time 4 KiB | Open MPI | MPICH | oneCCL | DeepSpeed shm | gloo | best anchor | hccl / best |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: |"
+printf '%s\n' "${arows[@]}"
+echo
+for a in "Open MPI:$OMPI_WHY" "MPICH:$MPICH_WHY" "oneCCL:$CCL_WHY" "DeepSpeed shm:$DS_WHY"; do
+  [ -z "${a#*:}" ] || echo "${a%%:*} n/a: ${a#*:}"
+done
+for a in ompi mpich oneccl; do
+  for f in "$work"/$a.*.out; do
+    [ -f "$f" ] && ! grep -q "float" "$f" && echo "$a failed once ($(basename "$f")): $(first_error "$f")"
+  done
+done | sort -u | head -6
 cols="6 8"
 for ((r = 0; r < repeats; r++)); do add sendrecv 0 "" 64M 5 -- "$build/bin/sendrecv_perf"; done
 read -r _ sr_bw <<<"$(med sendrecv 64M)"

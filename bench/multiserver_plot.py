@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""multiserver_plot.py - the plot of bench/multiserver.sh's table: reads the Markdown that
-multiserver.sh printed (one row per layout, 2 x 1, 2 x 2, 2 x 4) and draws two panels: busbw at
-64 MiB (higher is better) of the link itself (iperf3, each way at once), the plain allreduce of
-tcp_plain, libhccl (the cost model's choice, on malloc and on HcclMemAlloc buffers, and one flat
-ring), gloo and torch_hccl; and the time at 4 KiB (log scale, lower is better) of libhccl, its
-flat ring and gloo. Bars and colours as compare_plot.py draws them (its draw()). Needs
+"""multiserver_plot.py - the plot of bench/multiserver.sh's tables: reads the Markdown that
+multiserver.sh printed (one row per layout, 2 x 1, 2 x 2, 2 x 4, in each of its two tables) and
+draws two panels: busbw at 64 MiB (higher is better) of the link itself (iperf3, each way at
+once), the plain allreduce of tcp_plain, libhccl (the cost model's choice, on malloc and on
+HcclMemAlloc buffers, and one flat ring), gloo, torch_hccl, Open MPI, MPICH and oneCCL; and the
+time at 4 KiB (log scale, lower is better) of libhccl, its flat ring and the anchors. Bars and colours as compare_plot.py draws them (its draw()). Needs
 matplotlib (Debian's python3-matplotlib).
 
     python3 bench/multiserver_plot.py MULTISERVER_OUTPUT.md OUT.png
@@ -21,8 +21,10 @@ from compare_plot import draw, number  # noqa: E402
 BW = [("link (iperf3 each way at once)", "link (iperf3)"),
       ("64 MiB allreduce, no library (tcp_plain)", "tcp_plain"),
       ("hccl two-level busbw 64 MiB", "hccl"), ("`-R 1`", "hccl -R 1"),
-      ("flat ring", "hccl flat ring"), ("gloo", "gloo"), ("torch_hccl", "torch_hccl")]
-TIME = [("hccl time 4 KiB", "hccl"), ("flat ring", "hccl flat ring"), ("gloo", "gloo")]
+      ("flat ring", "hccl flat ring"), ("gloo", "gloo"), ("torch_hccl", "torch_hccl"),
+      ("Open MPI", "Open MPI"), ("MPICH", "MPICH"), ("oneCCL", "oneCCL")]
+TIME = [("hccl time 4 KiB", "hccl"), ("flat ring", "hccl flat ring"), ("gloo", "gloo"),
+        ("Open MPI", "Open MPI"), ("MPICH", "MPICH"), ("oneCCL", "oneCCL")]
 
 
 def table(path):
@@ -43,9 +45,10 @@ def table(path):
         for out, cols, lo in ((bw, BW, 1), (t, TIME, split)):
             row = out.setdefault((s, l), {})
             for col, name in cols:
-                if col in head[lo:]:
-                    k = head.index(col, lo)
-                    row[name] = number(cells[k].split()[0]) if k < len(cells) else None
+                k = head.index(col, lo) if col in head[lo:] else None
+                # A busbw column is one before the 4 KiB part.
+                if k is not None and (out is t or k < split) and k < len(cells):
+                    row[name] = number(cells[k].split()[0])
     return bw, t
 
 
