@@ -178,8 +178,8 @@ agent=$work/netns-rsh
 chmod +x "$agent"
 
 # anchor NAME L SIZE ITERS: one run of anchor NAME (ompi, mpich, oneccl) with L ranks on each
-# server, started from server 0 (as srv0); "time busbw" of its in-place columns appended to
-# NAME.SIZE.all, or "n/a n/a".
+# server, started from server 0 (as srv0), for at most 120 s; "time busbw" of its in-place
+# columns appended to NAME.SIZE.all, or "n/a n/a".
 anchor() {
   local name=$1 l=$2 size=$3 iters=$4 a0 a1 launch
   a0=$(netns_addr 0) a1=$(netns_addr 1)
@@ -189,7 +189,8 @@ anchor() {
   mpich) launch="env LD_LIBRARY_PATH=$MPICH_LIB $MPICH_DIR/usr/bin/mpiexec.hydra -launcher ssh -launcher-exec $agent -hosts $a0:$l,$a1:$l -np $((2 * l)) -iface eth0 -genv LD_LIBRARY_PATH $MPICH_LIB -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 $BIN/mpich_allreduce_perf $args" ;;
   oneccl) launch="env ${ONECCL_ENV[*]} I_MPI_HYDRA_IFACE=eth0 CCL_PERF_KVS_FILE=$work/ccl.kvs.$RANDOM $ONECCL/bin/mpiexec -bootstrap ssh -bootstrap-exec $agent -hosts $a0,$a1 -ppn $l -n $((2 * l)) -genv CCL_KVS_IFACE eth0 -genv FI_TCP_IFACE eth0 $BIN/ccl_allreduce_perf $args" ;;
   esac
-  netns_exec 0 unshare --uts sh -c "hostname srv0; timeout 600 $launch" >"$work/$name.$l.$size.out" 2>&1
+  netns_exec 0 unshare --uts sh -c "hostname srv0; timeout 120 $launch" >"$work/$name.$l.$size.out" 2>&1 ||
+    echo "(exit code $?: 124 is the 120 s limit)" >>"$work/$name.$l.$size.out"
   awk '$1 ~ /^[0-9]+$/ && $3 == "float" {print $10, $12; found=1; exit} END {if (!found) print "n/a n/a"}' \
     "$work/$name.$l.$size.out" >>"$work/$name.$size.all"
 }
