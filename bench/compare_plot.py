@@ -83,18 +83,25 @@ def draw(out, libs, panels, label):
     fig.savefig(out, dpi=100)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc, prog, script):
+    """(TABLE, OUT) from the command line of prog, which plots script's output (shared with
+    multiserver_plot.py); an unknown option or a missing argument is refused."""
+    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
     ap.add_argument("table", nargs="?")
     ap.add_argument("out", nargs="?")
     a, extra = ap.parse_known_args()
     if extra:
-        ap.error("unknown option '%s'; see compare_plot.py --help" % extra[0])
+        ap.error("unknown option '%s'; see %s --help" % (extra[0], prog))
     if not a.table or not a.out:
-        ap.error("give the compare.sh output and the PNG to write: compare_plot.py TABLE OUT")
-    bw, t = tables(a.table)
+        ap.error("give the %s output and the PNG to write: %s TABLE OUT" % (script, prog))
+    return a.table, a.out
+
+
+def main():
+    table, out = arguments(__doc__, "compare_plot.py", "compare.sh")
+    bw, t = tables(table)
     if not t:
-        sys.exit("compare_plot.py: no anchors table in %s" % a.table)
+        sys.exit("compare_plot.py: no anchors table in %s" % table)
 
     def limits(ax, ranks):
         for i, n in enumerate(ranks):
@@ -103,10 +110,10 @@ def main():
                 ax.hlines(lim, i - 0.45, i + 0.45, colors="black", linestyles="dashed",
                           label="memory limit" if i == 0 else None)
 
-    draw(a.out, LIBS, [(bw, "busbw at 64 MiB (GB/s, higher is better)", False, limits),
+    draw(out, LIBS, [(bw, "busbw at 64 MiB (GB/s, higher is better)", False, limits),
                        (t, "time at 4 KiB (us, lower is better)", True, None)],
          lambda n: "%d ranks" % n)
-    print("wrote", a.out)
+    print("wrote", out)
 
 
 if __name__ == "__main__":

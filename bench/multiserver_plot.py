@@ -9,12 +9,11 @@ matplotlib (Debian's python3-matplotlib).
 
     python3 bench/multiserver_plot.py MULTISERVER_OUTPUT.md OUT.png
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_plot import draw, number  # noqa: E402
+from compare_plot import arguments, draw, number  # noqa: E402
 
 # Column headers of multiserver.sh's table (the first of a repeated name is the 64 MiB one)
 # and the name each gets on the plot.
@@ -53,23 +52,15 @@ def table(path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("table", nargs="?")
-    ap.add_argument("out", nargs="?")
-    a, extra = ap.parse_known_args()
-    if extra:
-        ap.error("unknown option '%s'; see multiserver_plot.py --help" % extra[0])
-    if not a.table or not a.out:
-        ap.error("give the multiserver.sh output and the PNG to write: "
-                 "multiserver_plot.py TABLE OUT")
-    bw, t = table(a.table)
+    table_md, out = arguments(__doc__, "multiserver_plot.py", "multiserver.sh")
+    bw, t = table(table_md)
     if not bw:
-        sys.exit("multiserver_plot.py: no multiserver.sh table in %s" % a.table)
+        sys.exit("multiserver_plot.py: no multiserver.sh table in %s" % table_md)
     names = [n for _, n in BW]
-    draw(a.out, names, [(bw, "allreduce busbw at 64 MiB (GB/s, higher is better)", False, None),
+    draw(out, names, [(bw, "allreduce busbw at 64 MiB (GB/s, higher is better)", False, None),
                         (t, "allreduce time at 4 KiB (us, lower is better)", True, None)],
          lambda g: "%d x %d" % g)
-    print("wrote", a.out)
+    print("wrote", out)
 
 
 if __name__ == "__main__":
