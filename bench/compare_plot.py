@@ -111,7 +111,7 @@ def main():
                           label="memory limit" if i == 0 else None)
 
     draw(out, LIBS, [(bw, "busbw at 64 MiB (GB/s, higher is better)", False, limits),
-                       (t, "time at 4 KiB (us, lower is better)", True, None)],
+                     (t, "time at 4 KiB (us, lower is better)", True, None)],
          lambda n: "%d ranks" % n)
     print("wrote", out)
 

@@ -58,7 +58,7 @@ def main():
         sys.exit("multiserver_plot.py: no multiserver.sh table in %s" % table_md)
     names = [n for _, n in BW]
     draw(out, names, [(bw, "allreduce busbw at 64 MiB (GB/s, higher is better)", False, None),
-                        (t, "allreduce time at 4 KiB (us, lower is better)", True, None)],
+                      (t, "allreduce time at 4 KiB (us, lower is better)", True, None)],
          lambda g: "%d x %d" % g)
     print("wrote", out)
 
