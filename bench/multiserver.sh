@@ -33,8 +33,10 @@
 # server's rank to core 0, the same core on pretend servers. Debian's MPICH is ch4:ucx, and
 # UCX, left to itself, moved data between pretend servers through shared memory (they share a
 # kernel: 2 x 1, 4 KiB in 3.5 us and 64 MiB at 1.55 GB/s, its figures on one server), so UCX
-# gets TCP only (UCX_TLS=tcp,self: 24.6 us, 0.94 GB/s); the ranks of one server still share
-# memory through MPICH's own (ch4's posix shm). DeepSpeed's shared-memory
+# gets TCP only (UCX_TLS=tcp,self: 24.6 us, 0.94 GB/s). That also takes UCX's shared memory
+# from the ranks of one server, which keep MPICH's own for small messages (one server, 2 ranks:
+# 64 MiB 1.24 -> 0.81 GB/s, 4 KiB 12.9 -> 13.2 us), so its 2 x 2 and 2 x 4 columns understate
+# what it does between real servers. DeepSpeed's shared-memory
 # allreduce runs only when every rank is on one machine; its row gives the error it stops with.
 # bench/anchors.sh installs the anchors as compare.sh does (ANCHORS_DIR, default
 # BUILD_DIR/anchors; ANCHORS_INSTALL=0 to only use what is there).
@@ -150,12 +152,12 @@ perf="$build/bin/allreduce_perf"
 py=${PYTHON:-$(cat "$build/python/INTERPRETER" 2>/dev/null || command -v python3)}
 
 # --- Anchors (bench/anchors.sh), started across the servers.
-BIN=$build/bin HERE=$here PY=$py RESULTS_DIR=$work RUN_TIMEOUT=600
+BIN=$build/bin HERE=$here PY=$py RESULTS_DIR=$work RUN_TIMEOUT=120
 ANCHORS_DIR=${ANCHORS_DIR:-$build/anchors} ANCHORS_INSTALL=${ANCHORS_INSTALL:-1}
 ONECCL_VERSION=${ONECCL_VERSION:-2021.15.2} DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
 HAVE_GLOO=0
 "$py" -c "import torch" 2>/dev/null && HAVE_GLOO=1
-free_port() { echo $((port + 50)); }
+free_port() { echo $((port + 50)); } # for anchors.sh's ds_launch, which is not used here
 # shellcheck source=bench/anchors.sh
 . "$here/anchors.sh"
 OMPI_WHY=
@@ -178,8 +180,8 @@ agent=$work/netns-rsh
 chmod +x "$agent"
 
 # anchor NAME L SIZE ITERS: one run of anchor NAME (ompi, mpich, oneccl) with L ranks on each
-# server, started from server 0 (as srv0), for at most 120 s; "time busbw" of its in-place
-# columns appended to NAME.SIZE.all, or "n/a n/a".
+# server, started from server 0 (as srv0), for at most RUN_TIMEOUT s; "time busbw" of its
+# in-place columns appended to NAME.SIZE.all, or "n/a n/a".
 anchor() {
   local name=$1 l=$2 size=$3 iters=$4 a0 a1 launch
   a0=$(netns_addr 0) a1=$(netns_addr 1)
@@ -189,8 +191,8 @@ anchor() {
   mpich) launch="env LD_LIBRARY_PATH=$MPICH_LIB $MPICH_DIR/usr/bin/mpiexec.hydra -launcher ssh -launcher-exec $agent -hosts $a0:$l,$a1:$l -np $((2 * l)) -iface eth0 -genv LD_LIBRARY_PATH $MPICH_LIB -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 $BIN/mpich_allreduce_perf $args" ;;
   oneccl) launch="env ${ONECCL_ENV[*]} I_MPI_HYDRA_IFACE=eth0 CCL_PERF_KVS_FILE=$work/ccl.kvs.$RANDOM $ONECCL/bin/mpiexec -bootstrap ssh -bootstrap-exec $agent -hosts $a0,$a1 -ppn $l -n $((2 * l)) -genv CCL_KVS_IFACE eth0 -genv FI_TCP_IFACE eth0 $BIN/ccl_allreduce_perf $args" ;;
   esac
-  netns_exec 0 unshare --uts sh -c "hostname srv0; timeout 120 $launch" >"$work/$name.$l.$size.out" 2>&1 ||
-    echo "(exit code $?: 124 is the 120 s limit)" >>"$work/$name.$l.$size.out"
+  netns_exec 0 unshare --uts sh -c "hostname srv0; timeout $RUN_TIMEOUT $launch" >"$work/$name.$l.$size.out" 2>&1 ||
+    echo "(exit code $?: 124 is the $RUN_TIMEOUT s limit)" >>"$work/$name.$l.$size.out"
   awk '$1 ~ /^[0-9]+$/ && $3 == "float" {print $10, $12; found=1; exit} END {if (!found) print "n/a n/a"}' \
     "$work/$name.$l.$size.out" >>"$work/$name.$size.all"
 }
