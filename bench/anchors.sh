@@ -9,8 +9,8 @@
 #
 # The caller sets: ANCHORS_DIR, ANCHORS_INSTALL (1: install what is missing), ONECCL_VERSION,
 # DEEPSPEED_VERSION, PY (the Python torch runs in), HAVE_GLOO (1: PY imports torch), BIN (the
-# build's bin/), HERE (bench/), RESULTS_DIR (logs), RUN_TIMEOUT (seconds), and a free_port
-# function.
+# build's bin/), HERE (bench/), RESULTS_DIR (logs), RUN_TIMEOUT (seconds), and, if it calls
+# ds_launch, a free_port function.
 #
 # usage: . "$HERE/anchors.sh"   (in bench/compare.sh and bench/multiserver.sh)
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

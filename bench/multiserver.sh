@@ -157,7 +157,6 @@ ANCHORS_DIR=${ANCHORS_DIR:-$build/anchors} ANCHORS_INSTALL=${ANCHORS_INSTALL:-1}
 ONECCL_VERSION=${ONECCL_VERSION:-2021.15.2} DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
 HAVE_GLOO=0
 "$py" -c "import torch" 2>/dev/null && HAVE_GLOO=1
-free_port() { echo $((port + 50)); } # for anchors.sh's ds_launch, which is not used here
 # shellcheck source=bench/anchors.sh
 . "$here/anchors.sh"
 OMPI_WHY=
@@ -222,12 +221,11 @@ for devs in 0 0,1 0,1,2,3; do
     add hier "$devs" "" 4K 200 -- "$perf"
     add flat "$devs" "HCCL_ALGO=ring" 4K 200 -- "$perf"
     add gloo "$devs" "" 4K 200 -- "${torch[@]}"
-    for a in ompi mpich oneccl; do
-      why=${a^^}_WHY
-      [ "$a" = oneccl ] && why=CCL_WHY
+    for a in ompi:OMPI_WHY mpich:MPICH_WHY oneccl:CCL_WHY; do
+      why=${a#*:}
       [ -z "${!why}" ] || continue
-      anchor "$a" "$n" 64M 5
-      anchor "$a" "$n" 4K 200
+      anchor "${a%%:*}" "$n" 64M 5
+      anchor "${a%%:*}" "$n" 4K 200
     done
   done
   # DeepSpeed's shm allreduce: its own words on why it does not run across servers.
