@@ -137,13 +137,15 @@ else
   for k in 0 1; do sed "s/^/  [server $k] /" "$work/whitelist_no.$k" | tail -6; done
 fi
 
-# fault NAME SIGNAL EXEC_TIMEOUT LIMIT: a rank of server 1 gets SIGNAL two seconds into a run of
-# 64 MiB allreduces; every server's launcher must fail within LIMIT seconds of it.
+# fault NAME SIGNAL EXEC_TIMEOUT LIMIT SIZE: a rank of server 1 gets SIGNAL two seconds into a
+# run of SIZE allreduces; every server's launcher must fail within LIMIT seconds of it. At 4 KiB
+# the ranks wait for each message reading their sockets themselves (transport/tcp.c), at 64 MiB
+# their progress threads read.
 fault() {
-  local name=$1 sig=$2 exec_timeout=$3 limit=$4 victim="" pid job nfailed elapsed t_sig
+  local name=$1 sig=$2 exec_timeout=$3 limit=$4 size=$5 victim="" pid job nfailed elapsed t_sig
   cases=$((cases + 1))
   run_job "$name" 2 0,1 120 "HCCL_EXEC_TIMEOUT=$exec_timeout" -- \
-    "$bin/allreduce_perf" -b 64M -e 64M -n 100000 -w 0 -c 0 &
+    "$bin/allreduce_perf" -b "$size" -e "$size" -n 100000000 -w 0 -c 0 &
   job=$!
   # A rank of server 1: a process in its namespace running allreduce_perf (pids are shared
   # between the namespaces, so ask the namespace, not pgrep).
@@ -170,9 +172,11 @@ fault() {
 }
 
 # Killed: seen at once (the connection closes without a BYE), far below HCCL_EXEC_TIMEOUT.
-fault killed KILL 60 10
+fault killed KILL 60 10 64M
+fault killed_4k KILL 60 10 4K
 # Frozen: found by HCCL_EXEC_TIMEOUT (5 s here); then server 1's launcher stops its ranks.
-fault frozen STOP 5 25
+fault frozen STOP 5 25 64M
+fault frozen_4k STOP 5 25 4K
 
 # Elastic restarts across servers: ddp_train on 2 servers x 2, rank 1 (server 0) exits at step
 # 12 on the first start; both launchers (--max-restarts 1) agree through their store on server

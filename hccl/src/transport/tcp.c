@@ -31,7 +31,10 @@
  * the next receive slot, or (recv_post: a receive in place) straight into the caller's buffer where
  * the algorithm said the next messages go, and publishes it with hccl__post on `arrived` (so
  * waiters sleep in hccl__wait_change as on shm; recv_acquire returns where it landed), and when the
- * algorithm has released messages it sends one ACK {released count} for all of them. A sender has
+ * algorithm has released messages it sends one ACK {released count} for all of them. A thread
+ * waiting for a message after a small one (at most 64 KiB) reads the socket itself for up to
+ * 2 ms (hccl__tcp_read_now), sleeping in poll on it: one wake-up per message instead of the
+ * progress thread's and then its own; the progress thread leaves the socket to it meanwhile. A sender has
  * at most 8 messages its receiver has not released (shm's rule), so a frame always finds its
  * receive slot free, and send_drained = every committed message released. The eventfd is written
  * only when the thread may be asleep.
@@ -78,6 +81,14 @@
 #include "wait.h"
 
 #define TCP_SLOT_MAX (512u << 10)
+/* A receive whose link's last message had at most READ_SELF_MAX bytes reads its socket itself
+ * for up to READ_SELF_NS before it leaves it to the progress thread and sleeps on the futex
+ * (hccl__tcp_read_now). Alternating runs against the build before, 4 KiB allreduce in place,
+ * medians: 2 x 1 servers 34.5 -> 31.3 and 32.3 -> 28.9 us, 2 x 2 91.5 -> 86.5 and 91.1 -> 84.0,
+ * 2 x 4 194.4 -> 182.7 and 189.2 -> 174.3; 64 MiB unchanged (2 x 1 1.75 / 1.77 GB/s, 2 x 2
+ * 1.36 / 1.34, 2 x 4 0.83 / 0.82). */
+#define READ_SELF_MAX (64u << 10)
+#define READ_SELF_NS 2000000
 #define TCP_SLOT_MIN 4096u
 
 static struct tcp_state *state_of(const struct hccl_tctx *tx) {
@@ -195,15 +206,25 @@ static HcclResult tcp_send_flush(struct hccl_link *base, const struct hccl_wait 
 static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                    struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
+  /* After a small message, expect another: read the socket here (one wake-up instead of the
+   * progress thread's and then this thread's). Large ones are left to the progress thread,
+   * which reads the next slot while this thread reduces the last. */
+  bool read_self = l->last_size <= READ_SELF_MAX;
   for (;;) {
     uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_acquire);
     if (arrived != l->received) break;
+    if (read_self) {
+      read_self = false;
+      if (hccl__tcp_read_now(l, READ_SELF_NS)) poke_always(l->st);
+      continue;
+    }
     HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w, tcp_check,
                                base));
   }
   uint32_t slot = l->received % TCP_NSLOTS;
   *buf = l->rat[slot];
   *bytes = l->rhdr[slot].size;
+  l->last_size = l->rhdr[slot].size;
   *stamp = l->rhdr[slot].stamp;
   return HCCL_SUCCESS;
 }

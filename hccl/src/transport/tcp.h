@@ -299,6 +299,7 @@ struct tcp_link {
   const struct tcp_frame *rhdr;
   char *const *rat;
   uint32_t received;
+  uint32_t last_size; /* the last message's size: a small one is read by this thread (tcp.c) */
   _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
   _Atomic uint32_t released; /* = received, published to the progress thread */
@@ -320,6 +321,7 @@ struct tcp_peer {
   _Atomic int answered;
   uint32_t report_next;
   char report[HCCL_REASON_MAX];
+  _Atomic int downing;                           /* claimed by the one who writes reason */
   _Atomic int dead;                              /* set after reason is written */
   char reason[160];                              /* "closed the connection", ... */
   char addr[80];                                 /* its listener, for messages */
@@ -376,6 +378,13 @@ void hccl__tcp_pump_free(struct tcp_pump *p);
  * path runs on this thread while the progress thread receives. Returns whether nothing is
  * left to write (false: poke the thread). */
 bool hccl__tcp_write_now(struct tcp_link *l);
+/* The algorithm's thread, waiting for a message on l, reads l's socket itself (sleeping in
+ * poll on it, in 1 ms slices) until the message is there or budget_ns passed, unless the
+ * progress thread is reading it: one wake-up per message instead of two (the progress
+ * thread's, then this thread's). Stops early at an abort, a failed link or teardown, which the
+ * wait that follows reports. Returns whether the progress thread needs a poke (it parked the
+ * socket meanwhile, or a control frame is due). */
+bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns);
 /* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
 void *hccl__tcp_progress_main(void *arg);
 /* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored.

@@ -1,8 +1,9 @@
 /*
  * tcp_progress.c - the TCP transport's progress thread, one per communicator: every socket call
  * after the handshake but the algorithm's threads' own writes of their DATA frames
- * (hccl__tcp_write_now, the same link_write under the link's out_lock). See tcp.c for the
- * protocol and tcp.h for the shared structures.
+ * (hccl__tcp_write_now, the same link_write under the link's out_lock) and their own reads while
+ * they wait for a small message (hccl__tcp_read_now, the same link_read under the link's
+ * in_lock). See tcp.c for the protocol and tcp.h for the shared structures.
  *
  * Each pass writes what every link has due (with one sendmsg per link: the rest of a partly
  * written DATA frame, the queued control frames, then every committed DATA frame) and reads
@@ -20,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +37,13 @@
 
 #define FLUSH_MS 2000 /* teardown: time to write what is queued, then BYE */
 #define LINGER_MS 500 /* teardown: time to wait for the peers to close */
+#define READ_SLICE_NS 1000000 /* read_now: its checks of the link and the abort mark this often */
 #define SERVE_MS 250  /* the listener's turn at least this often (silent connections' deadline) */
 
-/* The framing state of one link's socket, the thread's alone. Output: a partly written DATA
- * frame, then the control queue, then the next DATA frames; a control frame starts only between
- * DATA frames. Input: staging for what the socket gives, in[in_off..in_len) not yet decoded,
- * and the decoder it goes through (rx.bye: the peer said BYE). */
+/* The framing state of one link's socket. Output (out_lock): a partly written DATA frame, then
+ * the control queue, then the next DATA frames; a control frame starts only between DATA
+ * frames. Input (in_lock): staging for what the socket gives, in[in_off..in_len) not yet
+ * decoded, and the decoder it goes through (rx.bye: the peer said BYE). */
 struct tcp_pump {
   /* Guards the output side (written to out_blocked): the progress thread's passes, and the
    * algorithm's thread when it writes its frames at once (hccl__tcp_write_now). */
@@ -51,12 +54,20 @@ struct tcp_pump {
   char ctl[TCP_CTL_BYTES];
   size_t ctl_head, ctl_tail;
   bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
+  /* Guards the input side (lowat, post_gen, in, rx): the progress thread's reads (read_turn),
+   * and the algorithm's thread when it reads its own socket while it waits (read_now). */
+  pthread_mutex_t in_lock;
+  /* The progress thread found the socket readable and in_lock taken: it dropped EPOLLIN from
+   * the socket's interest (arm) until the holder lets go, which then pokes it. */
+  _Atomic bool in_parked;
   int lowat; /* the socket's SO_RCVLOWAT as last set (set_lowat) */
   uint32_t post_gen; /* the link's post_gen when the decoder last took its post (post_sync) */
   char in[TCP_INBUF];
   size_t in_off, in_len;
   struct hccl_tcp_rx rx;
   bool bye_sent, wr_shut;
+  /* rx.bye, for the other channels' readers (a link's input may be read by another thread). */
+  _Atomic bool bye_heard;
   _Atomic bool down;
 };
 
@@ -64,6 +75,7 @@ HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
   struct tcp_pump *p = calloc(1, sizeof(*p));
   if (!p) return HCCL_E_MEMORY;
   pthread_mutex_init(&p->out_lock, NULL);
+  pthread_mutex_init(&p->in_lock, NULL);
   p->lowat = 1; /* the kernel's default */
   hccl__tcp_rx_init(&p->rx, l->rbuf, l->base.slot_bytes, l->base.tx->nranks);
   l->rhdr = p->rx.hdr;
@@ -75,6 +87,7 @@ HcclResult hccl__tcp_pump_new(struct tcp_link *l) {
 void hccl__tcp_pump_free(struct tcp_pump *p) {
   if (!p) return;
   pthread_mutex_destroy(&p->out_lock);
+  pthread_mutex_destroy(&p->in_lock);
   free(p);
 }
 
@@ -102,10 +115,11 @@ bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code
   return true;
 }
 
-/* The peer of l is gone (progress thread): record why, wake everyone waiting on it. */
+/* The peer of l is gone (found by the link's reader): record why, wake everyone waiting on it. */
 static void peer_down(struct tcp_state *st, uint32_t peer, const char *why) {
   struct tcp_peer *p = &st->peers[peer];
-  if (!atomic_load(&p->dead)) {
+  /* Once: two channels' readers may find the peer gone at once. */
+  if (!atomic_exchange(&p->downing, 1)) {
     snprintf(p->reason, sizeof(p->reason), "%s", why);
     atomic_store(&p->dead, 1);
     HCCL_INFO("TCP link to rank %u (%s): %s", peer, p->addr, why);
@@ -114,13 +128,12 @@ static void peer_down(struct tcp_state *st, uint32_t peer, const char *why) {
     if (p->link[ch]) wake_link(p->link[ch]);
 }
 
-/* Stops using l's socket (progress thread). err 0: EOF; else the socket's error; why: a
+/* Stops using l's socket (its reader or writer). err 0: EOF; else the socket's error; why: a
  * protocol error's text. Shut down both ways, so the peer learns of it too. */
 static void link_fail(struct tcp_link *l, int err, const char *why) {
   struct tcp_pump *pump = l->pump;
   struct tcp_state *st = l->st;
-  if (pump->down) return;
-  pump->down = true;
+  if (atomic_exchange(&pump->down, true)) return;
   epoll_ctl(st->epfd, EPOLL_CTL_DEL, l->fd, NULL);
   shutdown(l->fd, SHUT_RDWR);
   if (st->stopping) return;
@@ -137,6 +150,15 @@ static void link_fail(struct tcp_link *l, int err, const char *why) {
 }
 
 /* ---- output ---- */
+
+/* The socket's epoll interest (under out_lock): EPOLLOUT while a write waits for room,
+ * EPOLLIN unless the input side is parked. */
+static void arm(struct tcp_link *l) {
+  struct epoll_event ev = {.events = (atomic_load(&l->pump->in_parked) ? 0u : EPOLLIN) |
+                                     (l->pump->out_blocked ? EPOLLOUT : 0u),
+                           .data.ptr = l};
+  epoll_ctl(l->st->epfd, EPOLL_CTL_MOD, l->fd, &ev);
+}
 
 static bool ctl_push(struct tcp_link *l, const struct tcp_frame *f, const void *payload) {
   struct tcp_pump *pump = l->pump;
@@ -247,9 +269,8 @@ static bool link_write(struct tcp_link *l, bool mine) {
   if (k < 0) {
     if (errno == EINTR) return true;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = l};
-      epoll_ctl(l->st->epfd, EPOLL_CTL_MOD, l->fd, &ev);
       pump->out_blocked = true;
+      arm(l);
       return false;
     }
     if (mine) link_fail(l, errno, NULL);
@@ -341,9 +362,10 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
   }
   case HCCL_TCP_RX_BYE: {
     struct tcp_peer *p = &st->peers[l->base.peer];
+    atomic_store(&pump->bye_heard, true);
     bool all = true;
     for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
-      if (p->link[ch] && !p->link[ch]->pump->rx.bye) all = false;
+      if (p->link[ch] && !atomic_load(&p->link[ch]->pump->bye_heard)) all = false;
     if (all && !st->stopping) peer_down(st, l->base.peer, "destroyed its communicator");
     break;
   }
@@ -465,6 +487,68 @@ static bool link_read(struct tcp_link *l) {
   return moved;
 }
 
+/* Takes l's socket out of the progress thread's epoll (on) or puts it back. */
+static void park(struct tcp_link *l, bool on) {
+  pthread_mutex_lock(&l->pump->out_lock);
+  atomic_store(&l->pump->in_parked, on);
+  if (!atomic_load(&l->pump->down)) arm(l);
+  pthread_mutex_unlock(&l->pump->out_lock);
+}
+
+/* The progress thread's read of l, unless the algorithm's thread is reading it (read_now):
+ * then the input side is parked, so that epoll, level-triggered, does not report the socket
+ * at every pass until that thread has read it, and taken back at the first pass after the
+ * holder let go. */
+static bool read_turn(struct tcp_link *l) {
+  struct tcp_pump *pump = l->pump;
+  if (pthread_mutex_trylock(&pump->in_lock) != 0) {
+    if (!atomic_load(&pump->in_parked)) park(l, true);
+    /* A Dekker pair with read_now's unlock: either this try finds the lock free, or the
+     * holder sees in_parked and pokes. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (pthread_mutex_trylock(&pump->in_lock) != 0) return false;
+  }
+  if (atomic_load(&pump->in_parked)) park(l, false);
+  bool moved = !atomic_load(&pump->down) && link_read(l);
+  pthread_mutex_unlock(&pump->in_lock);
+  return moved;
+}
+
+bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns) {
+  struct tcp_pump *pump = l->pump;
+  struct tcp_state *st = l->st;
+  if (pthread_mutex_trylock(&pump->in_lock) != 0) return false;
+  int64_t end = hccl__now_ns() + budget_ns;
+  bool parked = false;
+  for (;;) {
+    if (atomic_load(&pump->down) || atomic_load(&st->stop) ||
+        atomic_load_explicit(&st->abort_origin, memory_order_relaxed) != 0)
+      break;
+    link_read(l);
+    if (atomic_load_explicit(&l->arrived, memory_order_acquire) != l->received) break;
+    int64_t left = end - hccl__now_ns();
+    if (left <= 0) break;
+    if (left > READ_SLICE_NS) left = READ_SLICE_NS;
+    if (!parked) {
+      /* Before sleeping on the socket: out of the progress thread's epoll, so that what comes
+       * wakes this thread alone. */
+      parked = true;
+      park(l, true);
+    }
+    struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = left};
+    ppoll(&pfd, 1, &ts, NULL);
+  }
+  if (parked) park(l, false);
+  pthread_mutex_unlock(&pump->in_lock);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load(&pump->in_parked)) return true;
+  pthread_mutex_lock(&pump->out_lock);
+  bool due = !atomic_load(&pump->down) && link_has_output(l);
+  pthread_mutex_unlock(&pump->out_lock);
+  return due;
+}
+
 /* ---- the thread ---- */
 
 static void queue_aborts(struct tcp_state *st) {
@@ -517,6 +601,7 @@ void *hccl__tcp_progress_main(void *arg) {
     }
     for (int i = 0; i < n; i++) {
       struct tcp_link *l = st->all[i];
+      if (atomic_load(&l->pump->in_parked)) moved |= read_turn(l);
       pthread_mutex_lock(&l->pump->out_lock);
       if (!l->pump->out_blocked && link_has_output(l)) moved |= link_write(l, true);
       pthread_mutex_unlock(&l->pump->out_lock);
@@ -564,12 +649,11 @@ void *hccl__tcp_progress_main(void *arg) {
       pthread_mutex_lock(&l->pump->out_lock);
       if ((ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && l->pump->out_blocked &&
           !l->pump->down) {
-        struct epoll_event in = {.events = EPOLLIN, .data.ptr = l};
-        epoll_ctl(st->epfd, EPOLL_CTL_MOD, l->fd, &in);
         l->pump->out_blocked = false;
+        arm(l);
       }
       pthread_mutex_unlock(&l->pump->out_lock);
-      if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= link_read(l);
+      if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) moved |= read_turn(l);
     }
     if (serve && !st->stopping) hccl__tcp_serve(st);
     if (got > 0) idle_since = 0;
