@@ -383,7 +383,7 @@ bool hccl__tcp_write_now(struct tcp_link *l);
  * progress thread is reading it: one wake-up per message instead of two (the progress
  * thread's, then this thread's). Stops early at an abort, a failed link or teardown, which the
  * wait that follows reports. Returns whether the progress thread needs a poke (it parked the
- * socket meanwhile, or a control frame is due). */
+ * socket meanwhile, an ABORT read here is to be passed on, or a control frame is due). */
 bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns);
 /* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
 void *hccl__tcp_progress_main(void *arg);

@@ -542,7 +542,8 @@ bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns) {
   if (parked) park(l, false);
   pthread_mutex_unlock(&pump->in_lock);
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load(&pump->in_parked)) return true;
+  /* Parked by the thread meanwhile, or an ABORT read here that it must pass on. */
+  if (atomic_load(&pump->in_parked) || atomic_load(&st->abort_send)) return true;
   pthread_mutex_lock(&pump->out_lock);
   bool due = !atomic_load(&pump->down) && link_has_output(l);
   pthread_mutex_unlock(&pump->out_lock);
