@@ -34,10 +34,10 @@
  * algorithm has released messages it sends one ACK {released count} for all of them. A thread
  * waiting for a message after a small one (at most 64 KiB) reads the socket itself for up to
  * 2 ms (hccl__tcp_read_now), sleeping in poll on it: one wake-up per message instead of the
- * progress thread's and then its own; the progress thread leaves the socket to it meanwhile. A sender has
- * at most 8 messages its receiver has not released (shm's rule), so a frame always finds its
- * receive slot free, and send_drained = every committed message released. The eventfd is written
- * only when the thread may be asleep.
+ * progress thread's and then its own; the progress thread leaves the socket to it meanwhile.
+ * A sender has at most 8 messages its receiver has not released (shm's rule), so a frame always
+ * finds its receive slot free, and send_drained = every committed message released. The eventfd
+ * is written only when the thread may be asleep.
  *
  * Failure: EOF, a reset or any error on a socket whose peer did not say BYE marks that peer dead
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's

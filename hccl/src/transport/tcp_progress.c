@@ -66,7 +66,7 @@ struct tcp_pump {
   size_t in_off, in_len;
   struct hccl_tcp_rx rx;
   bool bye_sent, wr_shut;
-  /* rx.bye, for the other channels' readers (a link's input may be read by another thread). */
+  /* rx.bye, for readers without in_lock (another channel's reader, the writer's link_fail). */
   _Atomic bool bye_heard;
   _Atomic bool down;
 };
@@ -140,7 +140,7 @@ static void link_fail(struct tcp_link *l, int err, const char *why) {
   char text[160];
   if (why)
     snprintf(text, sizeof(text), "%s", why);
-  else if (pump->rx.bye)
+  else if (atomic_load(&pump->bye_heard))
     snprintf(text, sizeof(text), "destroyed its communicator");
   else if (err == 0)
     snprintf(text, sizeof(text), "closed the connection");
