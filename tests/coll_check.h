@@ -340,4 +340,23 @@ static inline int cc_msg_names_rank(const char *msg, int r) {
   return 0;
 }
 
+/* An in-place float sum allreduce of count elements at b on comm, after rank `gone` left the
+ * job: it must fail, naming that rank (or as HCCL_E_REMOTE, a peer's report), within limit_s
+ * seconds. 0 when it did; otherwise prints why (as rank `rank`) and returns 1. */
+static inline int cc_allreduce_without(HcclComm comm, float *b, size_t count, int rank, int gone,
+                                       double limit_s) {
+  double t0 = cc_now();
+  HcclResult r = HcclAllReduce(b, b, count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+  double took = cc_now() - t0;
+  const char *why = r == HCCL_SUCCESS ? "succeeded"
+                    : !cc_msg_names_rank(HcclGetLastErrorMessage(), gone) && r != HCCL_E_REMOTE
+                        ? "failed without naming it"
+                    : took >= limit_s ? "took too long to fail"
+                                      : NULL;
+  if (!why) return 0;
+  fprintf(stderr, "rank %d: allreduce without rank %d %s (%.1f s): %s\n", rank, gone, why, took,
+          HcclGetLastErrorMessage());
+  return 1;
+}
+
 #endif

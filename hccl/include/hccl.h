@@ -313,7 +313,9 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
  * then ring or halving-doubling between servers). Static string. It does not see buffers: an
  * allreduce whose buffers are HcclMemAlloc memory on every rank may run zero-copy instead (its
- * trace event says "zero-copy", or for a two-level allreduce "zero-copy inside servers"). */
+ * trace event says "zero-copy", or for a two-level allreduce "zero-copy inside servers"), and
+ * one of 64 KiB or more of other buffers on 4 or more ranks of a server runs staged ("staged",
+ * or "staged inside servers"). */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
 
 #ifdef __cplusplus

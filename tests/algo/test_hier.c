@@ -6,12 +6,14 @@
  * 4x2, 8x1 and 3x2 (three servers: halving-doubling folds a group that is not a power of two);
  * every dtype x op, counts 1 (shards of zero elements), 7, 33333 and several slots plus an odd
  * tail, in place and not, ring and halving-doubling between the servers; each result compared
- * bit for bit with a reference that never calls the library. Each case three ways: malloc
+ * bit for bit with a reference that never calls the library. Each case four ways: malloc
  * buffers (the ring inside each server), HcclMemAlloc buffers everywhere (zero-copy inside
- * each server, which must then run), and HcclMemAlloc everywhere but on rank 0 (server 0 runs
- * the ring, the others zero-copy, over the same exchange between servers). Ranks outside the
- * S x L shape sit the case out. The multi-server path through real TCP links is
- * tests/transport/test_tcp.c.
+ * each server, which must then run), HcclMemAlloc everywhere but on rank 0 (server 0 runs
+ * the ring, the others zero-copy, over the same exchange between servers), and malloc buffers
+ * with the staged path asked for (algo/staged.c, which must then run: 4 KiB slots, so the
+ * larger counts take several rounds, and every call starts at the part the last one left).
+ * Ranks outside the S x L shape sit the case out. The multi-server path through real TCP
+ * links is tests/transport/test_tcp.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,7 +128,7 @@ static int hier_body(int rank, int nranks, void *arg) {
         for (size_t ci = 0; ci < 4; ci++)
           for (int kind = 0; kind < 2; kind++)
             for (int inplace = 0; inplace < 2; inplace++)
-              for (int zc = 0; zc < 3; zc++) {
+              for (int zc = 0; zc < 4; zc++) {
               salt++;
               if ((uint32_t)rank >= members) continue;
               uint64_t count = counts[ci];
@@ -134,9 +136,11 @@ static int hier_body(int rank, int nranks, void *arg) {
               void *want = malloc(bytes), *in = malloc(bytes);
               cc_reduce_expect(want, dt, OP[oi], salt, (int)members, 0, count);
               cc_fill_input(in, dt, OP[oi], salt, rank, 0, count);
-              /* zc 1: every buffer shared; zc 2: all but rank 0's (its server runs the ring) */
+              /* zc 1: every buffer shared; zc 2: all but rank 0's (its server runs the ring);
+               * zc 3: none, staged offered (every server runs staged) */
               bool shared = zc == 1 || (zc == 2 && rank != 0);
               bool want_zc = zc == 1 || (zc == 2 && rank / sh.per_server != 0);
+              bool want_st = zc == 3 && sh.per_server > 1;
               cc_buf sb, rb = {0};
               buf_alloc(&sb, bytes, shared);
               memcpy(sb.p, in, bytes);
@@ -144,9 +148,9 @@ static int hier_body(int rank, int nranks, void *arg) {
               void *out = inplace ? sb.p : rb.p;
               struct hccl_wait w = hccl__comm_wait(c, "two-level allreduce", NULL);
               struct hccl_prim p = {.w = &w, .esz = es, .reduce = hccl__reduce_kernel(dt, OP[oi])};
-              bool ran_zc = zc > 0;
+              bool ran_zc = zc == 1 || zc == 2, ran_st = zc == 3;
               HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
-                                                  sb.p, out, count, &ran_zc);
+                                                  sb.p, out, count, &ran_zc, &ran_st);
               RANK_CHECK(r == HCCL_SUCCESS, "%ux%u %s %s count %llu: %s", sh.servers, sh.per_server,
                          cc_dtype_name(dt), cc_op_name(OP[oi]), (unsigned long long)count,
                          HcclGetLastErrorMessage());
@@ -154,13 +158,16 @@ static int hier_body(int rank, int nranks, void *arg) {
               RANK_CHECK(ran_zc == (want_zc && sh.per_server > 1),
                          "%ux%u zc %d: zero-copy %s on rank %d", sh.servers, sh.per_server, zc,
                          ran_zc ? "ran" : "did not run", rank);
+              RANK_CHECK(ran_st == want_st, "%ux%u zc %d: staged %s on rank %d", sh.servers,
+                         sh.per_server, zc, ran_st ? "ran" : "did not run", rank);
               int64_t bad = cc_first_mismatch(out, want, dt, count);
               RANK_CHECK(bad < 0,
                          "%ux%u servers, %s %s, count %llu, %s, %s between servers, %s: "
                          "element %lld wrong",
                          sh.servers, sh.per_server, cc_dtype_name(dt), cc_op_name(OP[oi]),
                          (unsigned long long)count, inplace ? "in place" : "out of place",
-                         kind ? "halving-doubling" : "ring", ran_zc ? "zero-copy" : "ring inside",
+                         kind ? "halving-doubling" : "ring",
+                         ran_zc ? "zero-copy" : ran_st ? "staged" : "ring inside",
                          (long long)bad);
               if (!inplace)
                 RANK_CHECK(memcmp(sb.p, in, bytes) == 0, "send buffer changed (%ux%u)", sh.servers,

@@ -4,9 +4,9 @@
  * server, TCP between) stand in for communicators. A table of (collective, bytes, servers x
  * ranks per server, HCCL_ALGO) gives the algorithm, the name the trace and the flight recorder
  * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
- * back-off as the view's offers hold it, and where zero-copy starts (with and without a core
- * for each rank). That the trace records, for a real call, the name that agrees with
- * HcclAllReduceAlgoName is tests/core/test_trace.c.
+ * back-off as the view's offers hold it, where zero-copy starts (with and without a core for
+ * each rank), and where the staged allreduce runs. That the trace records, for a real call, the
+ * name that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -214,11 +214,41 @@ static void test_plan_zcopy_threshold(void **st) {
   }
 }
 
+/* The staged allreduce (algo/staged.c): planned from 64 KiB when the ranks it stages over (one
+ * server's, or each server's in a two-level allreduce) are 4 or more, never when HCCL_ALGO
+ * forces an algorithm, never for another collective. */
+static void test_plan_staged(void **st) {
+  (void)st;
+  static const struct {
+    uint32_t servers, per_server;
+    const char *algo;
+    bool staged; /* at 64 KiB and above */
+  } shapes[] = {{1, 2, NULL, false},   {1, 4, NULL, true},      {1, 8, NULL, true},
+                {1, 8, "ring", false}, {1, 8, "tree", false},   {2, 4, NULL, true},
+                {2, 2, NULL, false},   {4, 1, NULL, false},     {2, 8, NULL, true},
+                {2, 4, "level0:ring;level1:tree", false}};
+  struct shape s;
+  for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+    for (size_t bytes = 16 * K; bytes <= 64 * M; bytes *= 4) {
+      make_shape(&s, shapes[i].servers, shapes[i].per_server, shapes[i].algo);
+      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      bool want = shapes[i].staged && bytes >= 64 * K;
+      if (hccl__plan(&s.v, &c).staged != want)
+        fail_msg("%ux%u HCCL_ALGO=%s, %zu bytes: staged %d, want %d", shapes[i].servers,
+                 shapes[i].per_server, shapes[i].algo ? shapes[i].algo : "(unset)", bytes,
+                 !want, want);
+    }
+  make_shape(&s, 1, 8, NULL);
+  struct hccl_call b = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
+  assert_false(hccl__plan(&s.v, &b).staged);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_table),
       cmocka_unit_test(test_plan_backoff),
       cmocka_unit_test(test_plan_zcopy_threshold),
+      cmocka_unit_test(test_plan_staged),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,12 +10,13 @@
 # Cases: the issue's own (2 servers x 4 devices, allreduce_perf -d all -o all); 2x1, 2x2,
 # 4x2 and 3x2 (6 ranks: halving-doubling between servers folds a count that is not a power of
 # two); the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
-# trace says); the two-level allreduce forced with ring and halving-doubling between servers, and a
-# flat ring; every other collective program that was built; npu-launch --max-restarts across
-# both servers (ddp_train resumes from its checkpoint). A server's rank killed in the
-# middle of a run must stop every server's launcher with an error within seconds. The plain
-# 2 x 1 allreduce bench/multiserver.sh compares with (bench/tcp_plain.c). Skipped
-# (exit 77, which ctest reports as skipped) where network namespaces cannot be made.
+# trace says) and on malloc buffers (staged inside each server of 4, as the trace says); the
+# two-level allreduce forced with ring and halving-doubling between servers, and a flat ring;
+# every other collective program that was built; npu-launch --max-restarts across both servers
+# (ddp_train resumes from its checkpoint). A server's rank killed in the middle of a run must
+# stop every server's launcher with an error within seconds. The plain 2 x 1 allreduce
+# bench/multiserver.sh compares with (bench/tcp_plain.c). Skipped (exit 77, which ctest reports
+# as skipped) where network namespaces cannot be made.
 set -u
 build=${1:?usage: test_multiserver.sh BUILD_DIR}
 bin=$build/bin
@@ -105,6 +106,15 @@ for shape in "2 0,1,2,3 8" "3 0,1 6"; do
     echo "FAIL $name: rank $r's trace names no two-level allreduce that ran zero-copy inside its server"
     break
   done
+done
+# The same on malloc buffers: from 64 KiB the steps inside each server of 4 run staged
+# (algo/staged.c), as every rank's trace must say.
+check staged_2x4 2 0,1,2,3 "HCCL_TRACE_FILE=$work/staged_2x4.%r.json" -- "$bin/allreduce_perf" $sweep -d all -o all
+for ((r = 0; r < 8; r++)); do
+  grep -q 'between servers, staged inside servers"' "$work/staged_2x4.$r.json" 2>/dev/null && continue
+  failures=$((failures + 1))
+  echo "FAIL staged_2x4: rank $r's trace names no two-level allreduce that ran staged inside its server"
+  break
 done
 # Every other collective program that was built, across 3 servers x 2 and 2 x 4.
 for prog in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf sendrecv_perf; do

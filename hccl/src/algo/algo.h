@@ -62,10 +62,12 @@ HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_p
 /* Two-level allreduce (hier.c): reduce-scatter over `local`, allreduce of the shard over
  * `cross` with cross_kind, allgather over `local`. With *zcopy true the local steps are first
  * offered zero-copy (hccl__zcopy over `local`, the exchange between servers run `between`
- * them); *zcopy says on return whether they ran so (else the ring's ran). */
+ * them), then, with *staged true, staged (hccl__staged_allreduce); *zcopy and *staged say on
+ * return which ran (neither: the ring's). */
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
-                                const void *send, void *recv, size_t count, bool *zcopy);
+                                const void *send, void *recv, size_t count, bool *zcopy,
+                                bool *staged);
 
 /* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
  * displs[j], or (NULL arrays) count elements at element j * count. */
@@ -137,5 +139,14 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
  * zmemo): NULL where it runs no exchange (n < 2 or too many members) or out of memory, which
  * only makes every exchange send its descriptors in full. Freed with free(). */
 struct hccl_zmemo *hccl__zcopy_memo_new(uint32_t n);
+
+/* Allreduce of ordinary buffers over a group on one server through a staging area every member
+ * maps (staged.c); `between` (optional) as struct hccl_zcopy_call's, run on this member's block
+ * of recv once reduced. *ran = false on every member alike when the area cannot be had on some
+ * member (then nothing but the descriptors moved). */
+HcclResult hccl__staged_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                  const void *send, void *recv, size_t count,
+                                  HcclResult (*between)(void *, void *, size_t),
+                                  void *between_arg, bool *ran);
 
 #endif

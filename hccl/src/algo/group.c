@@ -102,6 +102,18 @@ void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {
   return c->temp;
 }
 
+void *hccl__group_stage(const struct hccl_group *g, size_t bytes) {
+  struct hccl_algo_state *c = g->state;
+  if (bytes <= c->stage_bytes) return c->stage;
+  HcclMemFree(c->stage);
+  c->stage = NULL;
+  c->stage_bytes = 0;
+  c->stage_next = 0;
+  if (HcclMemAlloc(&c->stage, bytes) != HCCL_SUCCESS) return NULL;
+  c->stage_bytes = bytes;
+  return c->stage;
+}
+
 HcclResult hccl__group_link_get(const struct hccl_group *g, uint32_t k, struct hccl_link **out) {
   return hccl__link_get(g->state->tx, HCCL_CHANNEL_COLL, g->rank[k], HCCL_CONNECT_WAIT, out);
 }

@@ -35,6 +35,11 @@ struct hccl_algo_state {
   void *scratch;
   void *temp;
   size_t temp_bytes;
+  /* zcopy.c's staging area for ordinary buffers (hccl__group_stage): HcclMemAlloc memory the
+   * group's members map, and which of its three parts the next staged call starts at. */
+  void *stage;
+  size_t stage_bytes;
+  uint32_t stage_next;
 };
 
 struct hccl_zmemo;
@@ -80,6 +85,10 @@ void hccl__group_measure(struct hccl_algo_state *s, struct hccl_group *g);
  * buffer g's state keeps and grows, so that calls of the same size allocate nothing.
  * NULL (logged) when out of memory. */
 void *hccl__group_temp(const struct hccl_group *g, size_t bytes);
+
+/* `bytes` of HcclMemAlloc memory that g's members may map, kept by g's state for later calls
+ * (freed with the communicator). NULL (logged) when it cannot be had. */
+void *hccl__group_stage(const struct hccl_group *g, size_t bytes);
 
 /* The link to member k, made now (hccl__link_get, waiting) if it is not there: for the
  * algorithms whose partners are every member (a2a.c), so links are made on first use. Fails,

@@ -17,7 +17,9 @@
  * from the others' inputs and, after step 2, copies it straight into their outputs, instead
  * of passing every block through a link's slot (a copy in, and for the allgather a copy out).
  * The shard is the same cut and is reduced in the same order either way, so the results are
- * the same bits.
+ * the same bits. Otherwise, when the plan says so, they run staged (staged.c): each member
+ * copies its input into a staging area the others map once, and each block is reduced from
+ * there, the same cut in the same order again.
  */
 #include <string.h>
 
@@ -42,11 +44,14 @@ static HcclResult cross_allreduce(void *arg, void *shard, size_t n) {
 
 HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
-                                const void *send, void *recv, size_t count, bool *zcopy) {
+                                const void *send, void *recv, size_t count, bool *zcopy,
+                                bool *staged) {
   /* The shard's allreduce runs in place on a shard just written: its stores stay ordinary. */
   struct hccl_prim cp = *p;
   cp.stream_out = false;
   struct cross_step step = {.cross = cross, .kind = cross_kind, .p = &cp};
+  bool offer_staged = *staged;
+  *staged = false;
   if (*zcopy && local->n > 1) {
     struct hccl_zcopy_call z = {.kind = HCCL_ZCOPY_ALLREDUCE, .send = send, .recv = recv,
                                 .count = count, .between = cross_allreduce, .between_arg = &step};
@@ -54,6 +59,10 @@ HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hcc
     if (*zcopy) return HCCL_SUCCESS;
   }
   *zcopy = false;
+  if (offer_staged && local->n > 1) {
+    HCCL_TRY(hccl__staged_allreduce(local, p, send, recv, count, cross_allreduce, &step, staged));
+    if (*staged) return HCCL_SUCCESS;
+  }
   size_t es = p->esz, L = local->n, off;
   size_t n = hccl__even_block(count, local->n, local->me, &off);
   if (L > 1)

@@ -64,6 +64,9 @@ enum hccl_plan_algo {
   HCCL_PLAN_HIER_HD,               /* hier.c, halving-doubling between servers */
   HCCL_PLAN_HIER_ZCOPY_RING,       /* hier.c, zero-copy inside servers: set when the offer ran */
   HCCL_PLAN_HIER_ZCOPY_HD,         /* the same, halving-doubling between servers */
+  HCCL_PLAN_STAGED,                /* staged.c: set by hccl__plan_run when it ran */
+  HCCL_PLAN_HIER_STAGED_RING,      /* hier.c, staged inside servers: set when it ran */
+  HCCL_PLAN_HIER_STAGED_HD,        /* the same, halving-doubling between servers */
   HCCL_PLAN_RING_REDUCE_SCATTER,   /* ring.c */
   HCCL_PLAN_RD_REDUCE_SCATTER,     /* a recursive doubling allreduce of the whole, own block */
   HCCL_PLAN_RING_ALLGATHER,        /* ring.c */
@@ -82,9 +85,9 @@ struct hccl_plan {
   enum hccl_plan_algo algo;
   /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
    * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
-   * with ", zero-copy inside servers" when that offer ran), "recursive doubling allreduce",
-   * "Bruck", "chain", "binomial tree", "dissemination", "direct", "pairwise", "local" (one
-   * rank) or "zero-copy" (set by hccl__plan_run). */
+   * with ", zero-copy inside servers" when that offer ran, or ", staged inside servers"),
+   * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
+   * "direct", "pairwise", "local" (one rank), "zero-copy" or "staged" (set by hccl__plan_run). */
   const char *name;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring" or
    * "hier-hd", the cost model's choice without zero-copy (on one rank the model's "ring",
@@ -92,6 +95,7 @@ struct hccl_plan {
   const char *word;
   bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
   bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */
+  bool staged;         /* an allreduce that runs staged (staged.c) unless zero-copy ran */
 };
 
 /* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and whether zero-copy is
@@ -102,7 +106,8 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
 /* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
  * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
  * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in v->offers, then runs plan->algo over v->world (member k is rank k). p is the call's
+ * back-off in v->offers, then the staged path when the plan says so (HCCL_PLAN_STAGED,
+ * HCCL_PLAN_HIER_STAGED_*), then plan->algo over v->world (member k is rank k). p is the call's
  * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
  * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
 HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,

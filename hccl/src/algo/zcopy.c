@@ -40,21 +40,10 @@
 #include "algo.h"
 #include "log.h"
 #include "mem_region.h"
-
-/* Bytes per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2.
- * Never more than the group's scratch (chunk_bytes, at least 4 KiB), where a reduction keeps
- * its partial result. */
-#define ZCOPY_CHUNK_BYTES (32u << 10)
-#define ZCOPY_MAX_MEMBERS 64
+#include "zview.h"
 
 struct zdesc {
   struct hccl_window send, recv;
-};
-
-/* Every member's send and receive buffer as this process sees them (member index). */
-struct zview {
-  const char *in[ZCOPY_MAX_MEMBERS];
-  char *out[ZCOPY_MAX_MEMBERS];
 };
 
 /* A group's last exchange, kept for the next: a member's buffers are mostly the same from call
@@ -127,9 +116,7 @@ static HcclResult exchange(const struct hccl_group *g, const struct hccl_prim *p
   return HCCL_SUCCESS;
 }
 
-/* Step 1 and the mappings of step 2: *ok = true and v filled when every member's buffers are
- * HcclMemAlloc memory that every link can map; *ok = false on every member alike otherwise. */
-static HcclResult open_view(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
+HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
                             size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
                             bool *ok) {
   uint32_t np = g->n;
@@ -164,11 +151,7 @@ static HcclResult open_view(const struct hccl_group *g, const struct hccl_prim *
   return HCCL_SUCCESS;
 }
 
-/* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
- * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
- * the owner's own input last. Partial results go to tmp (never to dst, which in place is the
- * owner's input, still to be read). */
-static void reduce_block(const struct hccl_group *g, const struct hccl_prim *p,
+void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                          const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
                          char *tmp) {
   int64_t pos = g->pos[owner];
@@ -198,7 +181,7 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
   hccl__zcopy_shape(z, np, es, &send_bytes, &recv_bytes);
   struct zview v;
   bool ok;
-  HCCL_TRY(open_view(g, p, z->send, send_bytes, z->recv, recv_bytes, &v, &ok));
+  HCCL_TRY(hccl__zview_open(g, p, z->send, send_bytes, z->recv, recv_bytes, &v, &ok));
   if (!ok) return HCCL_SUCCESS;
 
   /* This member's share: elements [first, first + len) of the n-block buffer (the inputs of
@@ -217,7 +200,7 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
      * spread: only this member reads its block of any input (in place too). */
     for (size_t lo = 0; lo < len; lo += per) {
       size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es;
-      reduce_block(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
     }
     HCCL_TRY(z->between(z->between_arg, v.out[me] + first * es, len));
     for (size_t lo = 0; lo < len; lo += per) {
@@ -231,11 +214,11 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
     size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es, own = lo * es;
     switch (z->kind) {
     case HCCL_ZCOPY_ALLREDUCE:
-      reduce_block(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
       spread(np, v.out, at, v.out[me] + at, c * es, me);
       break;
     case HCCL_ZCOPY_REDUCE_SCATTER:
-      reduce_block(g, p, v.in, me, at, v.out[me] + own, c, g->scratch);
+      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + own, c, g->scratch);
       break;
     case HCCL_ZCOPY_ALLGATHER:
       spread(np, v.out, at, v.in[me] + own, c * es, ag_skip);
@@ -250,3 +233,4 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
   *ran = true;
   return hccl__dissemination_barrier(g, p);
 }
+

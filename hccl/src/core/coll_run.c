@@ -94,6 +94,9 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
   if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
       plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
     c->zcopy_ran = c->coll_seq + 1;
+  if (plan->algo == HCCL_PLAN_STAGED || plan->algo == HCCL_PLAN_HIER_STAGED_RING ||
+      plan->algo == HCCL_PLAN_HIER_STAGED_HD)
+    c->staged_ran = c->coll_seq + 1;
   return HCCL_SUCCESS;
 }
 

@@ -231,6 +231,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   pthread_cond_destroy(&c->qcond);
   free(c->astate.scratch);
   free(c->astate.temp);
+  HcclMemFree(c->astate.stage);
   free(c->peers);
   free(c->same_core);
   free(c->local_index);

@@ -1,0 +1,42 @@
+/*
+ * zview.h - what the zero-copy collectives (zcopy.c) and the staged ones (staged.c) share:
+ * every member's buffers mapped into this process after one descriptor exchange, and the
+ * reduction of one block in the ring's order straight from those mappings.
+ */
+#ifndef HCCL_ZVIEW_H
+#define HCCL_ZVIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "group.h"
+#include "prims.h"
+
+/* Bytes per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2.
+ * Never more than the group's scratch (chunk_bytes, at least 4 KiB), where a reduction keeps
+ * its partial result. */
+#define ZCOPY_CHUNK_BYTES (32u << 10)
+#define ZCOPY_MAX_MEMBERS 64
+
+/* Every member's send and receive buffer as this process sees them (member index). */
+struct zview {
+  const char *in[ZCOPY_MAX_MEMBERS];
+  char *out[ZCOPY_MAX_MEMBERS];
+};
+
+/* The exchange (zcopy.c's step 1) and the mappings: *ok = true and v filled when every
+ * member's buffers are HcclMemAlloc memory that every link can map; *ok = false on every member
+ * alike otherwise. Either way every member has entered the call when it returns. */
+HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
+                            size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
+                            bool *ok);
+
+/* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
+ * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
+ * the owner's own input last. Partial results go to tmp (never to dst, which in place is the
+ * owner's input, still to be read). */
+void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
+                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
+                        char *tmp);
+
+#endif
