@@ -1,8 +1,9 @@
 /*
  * plan.c - one plan per collective call (plan.h): the cost model picks which algorithm a
  * collective of n bytes runs, per call, as NCCL's tuning does, unless HCCL_ALGO forces one;
- * the zero-copy rule and its back-off decide whether the zero-copy path is offered first; the
- * plan carries the name the trace and the flight recorder print; hccl__plan_run runs it. The
+ * the zero-copy rule and its back-off decide whether the zero-copy path is offered first, and
+ * the staged rule whether an allreduce of ordinary buffers runs staged (staged.c); the plan
+ * carries the name the trace and the flight recorder print; hccl__plan_run runs it. The
  * one place where the ring/tree/two-level decision is made; the algorithms know nothing of it.
  *
  * Each group carries the cost of its slowest link (group.h: alpha per message hop, beta per
