@@ -24,8 +24,7 @@ static HcclResult take(const struct hccl_prim *p, struct hccl_link *from, size_t
   return HCCL_SUCCESS;
 }
 
-/* Copies a step's value into the caller's output, streamed where the call asked (prims.h). */
-static void write_out(const struct hccl_prim *p, void *out, const void *v, size_t bytes) {
+void hccl__prim_write_out(const struct hccl_prim *p, void *out, const void *v, size_t bytes) {
   if (p->stream_out)
     hccl__copy_stream(out, v, bytes);
   else
@@ -54,14 +53,14 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
      * from the slot the reduction just wrote; otherwise the slot is copied from the output. */
     if (dst && (!out || p->stream_out)) {
       p->reduce(dst, local, src, count);
-      if (out) write_out(p, out, dst, bytes);
+      if (out) hccl__prim_write_out(p, out, dst, bytes);
     } else if (out) {
       p->reduce(out, local, src, count);
       if (dst) memcpy(dst, out, bytes);
     }
   } else {
     const void *v = src ? src : local;
-    if (out && out != v) write_out(p, out, v, bytes);
+    if (out && out != v) hccl__prim_write_out(p, out, v, bytes);
     if (dst) memcpy(dst, v, bytes);
   }
 

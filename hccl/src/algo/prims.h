@@ -39,6 +39,9 @@ struct hccl_prim {
   bool stream_out;
 };
 
+/* Copies bytes of v into the caller's output out, streamed where the call asked (stream_out). */
+void hccl__prim_write_out(const struct hccl_prim *p, void *out, const void *v, size_t bytes);
+
 /* 16 MiB: from there on, out-of-place allreduce ran 3-15% faster with streamed output at 2, 4
  * and 8 ranks on the 2-core test machine (64 MiB 9-15%); at 8 MiB, 2 ranks ran 4% slower. */
 #define HCCL_STREAM_MIN ((size_t)16 << 20)

@@ -34,7 +34,6 @@
 #include <string.h>
 
 #include "algo.h"
-#include "reduce.h"
 #include "zview.h"
 
 /* Bytes one round moves a member (one part), at most: a slot a member, each no larger than the
@@ -90,9 +89,7 @@ static void reduce_in(const struct stage_run *s, const void *send, size_t r, cha
   for (uint32_t k = 0; k < g->n; k++)
     in[k] = slot(s, k, 0, g->me);
   in[g->me] = (const char *)send + at(s, g->me, r);
-  size_t c = piece(s, g->me, r);
-  size_t chunk = ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
-  size_t cper = chunk / s->es;
+  size_t c = piece(s, g->me, r), cper = hccl__zview_chunk(g) / s->es;
   for (size_t o = 0; o < c; o += cper)
     hccl__zview_reduce(g, s->p, in, g->me, o * s->es, dst + o * s->es,
                        c - o < cper ? c - o : cper, g->scratch);
@@ -103,11 +100,8 @@ static void reduce_in(const struct stage_run *s, const void *send, size_t r, cha
 static void copy_out(const struct stage_run *s, void *recv, size_t r, uint32_t skip) {
   for (uint32_t k = 0; k < s->g->n; k++) {
     if (k == skip) continue;
-    char *to = (char *)recv + at(s, k, r);
-    if (s->p->stream_out)
-      hccl__copy_stream(to, slot(s, k, 0, k), piece(s, k, r) * s->es);
-    else
-      memcpy(to, slot(s, k, 0, k), piece(s, k, r) * s->es);
+    hccl__prim_write_out(s->p, (char *)recv + at(s, k, r), slot(s, k, 0, k),
+                         piece(s, k, r) * s->es);
   }
 }
 

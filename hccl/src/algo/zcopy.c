@@ -193,8 +193,7 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
     len = hccl__even_block(z->count, np, me, &first);
   /* An allgather in place: the input is the own block of the output. */
   uint32_t ag_skip = (const char *)z->send == v.out[me] + first * es ? me : np;
-  size_t chunk = ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
-  size_t per = chunk / es;
+  size_t per = hccl__zview_chunk(g) / es;
   if (z->kind == HCCL_ZCOPY_ALLREDUCE && z->between) {
     /* Reduce the whole block, hand it over, then spread it. No barrier is needed before the
      * spread: only this member reads its block of any input (in place too). */

@@ -18,6 +18,10 @@
 #define ZCOPY_CHUNK_BYTES (32u << 10)
 #define ZCOPY_MAX_MEMBERS 64
 
+static inline size_t hccl__zview_chunk(const struct hccl_group *g) {
+  return ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
+}
+
 /* Every member's send and receive buffer as this process sees them (member index). */
 struct zview {
   const char *in[ZCOPY_MAX_MEMBERS];
