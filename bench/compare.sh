@@ -255,17 +255,19 @@ done
 # together (bench/membw.c), bounds an allreduce's busbw at p ranks by B/p x 2(p-1)/p (every
 # byte of every rank's input read and of its output written once); the floor of a 4 KiB
 # exchange between two processes (bench/copy_floor.c) bounds a 2-rank 4 KiB allreduce, the
-# copying one (malloc buffers) and the zero-copy one (HcclMemAlloc, -R 1).
-MEMBW=n/a FLOOR_US=n/a ZFLOOR_US=n/a
+# copying one (malloc buffers) and the zero-copy one (HcclMemAlloc, -R 1): out of place,
+# in place, and with inputs rewritten before every call (what a training step's gradients are).
+MEMBW=n/a FLOOR_US=n/a ZFLOOR_US=n/a ZFLOOR_IP_US=n/a ZFLOOR_FRESH_US=n/a
 if cc -O2 -pthread -o "$RESULTS_DIR/membw" "$HERE/membw.c" 2>"$RESULTS_DIR/membw.build.txt"; then
   MEMBW=$("$RESULTS_DIR/membw" | awk '{ print $1 }')
 fi
 if cc -O3 -march=native -o "$RESULTS_DIR/copy_floor" "$HERE/copy_floor.c" 2>"$RESULTS_DIR/copy_floor.build.txt"; then
   floors=$("$RESULTS_DIR/copy_floor" 4096)
-  FLOOR_US=$(sed -n 's/.* us=\([0-9.]*\).*/\1/p' <<<"$floors")
-  ZFLOOR_US=$(sed -n 's/.* zcopy_us=//p' <<<"$floors")
+  floor_of() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$floors"; }
+  FLOOR_US=$(floor_of us) ZFLOOR_US=$(floor_of zcopy_us) ZFLOOR_IP_US=$(floor_of zcopy_inplace_us)
+  ZFLOOR_FRESH_US=$(floor_of zcopy_fresh_us)
 fi
-echo "memory: B = $MEMBW GB/s (membw); a 4 KiB exchange between two processes: $FLOOR_US us, zero-copy $ZFLOOR_US us (copy_floor)" >&2
+echo "memory: B = $MEMBW GB/s (membw); a 4 KiB exchange between two processes: $FLOOR_US us, zero-copy $ZFLOOR_US us, in place $ZFLOOR_IP_US us, fresh inputs $ZFLOOR_FRESH_US us (copy_floor)" >&2
 # limit N: B/N x 2(N-1)/N.
 limit() { awk -v b="$MEMBW" -v n="$1" 'BEGIN { if (b + 0 > 0) printf "%.2f", b / n * 2 * (n - 1) / n; else print "n/a" }'; }
 share() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
@@ -379,7 +381,8 @@ echo
 echo "hccl/best: above 1 is better for hccl in the busbw table, below 1 in the time table."
 echo "The floor of a 4 KiB exchange between two processes (bench/copy_floor.c): $FLOOR_US us"
 echo "copying (copy into the other's slot, flag, add the other's slot), $ZFLOOR_US us zero-copy (flag,"
-echo "add one's half of both inputs into both outputs, flag)."
+echo "add one's half of both inputs into both outputs, flag), $ZFLOOR_IP_US us the same in place, and"
+echo "$ZFLOOR_FRESH_US us out of place with each input rewritten before every call, as a training step's are."
 if [ "$QUICK" != 1 ]; then
   echo "64 MiB: -n $ITERS_LARGE -w 1; 4 KiB: -n $ITERS_SMALL -w 20; median of $REPEATS runs each;"
   echo "DDP: median of 20 steps after 3 (bench/torch_ddp_step.py). Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)."

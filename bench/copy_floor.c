@@ -9,11 +9,18 @@
  * The same for the zero-copy path (HcclMemAlloc buffers, allreduce_perf -R 1), whose inputs and
  * outputs both parties map: raise a flag and wait for the other's (both have entered), add
  * the two inputs' halves of one's own into one's own output and copy the sums into the other's
- * output, raise a second flag and wait for the other's (both have finished). Out of place, and
- * the inputs are not written between exchanges, as in allreduce_perf's out-of-place column.
+ * output, raise a second flag and wait for the other's (both have finished). Three forms:
+ *   zcopy_us          out of place, the inputs not written between exchanges, as in
+ *                     allreduce_perf's out-of-place column: the inputs' lines stay in both
+ *                     caches, and only the halves written into the other's output cross;
+ *   zcopy_inplace_us  in place (each buffer is its party's input and output), as in its
+ *                     in-place column;
+ *   zcopy_fresh_us    out of place with each input rewritten by its owner before every
+ *                     exchange, as a training step's new gradients are: the other half of
+ *                     every input crosses too.
  * Prints one line:
  *
- *   copy_floor bytes=4096 us=1.02 zcopy_us=0.66
+ *   copy_floor bytes=4096 us=1.20 zcopy_us=0.32 zcopy_inplace_us=0.50 zcopy_fresh_us=0.97
  *
  * (the median of 5 runs of 20000 exchanges each, microseconds per exchange). Build it as
  * compare.sh does, `cc -O3 -march=native`: a scalar add loop (plain -O2) takes
@@ -25,7 +32,6 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +58,12 @@ struct party {
   char *slots; /* 2 x NSLOTS slots of `bytes`: party r reads slots[r], writes slots[1 - r] */
   size_t bytes;
   int me;
-  bool zcopy; /* the zero-copy floor: the slots are the two inputs, then the two outputs */
+  int form; /* enum form */
 };
+
+/* The exchanges measured: copying, and the zero-copy floor's three forms (the slots are then
+ * the two inputs, and the two outputs unless in place). */
+enum form { COPY, ZCOPY, ZCOPY_INPLACE, ZCOPY_FRESH, NFORMS };
 
 static double now(void) {
   struct timespec ts;
@@ -103,18 +113,23 @@ static void exchange(struct party *p) {
   free(out);
 }
 
-/* The zero-copy floor: party r's input is slot(p, 0, r), its output slot(p, 1, r). */
+/* The zero-copy floor: party r's input is slot(p, 0, r), its output slot(p, 1, r) (or its
+ * input, in place). */
 static void zcopy_exchange(struct party *p) {
   size_t n = p->bytes / sizeof(float), half = n / 2;
   int peer = 1 - p->me;
   pin(p->me);
   float *in[2] = {slot(p, 0, 0), slot(p, 0, 1)}, *out[2] = {slot(p, 1, 0), slot(p, 1, 1)};
+  if (p->form == ZCOPY_INPLACE) out[0] = in[0], out[1] = in[1];
   for (size_t k = 0; k < n; k++)
     in[p->me][k] = (float)(k + (size_t)p->me), out[p->me][k] = 0;
   size_t lo = p->me ? half : 0, hi = p->me ? n : half;
   double t0 = 0;
   for (unsigned i = 1; i <= WARMUP + ITERS; i++) {
     if (i == WARMUP + 1) t0 = now();
+    if (p->form == ZCOPY_FRESH)
+      for (size_t k = 0; k < n; k++)
+        in[p->me][k] = (float)(k + i);
     atomic_store(&p->sh->flag[peer][0], i);
     while (atomic_load_explicit(&p->sh->flag[p->me][0], memory_order_acquire) < i)
       relax();
@@ -130,21 +145,21 @@ static void zcopy_exchange(struct party *p) {
 }
 
 /* One run of ITERS exchanges by two processes; microseconds each. */
-static double run(size_t bytes, bool zcopy) {
+static double run(size_t bytes, int form) {
   size_t total = HEAD + 2 * NSLOTS * bytes;
   void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return -1;
   struct shared *sh = m;
   struct party ps[2];
   for (int r = 0; r < 2; r++)
-    ps[r] = (struct party){sh, (char *)m + HEAD, bytes, r, zcopy};
+    ps[r] = (struct party){sh, (char *)m + HEAD, bytes, r, form};
   pid_t child = fork();
   if (child < 0) return -1;
   if (child == 0) {
-    (zcopy ? zcopy_exchange : exchange)(&ps[1]);
+    (form == COPY ? exchange : zcopy_exchange)(&ps[1]);
     _exit(0);
   }
-  (zcopy ? zcopy_exchange : exchange)(&ps[0]);
+  (form == COPY ? exchange : zcopy_exchange)(&ps[0]);
   waitpid(child, NULL, 0);
   double us = sh->took_us;
   munmap(m, total);
@@ -156,10 +171,10 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double median(size_t bytes, bool zcopy) {
+static double median(size_t bytes, int form) {
   double v[RUNS];
   for (int k = 0; k < RUNS; k++)
-    v[k] = run(bytes, zcopy);
+    v[k] = run(bytes, form);
   qsort(v, RUNS, sizeof(v[0]), cmp);
   return v[RUNS / 2];
 }
@@ -170,7 +185,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "copy_floor: bytes must be a multiple of 64, at least 64 (got %ld)\n", b);
     return 2;
   }
-  double us = median((size_t)b, false), zus = median((size_t)b, true);
-  printf("copy_floor bytes=%ld us=%.2f zcopy_us=%.2f\n", b, us, zus);
-  return us < 0 || zus < 0;
+  static const char *const names[NFORMS] = {"us", "zcopy_us", "zcopy_inplace_us",
+                                             "zcopy_fresh_us"};
+  int bad = 0;
+  printf("copy_floor bytes=%ld", b);
+  for (int f = 0; f < NFORMS; f++) {
+    double us = median((size_t)b, f);
+    bad |= us < 0;
+    printf(" %s=%.2f", names[f], us);
+  }
+  printf("\n");
+  return bad;
 }
