@@ -189,6 +189,14 @@ struct sweep {
   int nsizes, checked, root;
 };
 
+/* Under TSan (10-20x slower) a 4-rank reduce of at most 64 KiB stayed under 0.05 GB/s in every
+ * column (2026-11-27), so there the factor is checked only within the printed digits. */
+#if defined(__SANITIZE_THREAD__)
+#define NEED_SHARP 0
+#else
+#define NEED_SHARP 1
+#endif
+
 static double absd(double x) {
   return x < 0 ? -x : x;
 }
@@ -425,7 +433,7 @@ static void sweep_ranks(const struct coll_spec *c) {
     assert_non_null(strstr(res.out, want));
     assert_non_null(strstr(res.out, column_header));
     int sharp = 0, lines = check_coll_table(res.out, c, &w, &sharp);
-    if (lines != 4 * 4 * c->nops || sharp == 0) {
+    if (lines != 4 * 4 * c->nops || (NEED_SHARP && sharp == 0)) {
       fprintf(stderr,
               "%s, %d ranks: %d data lines (want %d), %d column groups with algbw >= "
               "0.05 GB/s (want some)\n",
@@ -433,7 +441,7 @@ static void sweep_ranks(const struct coll_spec *c) {
       dump(&res);
     }
     assert_int_equal(lines, 4 * 4 * c->nops);
-    assert_true(sharp > 0);
+    assert_true(sharp > 0 || !NEED_SHARP);
     assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
     free_result(&res);
     alarm(0);
