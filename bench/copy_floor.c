@@ -53,17 +53,17 @@ struct shared {
   alignas(64) double took_us;               /* party 0's result, for the process run */
 };
 
+/* The exchanges measured: copying, and the zero-copy floor's three forms (the slots are then
+ * the two inputs, and the two outputs unless in place). */
+enum form { COPY, ZCOPY, ZCOPY_INPLACE, ZCOPY_FRESH, NFORMS };
+
 struct party {
   struct shared *sh;
   char *slots; /* 2 x NSLOTS slots of `bytes`: party r reads slots[r], writes slots[1 - r] */
   size_t bytes;
   int me;
-  int form; /* enum form */
+  enum form form;
 };
-
-/* The exchanges measured: copying, and the zero-copy floor's three forms (the slots are then
- * the two inputs, and the two outputs unless in place). */
-enum form { COPY, ZCOPY, ZCOPY_INPLACE, ZCOPY_FRESH, NFORMS };
 
 static double now(void) {
   struct timespec ts;
@@ -145,7 +145,7 @@ static void zcopy_exchange(struct party *p) {
 }
 
 /* One run of ITERS exchanges by two processes; microseconds each. */
-static double run(size_t bytes, int form) {
+static double run(size_t bytes, enum form form) {
   size_t total = HEAD + 2 * NSLOTS * bytes;
   void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return -1;
@@ -171,7 +171,7 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double median(size_t bytes, int form) {
+static double median(size_t bytes, enum form form) {
   double v[RUNS];
   for (int k = 0; k < RUNS; k++)
     v[k] = run(bytes, form);
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
                                              "zcopy_fresh_us"};
   int bad = 0;
   printf("copy_floor bytes=%ld", b);
-  for (int f = 0; f < NFORMS; f++) {
+  for (enum form f = COPY; f < NFORMS; f++) {
     double us = median((size_t)b, f);
     bad |= us < 0;
     printf(" %s=%.2f", names[f], us);

@@ -11,6 +11,20 @@
 
 #include <stdint.h>
 
+/* 1 in a ThreadSanitizer build (GCC says __SANITIZE_THREAD__, clang __has_feature), whose
+ * instrumentation runs the code 10-20x slower: the one place a test asks, for a longer deadline
+ * or a check that needs speed. tests/CMakeLists.txt lengthens ctest's cap for the same reason. */
+#if defined(__SANITIZE_THREAD__)
+#define HARNESS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HARNESS_TSAN 1
+#endif
+#endif
+#ifndef HARNESS_TSAN
+#define HARNESS_TSAN 0
+#endif
+
 typedef int (*harness_rank_fn)(int rank, int nranks, void *arg);
 
 /* Forks nranks children. Child r gets RANK=r, WORLD_SIZE, LOCAL_RANK=r, LOCAL_WORLD_SIZE,

@@ -32,11 +32,7 @@
 #define TRAIN HCCL_BIN_DIR "/ddp_train"
 /* Each run's deadline. Under TSan the training runs 10-20x slower: 1 rank took 80 s and 8
  * ranks on 2 cores reached step 13 of 16 in 90 s (2026-11-26), with no report. */
-#if defined(__SANITIZE_THREAD__)
-#define DEADLINE_S 300
-#else
-#define DEADLINE_S 90
-#endif
+#define DEADLINE_S (HARNESS_TSAN ? 300 : 90)
 #define STEPS "16"
 
 struct run {

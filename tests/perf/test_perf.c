@@ -189,13 +189,9 @@ struct sweep {
   int nsizes, checked, root;
 };
 
-/* Under TSan (10-20x slower) a 4-rank reduce of at most 64 KiB stayed under 0.05 GB/s in every
- * column (2026-11-27), so there the factor is checked only within the printed digits. */
-#if defined(__SANITIZE_THREAD__)
-#define NEED_SHARP 0
-#else
-#define NEED_SHARP 1
-#endif
+/* Under TSan a 4-rank reduce of at most 64 KiB stayed under 0.05 GB/s in every column
+ * (2026-11-27), so there the factor is checked only within the printed digits. */
+#define NEED_SHARP (!HARNESS_TSAN)
 
 static double absd(double x) {
   return x < 0 ? -x : x;
