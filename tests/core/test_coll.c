@@ -7,8 +7,8 @@
  * barrier)
  * over dtypes x ops x counts (0, 1, 7, 33333, and for a subset 1 MiB and 3 MiB + 5 elements,
  * more than the staging buffer) x in-place / out-of-place: the four original types with sum,
- * prod, max and min at every count, every other (type, op) pair (twelve types, avg and the
- * bitwise ops too) at 1, 7 and 33333. Every element is compared with a
+ * prod, max and min at every count; in runs of their own, every other (type, op) pair (twelve
+ * types, avg and the bitwise ops too) at 1, 7 and 33333. Every element is compared with a
  * reference computed locally from every rank's deterministic input (coll_check.h); an
  * out-of-place call must leave its send buffer untouched, and nothing may be written in the
  * guard bytes around any buffer. A mismatch prints the collective, dtype, op, count, root,
@@ -46,6 +46,7 @@ static int *g_shared;
 
 struct run_arg {
   const char *algo; /* HCCL_ALGO value, or NULL to leave it unset */
+  int types;        /* sweep_body: the other types and ops (sweep_types), not sweep */
 };
 
 /* Sets the variables every run uses, then inits from the launcher's variables. */
@@ -368,22 +369,6 @@ static int sweep(sweep_t *s) {
       }
     }
   }
-  /* Every other (type, op) the library reduces: the other eight types with sum, prod, max
-   * and min, and every type with avg and (integers) the bitwise ops, at the small counts but
-   * 0, from the last rank. */
-  for (int d = 0; d < (int)HCCL_DATA_TYPE_RESERVED; d++)
-    for (int op = 0; op < (int)HCCL_REDUCE_RESERVED; op++) {
-      HcclDataType dt = (HcclDataType)d;
-      int core = (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
-                  dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32) &&
-                 op < (int)HCCL_REDUCE_AVG;
-      if (core || !cc_reduces(dt, (HcclReduceOp)op)) continue;
-      for (size_t k = 1; k < NSMALL; k++) {
-        if (run_allreduce(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
-        if (run_reduce_scatter(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
-        if (run_reduce(s, dt, (HcclReduceOp)op, SMALL[k], roots[nroots - 1])) return -1;
-      }
-    }
   for (size_t d = 0; d < sizeof(MOVE_DT) / sizeof(MOVE_DT[0]); d++) {
     HcclDataType dt = MOVE_DT[d];
     int big = dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_INT8;
@@ -398,6 +383,28 @@ static int sweep(sweep_t *s) {
   }
   if (s->n > 1 && run_streamed(s)) return -1;
   return run_barrier(s, 4);
+}
+
+/* Every other (type, op) the library reduces: the other eight types with sum, prod, max and
+ * min, and every type with avg and (integers) the bitwise ops, at the small counts but 0:
+ * allreduce, reduce-scatter, and reduce from the last rank. A run of its own, so each keeps
+ * within the deadline in a sanitizer build too. */
+static int sweep_types(sweep_t *s) {
+  int root = s->n - 1;
+  for (int d = 0; d < (int)HCCL_DATA_TYPE_RESERVED; d++)
+    for (int op = 0; op < (int)HCCL_REDUCE_RESERVED; op++) {
+      HcclDataType dt = (HcclDataType)d;
+      int core = (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
+                  dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32) &&
+                 op < (int)HCCL_REDUCE_AVG;
+      if (core || !cc_reduces(dt, (HcclReduceOp)op)) continue;
+      for (size_t k = 1; k < NSMALL; k++) {
+        if (run_allreduce(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
+        if (run_reduce_scatter(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
+        if (run_reduce(s, dt, (HcclReduceOp)op, SMALL[k], root)) return -1;
+      }
+    }
+  return 0;
 }
 
 static int sweep_body(int rank, int nranks, void *argp) {
@@ -417,12 +424,12 @@ static int sweep_body(int rank, int nranks, void *argp) {
   }
   sweep_t s = {.comm = comm, .rank = rank, .n = nranks, .salt = 1000};
   double t0 = cc_now();
-  int fatal = sweep(&s);
+  int fatal = arg->types ? sweep_types(&s) : sweep(&s);
   double dt = cc_now() - t0;
   rc = HcclCommDestroy(comm);
   if (rank == 0)
-    printf("sweep n=%d algo=%s: %d checks, %d failures, %.2f s\n", nranks, arg->algo, s.checks,
-           s.failures, dt);
+    printf("%s n=%d algo=%s: %d checks, %d failures, %.2f s\n", arg->types ? "types" : "sweep",
+           nranks, arg->algo, s.checks, s.failures, dt);
   RANK_CHECK(fatal == 0 && s.failures == 0, "%d failures (fatal=%d)", s.failures, fatal);
   RANK_CHECK(rc == HCCL_SUCCESS, "destroy: %d", rc);
   return 0;
@@ -452,6 +459,20 @@ ALGO_TEST(test_sweep_4_ring, 4, sweep_body, ring)
 ALGO_TEST(test_sweep_4_tree, 4, sweep_body, tree)
 ALGO_TEST(test_sweep_8_ring, 8, sweep_body, ring)
 ALGO_TEST(test_sweep_8_tree, 8, sweep_body, tree)
+
+#define TYPES_TEST(name, n, which)                                                                 \
+  static void name(void **st) {                                                                    \
+    (void)st;                                                                                      \
+    struct run_arg a = {.algo = #which, .types = 1};                                               \
+    run_and_check(n, sweep_body, &a);                                                              \
+  }
+TYPES_TEST(test_types_1_ring, 1, ring)
+TYPES_TEST(test_types_2_ring, 2, ring)
+TYPES_TEST(test_types_2_tree, 2, tree)
+TYPES_TEST(test_types_4_ring, 4, ring)
+TYPES_TEST(test_types_4_tree, 4, tree)
+TYPES_TEST(test_types_8_ring, 8, ring)
+TYPES_TEST(test_types_8_tree, 8, tree)
 
 /* ---- requests ---- */
 
@@ -740,6 +761,10 @@ int main(void) {
       cmocka_unit_test(test_sweep_2_ring),     cmocka_unit_test(test_sweep_2_tree),
       cmocka_unit_test(test_sweep_4_ring),     cmocka_unit_test(test_sweep_4_tree),
       cmocka_unit_test(test_sweep_8_ring),     cmocka_unit_test(test_sweep_8_tree),
+      cmocka_unit_test(test_types_1_ring),     cmocka_unit_test(test_types_2_ring),
+      cmocka_unit_test(test_types_2_tree),     cmocka_unit_test(test_types_4_ring),
+      cmocka_unit_test(test_types_4_tree),     cmocka_unit_test(test_types_8_ring),
+      cmocka_unit_test(test_types_8_tree),
       cmocka_unit_test(test_requests),         cmocka_unit_test(test_nan_inf_ring),
       cmocka_unit_test(test_nan_inf_tree),     cmocka_unit_test(test_determinism_ring),
       cmocka_unit_test(test_determinism_tree), cmocka_unit_test(test_auto_algo),
