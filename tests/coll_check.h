@@ -41,13 +41,19 @@ static inline double cc_now(void) {
 static inline size_t cc_dtype_size(HcclDataType dt) {
   switch (dt) {
   case HCCL_DATA_TYPE_INT8:
+  case HCCL_DATA_TYPE_UINT8:
     return 1;
   case HCCL_DATA_TYPE_FP16:
+  case HCCL_DATA_TYPE_BFP16:
+  case HCCL_DATA_TYPE_INT16:
+  case HCCL_DATA_TYPE_UINT16:
     return 2;
   case HCCL_DATA_TYPE_INT32:
+  case HCCL_DATA_TYPE_UINT32:
   case HCCL_DATA_TYPE_FP32:
     return 4;
   case HCCL_DATA_TYPE_INT64:
+  case HCCL_DATA_TYPE_UINT64:
   case HCCL_DATA_TYPE_FP64:
     return 8;
   default:
@@ -59,14 +65,26 @@ static inline const char *cc_dtype_name(HcclDataType dt) {
   switch (dt) {
   case HCCL_DATA_TYPE_INT8:
     return "int8";
+  case HCCL_DATA_TYPE_UINT8:
+    return "uint8";
+  case HCCL_DATA_TYPE_INT16:
+    return "int16";
+  case HCCL_DATA_TYPE_UINT16:
+    return "uint16";
   case HCCL_DATA_TYPE_INT32:
     return "int32";
+  case HCCL_DATA_TYPE_UINT32:
+    return "uint32";
   case HCCL_DATA_TYPE_FP16:
     return "fp16";
+  case HCCL_DATA_TYPE_BFP16:
+    return "bf16";
   case HCCL_DATA_TYPE_FP32:
     return "fp32";
   case HCCL_DATA_TYPE_INT64:
     return "int64";
+  case HCCL_DATA_TYPE_UINT64:
+    return "uint64";
   case HCCL_DATA_TYPE_FP64:
     return "fp64";
   default:
@@ -75,8 +93,23 @@ static inline const char *cc_dtype_name(HcclDataType dt) {
 }
 
 static inline const char *cc_op_name(HcclReduceOp op) {
-  static const char *const names[] = {"sum", "prod", "max", "min"};
-  return (unsigned)op < 4 ? names[op] : "?";
+  static const char *const names[] = {"sum", "prod", "max", "min", "avg", "band", "bor", "bxor"};
+  return (unsigned)op < 8 ? names[op] : "?";
+}
+
+static inline int cc_is_float(HcclDataType dt) {
+  return dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_BFP16 || dt == HCCL_DATA_TYPE_FP32 ||
+         dt == HCCL_DATA_TYPE_FP64;
+}
+
+static inline int cc_is_signed(HcclDataType dt) {
+  return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT16 || dt == HCCL_DATA_TYPE_INT32 ||
+         dt == HCCL_DATA_TYPE_INT64;
+}
+
+/* Whether the library reduces dt with op: everything, but the bitwise ops on floats. */
+static inline int cc_reduces(HcclDataType dt, HcclReduceOp op) {
+  return op < HCCL_REDUCE_BAND || !cc_is_float(dt);
 }
 
 /* float16 <-> float32, written here independently of the library's converters. Only values
@@ -113,6 +146,32 @@ static inline uint16_t cc_float_to_half(float f) {
   return sign | (uint16_t)((e + 14) << 10) | ((uint16_t)scaled & 0x3ff);
 }
 
+/* bfloat16: the top half of a float32; narrowed with round-to-nearest-even on the value
+ * (double arithmetic, not the library's bit trick). */
+static inline float cc_bf16_to_float(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t cc_float_to_bf16(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double a = fabs(x);
+  if (isnan(x)) return 0x7fc0;
+  if (isinf(x)) return sign | 0x7f80;
+  if (a < ldexp(1.0, -126)) return sign | (uint16_t)nearbyint(ldexp(a, 133));
+  int e;
+  frexp(a, &e);
+  double scaled = nearbyint(ldexp(a, 8 - e)); /* 8 significant bits */
+  if (scaled >= 256.0) {
+    scaled /= 2;
+    e++;
+  }
+  if (e + 126 >= 255) return sign | 0x7f80;
+  return sign | (uint16_t)((e + 126) << 7) | ((uint16_t)scaled & 0x7f);
+}
+
 /* ---- deterministic inputs ---- */
 
 static inline uint64_t cc_hash(uint32_t salt, int rank, uint64_t i) {
@@ -126,24 +185,57 @@ static inline uint64_t cc_hash(uint32_t salt, int rank, uint64_t i) {
   return x;
 }
 
-/* Integer input of rank `rank`, element i (int8/int32 use the low bits: the whole range). */
+/* Integer input of rank `rank`, element i, as the low bits of a hash (the whole range),
+ * sign- or zero-extended to 64 bits. */
 static inline int64_t cc_in_int(HcclDataType dt, uint32_t salt, int rank, uint64_t i) {
   uint64_t h = cc_hash(salt, rank, i);
-  return dt == HCCL_DATA_TYPE_INT8 ? (int64_t)(int8_t)(uint8_t)h : (int64_t)(int32_t)(uint32_t)h;
+  unsigned bits = (unsigned)cc_dtype_size(dt) * 8;
+  if (bits == 64) return (int64_t)h;
+  h &= (1ull << bits) - 1;
+  if (cc_is_signed(dt) && (h >> (bits - 1))) h |= ~((1ull << bits) - 1);
+  return (int64_t)h;
 }
 
-/* Floating input (exact in float16) chosen for op, as described at the top. */
-static inline float cc_in_float(HcclReduceOp op, uint32_t salt, int rank, uint64_t i) {
+/* Floating input (exact in float16 and bfloat16) chosen for op, as described at the top:
+ * max and min take multiples of 1/4 in [-250, 250] (float16, float32, float64) or in
+ * [-31.75, 31.75] (bfloat16, 8 significant bits). */
+static inline float cc_in_float_dt(HcclDataType dt, HcclReduceOp op, uint32_t salt, int rank,
+                                   uint64_t i) {
   uint64_t h = cc_hash(salt, rank, i);
   switch (op) {
   case HCCL_REDUCE_SUM:
+  case HCCL_REDUCE_AVG:
     return (float)((int)(h % 17) - 8);
   case HCCL_REDUCE_PROD: {
     static const float v[3] = {1.0f, 2.0f, -1.0f};
     return v[h % 3];
   }
   default:
+    if (dt == HCCL_DATA_TYPE_BFP16) return (float)((int)(h % 255) - 127) * 0.25f;
     return (float)((int)(h % 2001) - 1000) * 0.25f;
+  }
+}
+static inline float cc_in_float(HcclReduceOp op, uint32_t salt, int rank, uint64_t i) {
+  return cc_in_float_dt(HCCL_DATA_TYPE_FP32, op, salt, rank, i);
+}
+
+/* Stores the value v (exact in the type, or rounded to it) as element j of p. */
+static inline void cc_store(void *p, HcclDataType dt, uint64_t j, double v, uint64_t bits) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_FP16:
+    ((uint16_t *)p)[j] = cc_float_to_half((float)v);
+    break;
+  case HCCL_DATA_TYPE_BFP16:
+    ((uint16_t *)p)[j] = cc_float_to_bf16(v);
+    break;
+  case HCCL_DATA_TYPE_FP32:
+    ((float *)p)[j] = (float)v;
+    break;
+  case HCCL_DATA_TYPE_FP64:
+    ((double *)p)[j] = v;
+    break;
+  default:
+    memcpy((char *)p + j * cc_dtype_size(dt), &bits, cc_dtype_size(dt)); /* little-endian */
   }
 }
 
@@ -152,66 +244,66 @@ static inline void cc_fill_input(void *p, HcclDataType dt, HcclReduceOp op, uint
                                  uint64_t first, uint64_t count) {
   for (uint64_t j = 0; j < count; j++) {
     uint64_t i = first + j;
-    switch (dt) {
-    case HCCL_DATA_TYPE_INT8:
-      ((int8_t *)p)[j] = (int8_t)cc_in_int(dt, salt, rank, i);
-      break;
-    case HCCL_DATA_TYPE_INT32:
-      ((int32_t *)p)[j] = (int32_t)cc_in_int(dt, salt, rank, i);
-      break;
-    case HCCL_DATA_TYPE_FP32:
-      ((float *)p)[j] = cc_in_float(op, salt, rank, i);
-      break;
-    case HCCL_DATA_TYPE_FP16:
-      ((uint16_t *)p)[j] = cc_float_to_half(cc_in_float(op, salt, rank, i));
-      break;
-    case HCCL_DATA_TYPE_INT64:
-      ((uint64_t *)p)[j] = cc_hash(salt, rank, i);
-      break;
-    case HCCL_DATA_TYPE_FP64:
-      ((double *)p)[j] = (double)(int64_t)(cc_hash(salt, rank, i) >> 11) * 0x1p-40;
-      break;
-    default:
-      break;
-    }
+    if (cc_is_float(dt))
+      cc_store(p, dt, j, cc_in_float_dt(dt, op, salt, rank, i), 0);
+    else
+      cc_store(p, dt, j, 0, (uint64_t)cc_in_int(dt, salt, rank, i));
   }
 }
 
 /* Writes the reduction over ranks 0..nranks-1 of input(r, first + j) into out[j]. Integers
- * accumulate modulo 2^64 and are truncated (the same as wrapping at every step). */
+ * accumulate modulo 2^64 and are truncated (the same as wrapping at every step); AVG divides
+ * the wrapped sum toward zero. Floats are exact sums, products and selections; AVG is the
+ * exact sum divided by nranks, rounded once to the type. */
 static inline void cc_reduce_expect(void *out, HcclDataType dt, HcclReduceOp op, uint32_t salt,
                                     int nranks, uint64_t first, uint64_t count) {
+  unsigned bits = (unsigned)cc_dtype_size(dt) * 8;
+  uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
   for (uint64_t j = 0; j < count; j++) {
     uint64_t i = first + j;
-    if (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32) {
+    if (!cc_is_float(dt)) {
       int64_t v0 = cc_in_int(dt, salt, 0, i);
       uint64_t acc = (uint64_t)v0;
       int64_t best = v0;
+      uint64_t ubest = (uint64_t)v0 & mask;
       for (int r = 1; r < nranks; r++) {
         int64_t v = cc_in_int(dt, salt, r, i);
-        if (op == HCCL_REDUCE_SUM) acc += (uint64_t)v;
+        uint64_t u = (uint64_t)v & mask;
+        if (op == HCCL_REDUCE_SUM || op == HCCL_REDUCE_AVG) acc += (uint64_t)v;
         if (op == HCCL_REDUCE_PROD) acc *= (uint64_t)v;
-        if (op == HCCL_REDUCE_MAX && v > best) best = v;
-        if (op == HCCL_REDUCE_MIN && v < best) best = v;
+        if (op == HCCL_REDUCE_BAND) acc &= (uint64_t)v;
+        if (op == HCCL_REDUCE_BOR) acc |= (uint64_t)v;
+        if (op == HCCL_REDUCE_BXOR) acc ^= (uint64_t)v;
+        if (v > best) best = op == HCCL_REDUCE_MAX ? v : best;
+        if (v < best) best = op == HCCL_REDUCE_MIN ? v : best;
+        if (u > ubest) ubest = op == HCCL_REDUCE_MAX ? u : ubest;
+        if (u < ubest) ubest = op == HCCL_REDUCE_MIN ? u : ubest;
       }
-      if (op == HCCL_REDUCE_MAX || op == HCCL_REDUCE_MIN) acc = (uint64_t)best;
-      if (dt == HCCL_DATA_TYPE_INT8)
-        ((int8_t *)out)[j] = (int8_t)(uint8_t)acc;
-      else
-        ((int32_t *)out)[j] = (int32_t)(uint32_t)acc;
+      if (op == HCCL_REDUCE_MAX || op == HCCL_REDUCE_MIN)
+        acc = cc_is_signed(dt) ? (uint64_t)best : ubest;
+      if (op == HCCL_REDUCE_AVG) {
+        uint64_t sum = acc & mask;
+        if (cc_is_signed(dt)) {
+          int64_t ssum = bits < 64 && (sum >> (bits - 1)) ? (int64_t)(sum | ~mask) : (int64_t)sum;
+          acc = (uint64_t)(ssum / nranks);
+        } else {
+          acc = sum / (uint64_t)nranks;
+        }
+      }
+      cc_store(out, dt, j, 0, acc & mask);
     } else {
-      float acc = cc_in_float(op, salt, 0, i);
+      double acc = cc_in_float_dt(dt, op, salt, 0, i);
       for (int r = 1; r < nranks; r++) {
-        float v = cc_in_float(op, salt, r, i);
-        if (op == HCCL_REDUCE_SUM) acc += v;
+        double v = cc_in_float_dt(dt, op, salt, r, i);
+        if (op == HCCL_REDUCE_SUM || op == HCCL_REDUCE_AVG) acc += v;
         if (op == HCCL_REDUCE_PROD) acc *= v;
         if (op == HCCL_REDUCE_MAX && v > acc) acc = v;
         if (op == HCCL_REDUCE_MIN && v < acc) acc = v;
       }
-      if (dt == HCCL_DATA_TYPE_FP32)
-        ((float *)out)[j] = acc;
-      else
-        ((uint16_t *)out)[j] = cc_float_to_half(acc);
+      if (op == HCCL_REDUCE_AVG) acc /= nranks;
+      /* float16's and float32's round trip through float: exact but for AVG's quotient, which
+       * float32 rounds once (correct for float32 and, 24 >= 2 * 11 + 2, for float16 too) */
+      cc_store(out, dt, j, acc, 0);
     }
   }
 }
@@ -224,6 +316,10 @@ static inline int cc_is_nan(HcclDataType dt, const void *p, uint64_t i) {
   if (dt == HCCL_DATA_TYPE_FP16) {
     uint16_t h = ((const uint16_t *)p)[i];
     return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+  }
+  if (dt == HCCL_DATA_TYPE_BFP16) {
+    uint16_t h = ((const uint16_t *)p)[i];
+    return (h & 0x7f80) == 0x7f80 && (h & 0x7f);
   }
   return 0;
 }
@@ -255,8 +351,16 @@ static inline const char *cc_elem_str(HcclDataType dt, const void *p, uint64_t i
   case HCCL_DATA_TYPE_FP64:
     snprintf(buf, len, "%.17g", ((const double *)p)[i]);
     break;
-  default:
-    snprintf(buf, len, "?");
+  case HCCL_DATA_TYPE_BFP16: {
+    uint16_t h = ((const uint16_t *)p)[i];
+    snprintf(buf, len, "%.4g (0x%04x)", cc_bf16_to_float(h), h);
+    break;
+  }
+  default: { /* the other integer types: their bits */
+    uint64_t v = 0;
+    memcpy(&v, (const char *)p + i * cc_dtype_size(dt), cc_dtype_size(dt));
+    snprintf(buf, len, "0x%llx", (unsigned long long)v);
+  }
   }
   return buf;
 }

@@ -74,8 +74,9 @@ typedef enum {
       HCCL_E_RESERVED
 } HcclResult;
 
-/* Element types (HCCL's numbering). Reductions take INT8, INT32, FP16 and FP32 only; the
- * data-moving collectives (broadcast, allgather) take any of them. */
+/* Element types (HCCL's numbering). Every collective takes every type; reductions of INT8,
+ * INT32, FP16 and FP32 are the card's original four, the others are reduced as HCCL's later
+ * releases and NCCL do (precision: docs/design.md, "Precision"). */
 typedef enum {
   HCCL_DATA_TYPE_INT8 = 0,
   HCCL_DATA_TYPE_INT16 = 1,
@@ -92,13 +93,31 @@ typedef enum {
   HCCL_DATA_TYPE_RESERVED
 } HcclDataType;
 
+/* Reductions. SUM, PROD, MAX and MIN are HCCL's; AVG (NCCL's ncclAvg: the sum divided by the
+ * number of ranks, rounded toward zero on integer types) and the bitwise BAND, BOR and BXOR
+ * (integer types only, as gloo's) are libhccl's own. A pre-multiplied sum (NCCL's
+ * ncclRedOpCreatePreMulSum) is an op made at run time: HcclRedOpCreatePreMulSum. */
 typedef enum {
   HCCL_REDUCE_SUM = 0,
   HCCL_REDUCE_PROD = 1,
   HCCL_REDUCE_MAX = 2,
   HCCL_REDUCE_MIN = 3,
+  HCCL_REDUCE_AVG = 4,
+  HCCL_REDUCE_BAND = 5,
+  HCCL_REDUCE_BOR = 6,
+  HCCL_REDUCE_BXOR = 7,
   HCCL_REDUCE_RESERVED
 } HcclReduceOp;
+/* Defined where HCCL_REDUCE_AVG, the bitwise ops and HcclRedOpCreatePreMulSum exist. */
+#define HCCL_HAVE_REDUCE_AVG 1
+
+/* Where HcclRedOpCreatePreMulSum's scalar lives (NCCL's ncclScalarResidence_t): read once,
+ * when the op is made, or read by each call that uses the op, when the call starts (a queued
+ * call reads it when it is submitted). */
+typedef enum {
+  HCCL_SCALAR_HOST_IMMEDIATE = 0,
+  HCCL_SCALAR_PER_CALL = 1
+} HcclScalarResidence;
 
 /* Opaque bootstrap address made by rank 0 and copied to every rank out of band. */
 #define HCCL_ROOT_INFO_BYTES 4108
@@ -234,6 +253,20 @@ HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t rec
 HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                                HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
 HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
+
+/* A reduction op for this communicator's reducing calls (NCCL's ncclRedOpCreatePreMulSum):
+ * the sum of the inputs, multiplied by the scalar (one element of dataType at `scalar`). The
+ * calls that use it must pass the same dataType, and every rank must use the same scalar in a
+ * call: libhccl applies it once, to the sum (stricter than NCCL, which also allows a scalar
+ * per rank), and refuses a call whose scalar differs between ranks, naming both. The scalar
+ * is read now (HCCL_SCALAR_HOST_IMMEDIATE) or by each call when it is made
+ * (HCCL_SCALAR_PER_CALL: `scalar` must stay valid until the op is destroyed). A call takes
+ * what it needs when it is made, so the op may be destroyed while calls that use it are
+ * queued. Not thread-safe against other calls on the same communicator. */
+HCCL_API HcclResult HcclRedOpCreatePreMulSum(HcclReduceOp *op, void *scalar, HcclDataType dataType,
+                                             HcclScalarResidence residence, HcclComm comm);
+/* Frees an op made by HcclRedOpCreatePreMulSum; built-in ops are refused. */
+HCCL_API HcclResult HcclRedOpDestroy(HcclReduceOp op, HcclComm comm);
 
 /* Rooted gather: recvBuf (root only; may be NULL elsewhere) receives nRanks * sendCount
  * elements, rank r's at offset r * sendCount. Any data type. */

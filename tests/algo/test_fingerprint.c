@@ -38,7 +38,7 @@
 
 static struct hccl_stamp mk(uint64_t seq, enum hccl_coll_kind k, uint64_t n, HcclDataType dt,
                             HcclReduceOp op, uint32_t root) {
-  return hccl__fp_make(seq, k, n, dt, op, root);
+  return hccl__fp_make(seq, k, n, dt, op, 0, root);
 }
 
 static int same(struct hccl_stamp a, struct hccl_stamp b) {

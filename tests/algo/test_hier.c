@@ -147,7 +147,11 @@ static int hier_body(int rank, int nranks, void *arg) {
               if (!inplace) buf_alloc(&rb, bytes, shared);
               void *out = inplace ? sb.p : rb.p;
               struct hccl_wait w = hccl__comm_wait(c, "two-level allreduce", NULL);
-              struct hccl_prim p = {.w = &w, .esz = es, .reduce = hccl__reduce_kernel(dt, OP[oi])};
+              struct hccl_red red;
+              uint64_t no_scalar = 0;
+              RANK_CHECK(hccl__red_make(&red, dt, OP[oi], &no_scalar, members), "no kernel");
+              struct hccl_prim p = {
+                  .w = &w, .esz = es, .red = &red, .reduce = red.step, .finish = true};
               bool ran_zc = zc == 1 || zc == 2, ran_st = zc == 3;
               HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
                                                   sb.p, out, count, &ran_zc, &ran_st);

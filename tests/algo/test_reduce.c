@@ -38,10 +38,28 @@
 #define HAVE_X86 0
 #endif
 
-static const HcclDataType k_dtypes[] = {HCCL_DATA_TYPE_INT8, HCCL_DATA_TYPE_INT32,
-                                        HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_FP32};
-static const HcclReduceOp k_ops[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
-                                     HCCL_REDUCE_MIN};
+static const HcclDataType k_dtypes[] = {
+    HCCL_DATA_TYPE_INT8,   HCCL_DATA_TYPE_UINT8, HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_UINT16,
+    HCCL_DATA_TYPE_INT32,  HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
+    HCCL_DATA_TYPE_FP16,   HCCL_DATA_TYPE_BFP16, HCCL_DATA_TYPE_FP32,  HCCL_DATA_TYPE_FP64};
+#define N_DTYPES (sizeof(k_dtypes) / sizeof(k_dtypes[0]))
+static const HcclReduceOp k_ops[] = {HCCL_REDUCE_SUM,  HCCL_REDUCE_PROD, HCCL_REDUCE_MAX,
+                                     HCCL_REDUCE_MIN,  HCCL_REDUCE_AVG,  HCCL_REDUCE_BAND,
+                                     HCCL_REDUCE_BOR,  HCCL_REDUCE_BXOR, HCCL__RED_PREMUL_SUM};
+#define N_OPS (sizeof(k_ops) / sizeof(k_ops[0]))
+
+/* The plain kernel of (dt, op), called with no scale. */
+static void reduce(void *out, const void *a, const void *b, size_t n, HcclDataType dt,
+                   HcclReduceOp op) {
+  hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
+  assert_non_null(fn);
+  fn(out, a, b, n, NULL);
+}
+
+static bool is_float_dt(HcclDataType dt) {
+  return dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_BFP16 || dt == HCCL_DATA_TYPE_FP32 ||
+         dt == HCCL_DATA_TYPE_FP64;
+}
 
 static int setup_alarm(void **state) {
   (void)state;
@@ -113,91 +131,202 @@ static uint16_t ref_double_to_half(double x) {
   return sign | (uint16_t)((E + 15) << 10) | (uint16_t)(q - 1024);
 }
 
-static int8_t wrap8(long v) {
-  long r = ((v % 256) + 256) % 256;
-  return (int8_t)(r >= 128 ? r - 256 : r);
-}
-static int32_t wrap32(int64_t v) {
-  uint64_t r = (uint64_t)v & 0xffffffffULL;
-  return r > INT32_MAX ? (int32_t)((int64_t)r - 4294967296LL) : (int32_t)r;
+static bool bf_isnan(uint16_t h) {
+  return (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
 }
 
-static long ref_int(long a, long b, HcclReduceOp op) {
+/* Round-to-nearest-even double -> bfloat16 (8 significant bits, float32's exponent range). */
+static uint16_t ref_double_to_bf16(double x) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double ax = fabs(x);
+  if (isnan(x)) return sign | 0x7fc0;
+  if (isinf(x)) return sign | 0x7f80;
+  if (ax < ldexp(1, -126)) return sign | (uint16_t)rint(ldexp(ax, 133)); /* may give 0x80 */
+  int e;
+  frexp(ax, &e);
+  int E = e - 1;
+  double q = rint(ldexp(ax, 7 - E)); /* in [128, 256] */
+  if (q == 256) {
+    q = 128;
+    E++;
+  }
+  if (E + 127 >= 255) return sign | 0x7f80;
+  return sign | (uint16_t)((E + 127) << 7) | (uint16_t)(q - 128);
+}
+
+static double ref_bf16_to_double(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The width in bits of an integer type, and whether it is signed. */
+static unsigned int_bits(HcclDataType dt) {
+  return (unsigned)hccl__dtype_size(dt) * 8;
+}
+static bool int_signed(HcclDataType dt) {
+  return dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT16 || dt == HCCL_DATA_TYPE_INT32 ||
+         dt == HCCL_DATA_TYPE_INT64;
+}
+static uint64_t mask_of(unsigned bits) {
+  return bits == 64 ? ~0ULL : (1ULL << bits) - 1;
+}
+/* bits of the low `bits` of v, as a signed value */
+static int64_t sext(uint64_t v, unsigned bits) {
+  v &= mask_of(bits);
+  if (bits < 64 && (v >> (bits - 1)) & 1) v |= ~mask_of(bits);
+  return (int64_t)v;
+}
+
+/* The scale of the kernels under test: AVG divides by k_div, PREMUL_SUM multiplies by the
+ * scalar k_mul (as each type holds it). */
+static uint32_t k_div = 3;
+static const double k_mul_f = 0.375;
+static const int64_t k_mul_i = -3;
+
+/* The premul scalar as one element of dt (what HcclRedOpCreatePreMulSum takes). */
+static uint64_t premul_bits(HcclDataType dt) {
+  uint64_t v = 0;
+  if (dt == HCCL_DATA_TYPE_FP16) {
+    v = ref_double_to_half(k_mul_f);
+  } else if (dt == HCCL_DATA_TYPE_BFP16) {
+    v = ref_double_to_bf16(k_mul_f);
+  } else if (dt == HCCL_DATA_TYPE_FP32) {
+    float f = (float)k_mul_f;
+    memcpy(&v, &f, 4);
+  } else if (dt == HCCL_DATA_TYPE_FP64) {
+    memcpy(&v, &k_mul_f, 8);
+  } else {
+    v = (uint64_t)k_mul_i & mask_of(int_bits(dt));
+  }
+  return v;
+}
+
+/* Reference of one integer element. */
+static uint64_t ref_int(HcclDataType dt, HcclReduceOp op, uint64_t ua, uint64_t ub) {
+  unsigned bits = int_bits(dt);
+  bool sg = int_signed(dt);
+  uint64_t m = mask_of(bits);
+  int64_t sa = sext(ua, bits), sb = sext(ub, bits);
+  uint64_t za = ua & m, zb = ub & m;
   switch (op) {
   case HCCL_REDUCE_SUM:
-    return a + b;
+    return (za + zb) & m;
   case HCCL_REDUCE_PROD:
-    return a * b;
+    return (za * zb) & m;
   case HCCL_REDUCE_MAX:
-    return a > b ? a : b;
-  default:
-    return a < b ? a : b;
+    return sg ? (uint64_t)(sa > sb ? sa : sb) & m : (za > zb ? za : zb);
+  case HCCL_REDUCE_MIN:
+    return sg ? (uint64_t)(sa < sb ? sa : sb) & m : (za < zb ? za : zb);
+  case HCCL_REDUCE_AVG: {
+    uint64_t sum = (za + zb) & m;
+    if (sg) return (uint64_t)(sext(sum, bits) / (int64_t)k_div) & m;
+    return (sum / k_div) & m;
+  }
+  case HCCL_REDUCE_BAND:
+    return za & zb;
+  case HCCL_REDUCE_BOR:
+    return za | zb;
+  case HCCL_REDUCE_BXOR:
+    return za ^ zb;
+  default: /* premul sum */
+    return (((za + zb) & m) * ((uint64_t)k_mul_i & m)) & m;
   }
 }
 
-/* Reference for one element. Returns false when the result must be a NaN (payload free);
- * else sets *bits. */
-static bool ref_elem(HcclDataType dt, HcclReduceOp op, const void *a, const void *b, size_t i,
-                     uint32_t *bits) {
-  switch (dt) {
-  case HCCL_DATA_TYPE_INT8: {
-    int8_t r = wrap8(ref_int(((const int8_t *)a)[i], ((const int8_t *)b)[i], op));
-    *bits = (uint8_t)r;
-    return true;
-  }
-  case HCCL_DATA_TYPE_INT32: {
-    int64_t x = ((const int32_t *)a)[i], y = ((const int32_t *)b)[i];
-    *bits = (uint32_t)wrap32(ref_int((long)x, (long)y, op));
-    return true;
-  }
-  case HCCL_DATA_TYPE_FP16: {
-    uint16_t ha = ((const uint16_t *)a)[i], hb = ((const uint16_t *)b)[i];
-    double x = ref_half_to_double(ha), y = ref_half_to_double(hb);
-    if (isnan(x) || isnan(y)) return false;
-    if (op == HCCL_REDUCE_SUM)
-      *bits = ref_double_to_half(x + y);
-    else if (op == HCCL_REDUCE_PROD)
-      *bits = ref_double_to_half(x * y);
-    else if (op == HCCL_REDUCE_MAX)
-      *bits = x > y ? ha : hb;
-    else
-      *bits = x < y ? ha : hb;
-    return !h_isnan((uint16_t)*bits);
-  }
-  default: {
-    float fa = ((const float *)a)[i], fb = ((const float *)b)[i];
-    double x = fa, y = fb;
-    float r;
-    if (isnan(x) || isnan(y)) return false;
-    if (op == HCCL_REDUCE_SUM)
-      r = (float)(x + y);
-    else if (op == HCCL_REDUCE_PROD)
-      r = (float)(x * y);
-    else if (op == HCCL_REDUCE_MAX)
-      r = x > y ? fa : fb;
-    else
-      r = x < y ? fa : fb;
-    *bits = f2u(r);
-    return !isnan(r);
+/* Reference of one float element, x and y exact as doubles: for the 16-bit types the result
+ * before narrowing, computed as the kernels' float32 steps are (each rounded once). */
+static double ref_float(HcclDataType dt, HcclReduceOp op, double x, double y) {
+  bool f64 = dt == HCCL_DATA_TYPE_FP64;
+  switch (op) {
+  case HCCL_REDUCE_SUM:
+    return f64 ? x + y : (float)(x + y);
+  case HCCL_REDUCE_PROD:
+    return f64 ? x * y : (float)(x * y);
+  case HCCL_REDUCE_AVG:
+    return f64 ? (x + y) / k_div : (float)((double)(float)(x + y) / k_div);
+  default: { /* premul sum: the scalar as the type holds it, times the sum */
+    if (f64) return (x + y) * k_mul_f;
+    double k = dt == HCCL_DATA_TYPE_FP16   ? ref_half_to_double((uint16_t)premul_bits(dt))
+               : dt == HCCL_DATA_TYPE_BFP16 ? ref_bf16_to_double((uint16_t)premul_bits(dt))
+                                           : (float)k_mul_f;
+    return (float)((double)(float)(x + y) * k);
   }
   }
 }
 
-static uint32_t load_bits(HcclDataType dt, const void *p, size_t i) {
+static uint64_t load_bits(HcclDataType dt, const void *p, size_t i) {
   switch (hccl__dtype_size(dt)) {
   case 1:
     return ((const uint8_t *)p)[i];
   case 2:
     return ((const uint16_t *)p)[i];
-  default:
+  case 4:
     return ((const uint32_t *)p)[i];
+  default:
+    return ((const uint64_t *)p)[i];
   }
 }
 
-static bool is_nan_bits(HcclDataType dt, uint32_t v) {
+static double as_double(HcclDataType dt, uint64_t bits) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_FP16:
+    return ref_half_to_double((uint16_t)bits);
+  case HCCL_DATA_TYPE_BFP16:
+    return ref_bf16_to_double((uint16_t)bits);
+  case HCCL_DATA_TYPE_FP32:
+    return u2f((uint32_t)bits);
+  default: {
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+  }
+  }
+}
+
+static uint64_t from_double(HcclDataType dt, double v) {
+  switch (dt) {
+  case HCCL_DATA_TYPE_FP16:
+    return ref_double_to_half(v);
+  case HCCL_DATA_TYPE_BFP16:
+    return ref_double_to_bf16(v);
+  case HCCL_DATA_TYPE_FP32:
+    return f2u((float)v);
+  default: {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    return u;
+  }
+  }
+}
+
+static bool is_nan_bits(HcclDataType dt, uint64_t v) {
   if (dt == HCCL_DATA_TYPE_FP16) return h_isnan((uint16_t)v);
-  if (dt == HCCL_DATA_TYPE_FP32) return isnan(u2f(v));
+  if (dt == HCCL_DATA_TYPE_BFP16) return bf_isnan((uint16_t)v);
+  if (dt == HCCL_DATA_TYPE_FP32) return isnan(u2f((uint32_t)v));
+  if (dt == HCCL_DATA_TYPE_FP64) return isnan(as_double(dt, v));
   return false;
+}
+
+/* Reference for one element. Returns false when the result must be a NaN (payload free);
+ * else sets *bits. */
+static bool ref_elem(HcclDataType dt, HcclReduceOp op, const void *a, const void *b, size_t i,
+                     uint64_t *bits) {
+  uint64_t ua = load_bits(dt, a, i), ub = load_bits(dt, b, i);
+  if (!is_float_dt(dt)) {
+    *bits = ref_int(dt, op, ua, ub);
+    return true;
+  }
+  double x = as_double(dt, ua), y = as_double(dt, ub);
+  if (isnan(x) || isnan(y)) return false;
+  if (op == HCCL_REDUCE_MAX)
+    *bits = x > y ? ua : ub;
+  else if (op == HCCL_REDUCE_MIN)
+    *bits = x < y ? ua : ub;
+  else
+    *bits = from_double(dt, ref_float(dt, op, x, y));
+  return !is_nan_bits(dt, *bits);
 }
 
 /* Random element bits; floats mostly finite and moderate, with some specials. */
@@ -205,21 +334,39 @@ static void fill_random(HcclDataType dt, void *p, size_t n, uint64_t *s) {
   for (size_t i = 0; i < n; i++) {
     uint64_t r = rng_next(s);
     switch (dt) {
-    case HCCL_DATA_TYPE_INT8:
-      ((uint8_t *)p)[i] = (uint8_t)r;
-      break;
-    case HCCL_DATA_TYPE_INT32:
-      ((uint32_t *)p)[i] = (uint32_t)(r >> 32);
-      break;
-    case HCCL_DATA_TYPE_FP16:
-      ((uint16_t *)p)[i] = (uint16_t)(r >> 40);
-      break;
-    default: {
+    case HCCL_DATA_TYPE_FP32: {
       /* exponent within +-40 of 1 most of the time, raw bits otherwise */
       uint32_t u = (uint32_t)(r >> 32);
       if ((r & 7) != 0) u = (u & 0x807fffffu) | ((uint32_t)(87 + (r >> 8) % 80) << 23);
       ((uint32_t *)p)[i] = u;
+      break;
     }
+    case HCCL_DATA_TYPE_BFP16: {
+      uint16_t u = (uint16_t)(r >> 48);
+      if ((r & 7) != 0) u = (uint16_t)((u & 0x807f) | (uint16_t)((87 + (r >> 8) % 80) << 7));
+      ((uint16_t *)p)[i] = u;
+      break;
+    }
+    case HCCL_DATA_TYPE_FP64: {
+      uint64_t u = r;
+      if ((r & 7) != 0) u = (u & 0x800fffffffffffffULL) | ((uint64_t)(983 + (r >> 8) % 80) << 52);
+      ((uint64_t *)p)[i] = u;
+      break;
+    }
+    default:
+      switch (hccl__dtype_size(dt)) {
+      case 1:
+        ((uint8_t *)p)[i] = (uint8_t)r;
+        break;
+      case 2:
+        ((uint16_t *)p)[i] = (uint16_t)(r >> 40);
+        break;
+      case 4:
+        ((uint32_t *)p)[i] = (uint32_t)(r >> 32);
+        break;
+      default:
+        ((uint64_t *)p)[i] = r;
+      }
     }
   }
 }
@@ -234,27 +381,32 @@ static void test_supported(void **state) {
       for (int o = -2; o <= (int)HCCL_REDUCE_RESERVED + 2; o++) {
         HcclDataType dt = (HcclDataType)d;
         HcclReduceOp op = (HcclReduceOp)o;
-        bool want = (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
-                     dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32) &&
-                    o >= 0 && o < (int)HCCL_REDUCE_RESERVED;
+        bool bitwise = op == HCCL_REDUCE_BAND || op == HCCL_REDUCE_BOR || op == HCCL_REDUCE_BXOR;
+        bool want = d >= 0 && d < (int)HCCL_DATA_TYPE_RESERVED && o >= 0 &&
+                    o < (int)HCCL_REDUCE_RESERVED && !(bitwise && is_float_dt(dt));
         assert_int_equal(hccl__reduce_supported(dt, op), want);
         assert_int_equal(hccl__reduce_kernel(dt, op) != NULL, want);
       }
+      /* a premul sum of any type */
+      uint64_t one = 0;
+      struct hccl_red r;
+      bool valid = d >= 0 && d < (int)HCCL_DATA_TYPE_RESERVED;
+      assert_int_equal(hccl__red_make(&r, (HcclDataType)d, HCCL__RED_PREMUL_SUM, &one, 2), valid);
+      if (valid) assert_true(r.step && r.last && r.only);
     }
     hccl__reduce_force_portable(!before);
   }
-  /* The unsupported convenience call writes nothing. */
-  int64_t x = 1, y = 2, out = 77;
-  hccl__reduce(&out, &x, &y, 1, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_SUM);
-  assert_int_equal(out, 77);
+  assert_string_equal(hccl__op_name(HCCL__RED_PREMUL_SUM), "premul_sum");
+  assert_string_equal(hccl__op_name(HCCL_REDUCE_AVG), "avg");
 }
 
 /* ---- every dtype x op x size x aliasing against the reference ---- */
 
 enum alias { ALIAS_NONE, ALIAS_A, ALIAS_B };
 
-/* Runs one kernel on n elements and checks every element and the canary after the output.
- * Returns the number of mismatches (printed, up to a few). */
+/* Runs one call's finishing kernel (the step's, for ops with no scale) on n elements and
+ * checks every element and the canary after the output. Returns the number of mismatches
+ * (printed, up to a few). */
 static int check_one(HcclDataType dt, HcclReduceOp op, size_t n, enum alias al, int misalign,
                      uint64_t *seed) {
   size_t es = hccl__dtype_size(dt), pad = 64;
@@ -282,18 +434,21 @@ static int check_one(HcclDataType dt, HcclReduceOp op, size_t n, enum alias al, 
     memset(o + off + n * es, 0xa5, bytes - off - n * es);
     pb = out;
   }
-  hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
-  assert_non_null(fn);
-  fn(out, pa, pb, n);
+  struct hccl_red red;
+  uint64_t scalar = premul_bits(dt);
+  assert_true(hccl__red_make(&red, dt, op, &scalar, k_div));
+  red.last(out, pa, pb, n, &red.s);
   int bad = 0;
   for (size_t i = 0; i < n; i++) {
-    uint32_t want = 0, got = load_bits(dt, out, i);
+    uint64_t want = 0, got = load_bits(dt, out, i);
     bool finite = ref_elem(dt, op, a0 + off, b0 + off, i, &want);
     bool ok = finite ? got == want : is_nan_bits(dt, got);
     if (!ok && bad++ < 5)
-      fprintf(stderr, "%s %s n=%zu alias=%d i=%zu a=%#x b=%#x: got %#x want %s%#x\n",
-              hccl__dtype_name(dt), hccl__op_name(op), n, (int)al, i, load_bits(dt, a0 + off, i),
-              load_bits(dt, b0 + off, i), got, finite ? "" : "NaN, e.g. ", want);
+      fprintf(stderr, "%s %s n=%zu alias=%d i=%zu a=%#llx b=%#llx: got %#llx want %s%#llx\n",
+              hccl__dtype_name(dt), hccl__op_name(op), n, (int)al, i,
+              (unsigned long long)load_bits(dt, a0 + off, i),
+              (unsigned long long)load_bits(dt, b0 + off, i), (unsigned long long)got,
+              finite ? "" : "NaN, e.g. ", (unsigned long long)want);
   }
   for (size_t k = off + n * es; k < bytes; k++)
     if (o[k] != 0xa5 && bad++ < 5) fprintf(stderr, "canary overwritten at byte %zu\n", k);
@@ -315,16 +470,91 @@ static void test_kernels_vs_reference(void **state) {
   for (int pass = 0; pass < (fast ? 2 : 1); pass++) {
     bool before = hccl__reduce_force_portable(pass == 0);
     uint64_t seed = 0x1234567;
-    for (size_t d = 0; d < 4; d++)
-      for (size_t o = 0; o < 4; o++)
-        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-          for (int al = ALIAS_NONE; al <= ALIAS_B; al++)
-            for (int mis = 0; mis < 2; mis++, runs++)
-              bad += check_one(k_dtypes[d], k_ops[o], sizes[s], (enum alias)al, mis, &seed);
+    for (size_t d = 0; d < N_DTYPES; d++)
+      for (size_t o = 0; o < N_OPS; o++) {
+        HcclReduceOp op = k_ops[o];
+        bool bitwise = op == HCCL_REDUCE_BAND || op == HCCL_REDUCE_BOR || op == HCCL_REDUCE_BXOR;
+        if (bitwise && is_float_dt(k_dtypes[d])) continue;
+        /* AVG: by 3 (a division) and by 4 (the integer kernels' shift) */
+        for (k_div = 3; k_div <= (op == HCCL_REDUCE_AVG ? 4u : 3u); k_div++)
+          for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+            for (int al = ALIAS_NONE; al <= ALIAS_B; al++)
+              for (int mis = 0; mis < 2; mis++, runs++)
+                bad += check_one(k_dtypes[d], op, sizes[s], (enum alias)al, mis, &seed);
+        k_div = 3;
+      }
     hccl__reduce_force_portable(!before);
   }
-  fprintf(stderr, "kernels vs reference: %d runs, %d mismatches, f16c path %s\n", runs, bad,
+  fprintf(stderr, "kernels vs reference: %d runs, %d mismatches, avx2 set %s\n", runs, bad,
           fast ? "tested" : "not available");
+  assert_int_equal(bad, 0);
+}
+
+/* ---- the float32-accumulating kernels of float16 and bfloat16 (zview.h's chains) ----
+ * A chain of m inputs as one reader combines a block: acc = W(in1) op W(in0), acc = W(ink) op
+ * acc, out = N(post(W(in_m-1) op acc)); against the same steps in double rounded to float
+ * after each (what float32 does), narrowed once at the end. Both sets must agree bit for bit. */
+static void test_wide_chains(void **state) {
+  (void)state;
+  const size_t n = 1037;
+  bool fast = fast_available();
+  int bad = 0;
+  for (int t = 0; t < 2; t++) {
+    HcclDataType dt = t ? HCCL_DATA_TYPE_BFP16 : HCCL_DATA_TYPE_FP16;
+    const HcclReduceOp ops[] = {HCCL_REDUCE_SUM, HCCL_REDUCE_PROD, HCCL_REDUCE_AVG,
+                                HCCL__RED_PREMUL_SUM};
+    for (size_t oi = 0; oi < 4; oi++) {
+      HcclReduceOp op = ops[oi];
+      for (int m = 3; m <= 8; m++) {
+        uint16_t *in[8], *outs[2];
+        float *acc = malloc(n * sizeof(float));
+        uint64_t seed = 77 + (uint64_t)m;
+        for (int k = 0; k < m; k++) {
+          in[k] = malloc(n * 2);
+          for (size_t i = 0; i < n; i++) { /* moderate values: no overflow in a product of 8 */
+            double v = ((double)(rng_next(&seed) >> 11) * 0x1p-53 - 0.5) * 4;
+            in[k][i] = (uint16_t)from_double(dt, v);
+          }
+        }
+        for (int pass = 0; pass < 2; pass++) {
+          bool before = hccl__reduce_force_portable(pass == 0);
+          struct hccl_red r;
+          uint64_t scalar = premul_bits(dt);
+          assert_true(hccl__red_make(&r, dt, op, &scalar, (uint32_t)m));
+          assert_non_null(r.wfirst);
+          outs[pass] = malloc(n * 2);
+          r.wfirst(acc, in[1], in[0], n, &r.s);
+          for (int k = 2; k < m - 1; k++)
+            r.wstep(acc, in[k], acc, n, &r.s);
+          r.wfinal(outs[pass], in[m - 1], acc, n, &r.s);
+          hccl__reduce_force_portable(!before);
+        }
+        for (size_t i = 0; i < n; i++) {
+          bool prod = op == HCCL_REDUCE_PROD;
+          double v = as_double(dt, in[0][i]);
+          for (int k = 1; k < m; k++) {
+            double x = as_double(dt, in[k][i]);
+            v = (float)(prod ? x * v : x + v);
+          }
+          if (op == HCCL_REDUCE_AVG) v = (float)(v / m);
+          if (op == HCCL__RED_PREMUL_SUM)
+            v = (float)(v * (dt == HCCL_DATA_TYPE_FP16
+                                 ? ref_half_to_double((uint16_t)premul_bits(dt))
+                                 : ref_bf16_to_double((uint16_t)premul_bits(dt))));
+          uint16_t want = (uint16_t)from_double(dt, v);
+          for (int pass = 0; pass < (fast ? 2 : 1); pass++)
+            if (outs[pass][i] != want && bad++ < 5)
+              fprintf(stderr, "%s %s chain of %d, i=%zu: got %#x want %#x (pass %d)\n",
+                      hccl__dtype_name(dt), hccl__op_name(op), m, i, outs[pass][i], want, pass);
+        }
+        for (int k = 0; k < m; k++)
+          free(in[k]);
+        free(outs[0]);
+        free(outs[1]);
+        free(acc);
+      }
+    }
+  }
   assert_int_equal(bad, 0);
 }
 
@@ -337,37 +567,37 @@ static void test_integer_wrap(void **state) {
     int8_t a8[] = {127, 16, -128, -128, -1, 127, -128, 100};
     int8_t b8[] = {1, 16, -1, -128, -128, -128, 127, 3};
     int8_t o8[8];
-    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM);
+    reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM);
     assert_int_equal(o8[0], -128); /* 127 + 1 */
     assert_int_equal(o8[2], 127);  /* -128 + -1 */
     assert_int_equal(o8[3], 0);    /* -128 + -128 */
-    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_PROD);
+    reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_PROD);
     assert_int_equal(o8[1], 0);    /* 16 * 16 = 256 */
     assert_int_equal(o8[2], -128); /* -128 * -1 = 128 */
     assert_int_equal(o8[3], 0);    /* 16384 */
     assert_int_equal(o8[5], -128); /* 127 * -128 = -16256 = -128 mod 256 */
     assert_int_equal(o8[7], 44);   /* 300 - 256 */
-    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX);
+    reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MAX);
     assert_int_equal(o8[5], 127);
-    hccl__reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MIN);
+    reduce(o8, a8, b8, 8, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_MIN);
     assert_int_equal(o8[5], -128);
 
     int32_t a32[] = {INT32_MAX, INT32_MIN, INT32_MIN, 65536, INT32_MAX, -7};
     int32_t b32[] = {1, -1, INT32_MIN, 65536, INT32_MAX, 3};
     int32_t o32[6];
-    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM);
+    reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM);
     assert_int_equal(o32[0], INT32_MIN);
     assert_int_equal(o32[1], INT32_MAX);
     assert_int_equal(o32[2], 0);
-    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_PROD);
+    reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_PROD);
     assert_int_equal(o32[1], INT32_MIN); /* INT_MIN * -1 */
     assert_int_equal(o32[2], 0);
     assert_int_equal(o32[3], 0); /* 2^32 */
     assert_int_equal(o32[4], 1); /* (2^31-1)^2 = 1 mod 2^32 */
     assert_int_equal(o32[5], -21);
-    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX);
+    reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX);
     assert_int_equal(o32[1], -1);
-    hccl__reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN);
+    reduce(o32, a32, b32, 6, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN);
     assert_int_equal(o32[1], INT32_MIN);
     hccl__reduce_force_portable(!before);
   }
@@ -480,12 +710,12 @@ static void test_f16_random_pairs(void **state) {
   for (size_t o = 0; o < 4; o++) {
     HcclReduceOp op = k_ops[o];
     bool before = hccl__reduce_force_portable(true);
-    hccl__reduce(r0, a, b, n, HCCL_DATA_TYPE_FP16, op);
+    reduce(r0, a, b, n, HCCL_DATA_TYPE_FP16, op);
     hccl__reduce_force_portable(false);
-    hccl__reduce(r1, a, b, n, HCCL_DATA_TYPE_FP16, op);
+    reduce(r1, a, b, n, HCCL_DATA_TYPE_FP16, op);
     hccl__reduce_force_portable(!before);
     for (size_t i = 0; i < n; i++) {
-      uint32_t want = 0;
+      uint64_t want = 0;
       bool finite = ref_elem(HCCL_DATA_TYPE_FP16, op, a, b, i, &want);
       bool ok0 = finite ? r0[i] == want : h_isnan(r0[i]);
       bool ok1 = finite ? r1[i] == want : h_isnan(r1[i]);
@@ -494,7 +724,7 @@ static void test_f16_random_pairs(void **state) {
       bool same = r0[i] == r1[i] || (both_nan_in && h_isnan(r0[i]) && h_isnan(r1[i]));
       if ((!ok0 || !ok1) && bad++ < 5)
         fprintf(stderr, "f16 %s %#x, %#x: portable %#x f16c %#x want %#x\n", hccl__op_name(op),
-                a[i], b[i], r0[i], r1[i], want);
+                a[i], b[i], r0[i], r1[i], (unsigned)want);
       diff_paths += !same;
     }
   }
@@ -523,46 +753,46 @@ static void test_nan_inf(void **state) {
       uint16_t ha[9] = {hnan, h1, hnan, hinf, hnan, hninf, hnan, hm2, hnan};
       uint16_t hb[9] = {h1, hnan, hinf, hnan, hninf, hnan, hnan, hnan, hm2};
       uint16_t ho[9];
-      hccl__reduce(ho, ha, hb, 9, HCCL_DATA_TYPE_FP16, op);
+      reduce(ho, ha, hb, 9, HCCL_DATA_TYPE_FP16, op);
       for (int i = 0; i < 9; i++)
         assert_true(h_isnan(ho[i]));
       float fa[9] = {fnan, 1, fnan, finf, fnan, -finf, fnan, -2, fnan};
       float fb[9] = {1, fnan, finf, fnan, -finf, fnan, fnan, fnan, -2};
       float fo[9];
-      hccl__reduce(fo, fa, fb, 9, HCCL_DATA_TYPE_FP32, op);
+      reduce(fo, fa, fb, 9, HCCL_DATA_TYPE_FP32, op);
       for (int i = 0; i < 9; i++)
         assert_true(isnan(fo[i]));
     }
     /* Inf + -Inf = NaN; Inf * 0 = NaN; max(Inf, x) = Inf; min(-Inf, x) = -Inf. */
     uint16_t ha[3] = {hinf, hinf, 0x3555}, hb[3] = {hninf, 0x0000, hinf}, ho[3];
-    hccl__reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
+    reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
     assert_true(h_isnan(ho[0]));
-    hccl__reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_PROD);
+    reduce(ho, ha, hb, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_PROD);
     assert_true(h_isnan(ho[1]));
-    hccl__reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MAX);
+    reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MAX);
     assert_int_equal(ho[0], hinf);
     assert_int_equal(ho[1], hinf);
     assert_int_equal(ho[2], hinf);
-    hccl__reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MIN);
+    reduce(ho, ha, hb, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_MIN);
     assert_int_equal(ho[0], hninf);
     assert_int_equal(ho[2], 0x3555);
-    hccl__reduce(ho, hb, ha, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM); /* 1/3 + Inf */
+    reduce(ho, hb, ha, 3, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM); /* 1/3 + Inf */
     assert_int_equal(ho[2], hinf);
     uint16_t big[2] = {0x7bff, 0x7bff}; /* 65504 + 65504 overflows to Inf */
-    hccl__reduce(ho, big, big, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
+    reduce(ho, big, big, 2, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM);
     assert_int_equal(ho[0], hinf);
 
     float fa[3] = {finf, finf, 5}, fb[3] = {-finf, 0, finf}, fo[3];
-    hccl__reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
+    reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
     assert_true(isnan(fo[0]));
-    hccl__reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_PROD);
+    reduce(fo, fa, fb, 2, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_PROD);
     assert_true(isnan(fo[1]));
-    hccl__reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX);
+    reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MAX);
     assert_true(fo[0] == finf && fo[1] == finf && fo[2] == finf);
-    hccl__reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MIN);
+    reduce(fo, fa, fb, 3, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_MIN);
     assert_true(fo[0] == -finf && fo[1] == 0 && fo[2] == 5);
     float fbig[1] = {3e38f};
-    hccl__reduce(fo, fbig, fbig, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
+    reduce(fo, fbig, fbig, 1, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM);
     assert_true(fo[0] == finf);
     hccl__reduce_force_portable(!before);
   }
@@ -582,7 +812,7 @@ static double bench_one(hccl__reduce_fn fn, void *out, const void *a, const void
   double best = 1e9;
   for (int it = 0; it < iters; it++) {
     double t0 = now_s();
-    fn(out, a, b, n);
+    fn(out, a, b, n, NULL);
     double t = now_s() - t0;
     if (t < best) best = t;
   }
@@ -640,7 +870,7 @@ static void test_bench(void **state) {
   printf("# reduce kernels, 4 MiB output, GB/s of output (best of 30)\n");
   printf("%-6s %-5s %10s %10s %10s\n", "type", "op", fast ? "avx2/f16c" : "-", "in-place",
          "portable");
-  for (size_t d = 0; d < 4; d++) {
+  for (size_t d = 0; d < N_DTYPES; d++) {
     HcclDataType dt = k_dtypes[d];
     size_t n = bytes / hccl__dtype_size(dt);
     uint64_t seed = 99;
@@ -671,6 +901,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_supported, setup_alarm),
       cmocka_unit_test_setup(test_kernels_vs_reference, setup_alarm),
+      cmocka_unit_test_setup(test_wide_chains, setup_alarm),
       cmocka_unit_test_setup(test_integer_wrap, setup_alarm),
       cmocka_unit_test_setup(test_f16_roundtrip_exhaustive, setup_alarm),
       cmocka_unit_test_setup(test_f16_rounding, setup_alarm),

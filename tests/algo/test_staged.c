@@ -194,6 +194,10 @@ static int order_rank(int rank, int n, void *arg) {
   int failures = 0;
   for (int d = 0; d < 2; d++)
     for (int o = 0; o < 4; o++) {
+      /* float16 sum and product over 3+ ranks are accumulated in float32 by the one reader of
+       * each block and rounded once, where the ring rounds at every hop: not the ring's bits
+       * (tests/core/test_dtypes.c holds both to their bounds against float64). */
+      if (fdt[d] == HCCL_DATA_TYPE_FP16 && o < 2 && n > 2) continue;
       size_t cnt = 262147, es = cc_dtype_size(fdt[d]);
       unsigned char *send = malloc(cnt * es), *got = malloc(cnt * es), *ring = malloc(cnt * es);
       RANK_CHECK(send && got && ring, "no memory");

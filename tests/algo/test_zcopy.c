@@ -397,6 +397,10 @@ static int order_rank(int rank, int n, void *arg) {
   for (int coll = AR; coll <= RS; coll++)
     for (int d = 0; d < 2; d++)
       for (int o = 0; o < 4; o++) {
+        /* float16 sum and product over 3+ ranks are accumulated in float32 by the one reader of
+         * each block and rounded once, where the ring rounds at every hop: not the ring's bits
+         * (tests/core/test_dtypes.c holds both to their bounds against float64). */
+        if (fdt[d] == HCCL_DATA_TYPE_FP16 && o < 2 && n > 2) continue;
         size_t cnt = coll == AR ? 262147 : 33331, es = cc_dtype_size(fdt[d]);
         size_t sn = coll == RS ? (size_t)n * cnt : cnt;
         unsigned char *send, *got, *ring = malloc(cnt * es);

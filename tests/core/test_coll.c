@@ -6,7 +6,9 @@
  * reduce-scatter, allgather, broadcast and reduce from the first, the last and a middle rank,
  * barrier)
  * over dtypes x ops x counts (0, 1, 7, 33333, and for a subset 1 MiB and 3 MiB + 5 elements,
- * more than the staging buffer) x in-place / out-of-place. Every element is compared with a
+ * more than the staging buffer) x in-place / out-of-place: the four original types with sum,
+ * prod, max and min at every count, every other (type, op) pair (twelve types, avg and the
+ * bitwise ops too) at 1, 7 and 33333. Every element is compared with a
  * reference computed locally from every rank's deterministic input (coll_check.h); an
  * out-of-place call must leave its send buffer untouched, and nothing may be written in the
  * guard bytes around any buffer. A mismatch prints the collective, dtype, op, count, root,
@@ -366,6 +368,22 @@ static int sweep(sweep_t *s) {
       }
     }
   }
+  /* Every other (type, op) the library reduces: the other eight types with sum, prod, max
+   * and min, and every type with avg and (integers) the bitwise ops, at the small counts but
+   * 0, from the last rank. */
+  for (int d = 0; d < (int)HCCL_DATA_TYPE_RESERVED; d++)
+    for (int op = 0; op < (int)HCCL_REDUCE_RESERVED; op++) {
+      HcclDataType dt = (HcclDataType)d;
+      int core = (dt == HCCL_DATA_TYPE_INT8 || dt == HCCL_DATA_TYPE_INT32 ||
+                  dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_FP32) &&
+                 op < (int)HCCL_REDUCE_AVG;
+      if (core || !cc_reduces(dt, (HcclReduceOp)op)) continue;
+      for (size_t k = 1; k < NSMALL; k++) {
+        if (run_allreduce(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
+        if (run_reduce_scatter(s, dt, (HcclReduceOp)op, SMALL[k])) return -1;
+        if (run_reduce(s, dt, (HcclReduceOp)op, SMALL[k], roots[nroots - 1])) return -1;
+      }
+    }
   for (size_t d = 0; d < sizeof(MOVE_DT) / sizeof(MOVE_DT[0]); d++) {
     HcclDataType dt = MOVE_DT[d];
     int big = dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_INT8;

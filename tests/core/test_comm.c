@@ -678,17 +678,31 @@ static int bad_args_body(int rank, int nranks, void *argp) {
                    "broadcast root == nranks", root_s);
   bad |=
       expect_rc(HcclReduce(a, b, 4, I32, SUM, 77, comm, NULL), HCCL_E_PARA, "reduce root 77", "77");
-  /* unsupported reduction types: the message names the dtype */
-  rc = HcclReduce(a, b, 4, HCCL_DATA_TYPE_INT64, SUM, 0, comm, NULL);
-  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "reduce int64: %d", rc);
-  RANK_CHECK(strstr(HcclGetLastErrorMessage(), "int64"), "reduce int64: message: %s",
-             HcclGetLastErrorMessage());
-  rc = HcclAllReduce(a, b, 4, HCCL_DATA_TYPE_INT64, HCCL_REDUCE_MAX, comm, NULL);
-  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "allreduce int64: %d", rc);
-  RANK_CHECK(strstr(HcclGetLastErrorMessage(), "int64"), "allreduce int64: message: %s",
-             HcclGetLastErrorMessage());
-  rc = HcclReduceScatter(b, a, 2, HCCL_DATA_TYPE_FP64, SUM, comm, NULL);
-  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "reduce-scatter fp64: %d", rc);
+  /* a bitwise reduction of a float type is refused, the message naming the op and the type */
+  rc = HcclReduce(a, b, 4, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_BAND, 0, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT, "reduce fp32 band: %d", rc);
+  RANK_CHECK(strstr(HcclGetLastErrorMessage(), "band") &&
+                 strstr(HcclGetLastErrorMessage(), "float"),
+             "reduce fp32 band: message: %s", HcclGetLastErrorMessage());
+  rc = HcclAllReduce(a, b, 2, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_BXOR, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_NOT_SUPPORT, "allreduce fp64 bxor: %d", rc);
+  /* premul sum ops: made per communicator, for one type; anything else is refused by name */
+  HcclReduceOp pm;
+  float half_f = 0.5f;
+  RANK_CHECK(HcclRedOpCreatePreMulSum(&pm, &half_f, HCCL_DATA_TYPE_FP32, HCCL_SCALAR_HOST_IMMEDIATE,
+                                      comm) == HCCL_SUCCESS,
+             "premul create: %s", HcclGetLastErrorMessage());
+  rc = HcclAllReduce(a, b, 4, I32, pm, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_PARA && strstr(HcclGetLastErrorMessage(), "made for data type float"),
+             "premul op on int32: %d %s", rc, HcclGetLastErrorMessage());
+  RANK_CHECK(HcclRedOpDestroy(pm, comm) == HCCL_SUCCESS, "premul destroy");
+  rc = HcclAllReduce(a, b, 4, HCCL_DATA_TYPE_FP32, pm, comm, NULL);
+  RANK_CHECK(rc == HCCL_E_PARA && strstr(HcclGetLastErrorMessage(), "not valid"),
+             "destroyed premul op: %d %s", rc, HcclGetLastErrorMessage());
+  RANK_CHECK(HcclRedOpDestroy(HCCL_REDUCE_SUM, comm) == HCCL_E_PARA, "destroy of sum");
+  RANK_CHECK(HcclRedOpCreatePreMulSum(&pm, &half_f, HCCL_DATA_TYPE_FP32, (HcclScalarResidence)7,
+                                      comm) == HCCL_E_PARA,
+             "residence 7");
   rc = HcclAllReduce(a, b, 4, I32, HCCL_REDUCE_RESERVED, comm, NULL);
   RANK_CHECK(rc == HCCL_E_NOT_SUPPORT || rc == HCCL_E_PARA, "allreduce bad op: %d", rc);
   rc = HcclBroadcast(a, 4, HCCL_DATA_TYPE_RESERVED, 0, comm, NULL);

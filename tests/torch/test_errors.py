@@ -31,15 +31,18 @@ def bad_args_case():
     import torch.distributed as dist
     from torch.distributed import ReduceOp
     rank, n = H.init()
-    # torch 2.x's unsigned 32-bit integers are no type hccl reduces (torch 1.13 has no dtype
-    # left that hccl does not reduce: test_ops' dtype sweep): refused by name, by each reduction.
-    dt = getattr(torch, "uint32", None)
+    # torch 2.x's float8 types are no type hccl reduces (torch 1.13 has no dtype left that hccl
+    # does not reduce: test_ops' dtype sweep): refused by name, by each reduction.
+    dt = getattr(torch, "float8_e4m3fn", None)
     if dt is not None:
-        print(expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dt)), "torch.uint32",
-                           "is not supported for reductions", "torch.bfloat16"))
-        expect_error(lambda: dist.reduce(torch.ones(4, dtype=dt), 0), "torch.uint32")
-        expect_error(lambda: dist.reduce_scatter_tensor(torch.ones(1, dtype=dt),
-                                                        torch.ones(n, dtype=dt)), "torch.uint32")
+        print(expect_error(lambda: dist.all_reduce(torch.zeros(4, dtype=dt)),
+                           "torch.float8_e4m3fn", "is not supported for reductions",
+                           "torch.bfloat16"))
+        expect_error(lambda: dist.reduce(torch.zeros(4, dtype=dt), 0), "torch.float8_e4m3fn")
+        expect_error(lambda: dist.reduce_scatter_tensor(torch.zeros(1, dtype=dt),
+                                                        torch.zeros(n, dtype=dt)),
+                     "torch.float8_e4m3fn")
+    # (complex PRODUCT, MIN and MAX torch refuses itself, before the backend sees them)
     for op in ("BAND", "BOR", "BXOR"):
         print(expect_error(lambda: dist.all_reduce(torch.ones(4), op=getattr(ReduceOp, op)), op,
                            "torch.float32", "integer types"))
@@ -68,6 +71,11 @@ def mismatch_case():
     assert "they differ in count" in msg, msg
     # The communicator is broken now: the next call says so at once.
     expect_error(lambda: dist.all_reduce(torch.ones(2)), "failed earlier")
+    # A dtype that differs between ranks is named as one (float32 against float64).
+    g = dist.new_group(list(range(n)))
+    t = torch.ones(10, dtype=torch.float64 if rank == n - 1 else torch.float32)
+    msg = expect_error(lambda: dist.all_reduce(t, group=g), "hccl allreduce failed")
+    assert "they differ in data type" in msg and "float" in msg and "double" in msg, msg
     # Another collective on one rank, in a fresh group: a broadcast against an all_reduce.
     g = dist.new_group(list(range(n)))
     t = torch.ones(64)

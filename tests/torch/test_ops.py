@@ -3,13 +3,15 @@
 each rank computes for itself, at world sizes 1, 2, 4 and 8 (real processes).
 
 Reductions: the card's int8, int32, float16, float32, and the types torch users reduce
-beyond them (uint8, int16, int64, float64, bfloat16, bool: torch_hccl/csrc/reduce_route.hpp)
+beyond them (uint8, int16, int64, float64, bfloat16, bool, and torch 2.x's uint16, uint32,
+uint64: torch_hccl/csrc/reduce_route.hpp)
 x SUM, PRODUCT, MIN, MAX, AVG (not bool) and BAND, BOR, BXOR (integer types and bool) x sizes
 0, 1, 7, 33333 and one large size, contiguous and non-contiguous; all_reduce, reduce and both
 reduce-scatters. Byte-moving operations also run on int64, float64, bool and bfloat16. Every
 operation is also run with async_op=True through Work.wait / is_completed / get_future.
 Inputs are integers small enough that every result is exact in every dtype (integer
-wrap-around included, as C does it; AVG on integers rounds toward zero, as NCCL's).
+wrap-around included, as C does it; AVG on integers divides the wrapped sum, rounding toward
+zero, as NCCL's).
 """
 import os
 import sys
@@ -73,7 +75,9 @@ def ops_case():
                 e = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or,
                      "BXOR": torch.bitwise_xor}[op](e, v)
         if op == "AVG":
-            e = e / n if dtype.is_floating_point else torch.div(e, n, rounding_mode="trunc")
+            # integers: the sum wraps in the type first (torch's own arithmetic and NCCL's do)
+            e = e / n if dtype.is_floating_point else torch.div(e.to(dtype).to(wide), n,
+                                                                rounding_mode="trunc")
         return e.to(dtype)  # int8 and uint8 wrap as C does
 
     def ops_for(tname):
@@ -139,12 +143,32 @@ def ops_case():
         dist.all_reduce(t, op=getattr(ReduceOp, op))
         same(t, expect_reduce(LARGE, dt(tname), op), "all_reduce large %s %s" % (tname, op))
 
-    # bfloat16 is summed in float32 and rounded once: 256 + (n - 1) ones, which a sum in
-    # bfloat16 itself would leave at 256 (its spacing there is 2).
-    t = torch.full((5,), 256.0 if rank == 0 else 1.0, dtype=torch.bfloat16)
+    # bfloat16 of 64 KiB and more (zero-copy or staged inside a server, where one rank reads
+    # every input of a block) is summed in float32 and rounded once: 256 + (n - 1) ones,
+    # which a sum rounded to bfloat16 at each step would leave at 256 or 258 (its spacing
+    # there is 2). Smaller ones round at each hop, as NCCL's (docs/design.md, "Precision").
+    t = torch.full((1 << 19,), 256.0 if rank == 0 else 1.0, dtype=torch.bfloat16)
     dist.all_reduce(t)
-    same(t, torch.full((5,), 256.0 + n - 1, dtype=torch.float64).to(torch.bfloat16),
+    same(t, torch.full((1 << 19,), 256.0 + n - 1, dtype=torch.float64).to(torch.bfloat16),
          "all_reduce bfloat16 rounded once")
+
+    # torch 2.x's uint16, uint32, uint64 (few torch ops take them: plain values, checked as
+    # int64): sum wraps at the type's width, max and min compare unsigned.
+    for tname, bits in (("uint16", 16), ("uint32", 32), ("uint64", 64)):
+        ut = getattr(torch, tname, None)
+        if ut is None:
+            continue
+        top = (1 << bits) - 1
+        for op, want in (("SUM", (sum(top - r for r in range(n))) % (1 << bits)),
+                         ("MAX", top), ("MIN", top - (n - 1))):
+            t = torch.tensor([top - rank] * 9, dtype=torch.int64 if bits < 64 else torch.uint64)
+            if bits < 64:
+                t = t.to(ut)
+            dist.all_reduce(t, op=getattr(ReduceOp, op))
+            got = [int(x) for x in t.tolist()]
+            checks[0] += 1
+            assert got == [want] * 9, "rank %d: all_reduce %s %s: got %s want %s" % (
+                rank, tname, op, got[:3], want)
 
     # all_reduce_coalesced: several tensors, one call.
     ts = [value(rank, c, torch.float32) for c in (3, 0, 1000, 7)]

@@ -215,35 +215,22 @@ c10::intrusive_ptr<HcclWork> ProcessGroupHCCL::newWork(c10d::OpType type, const 
 }
 
 /* Starts `plan` on the contiguous buf (the caller's tensor or its staging copy) for work w:
- * the library call (its request added to w), or, on the Wide route, the whole blocking
- * reduction. Adds the success step that leaves the result in buf (AVG's division, the
- * conversion back from a widened copy) where this rank gets one (`mine`). */
+ * one library call, its request added to w; the library's result is final (AVG and PREMUL_SUM
+ * included). */
 void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tensor buf,
-                                   int64_t root, bool mine, const char* what) {
+                                   int64_t root, const char* what) {
   HcclComm comm = core_->comm();
-  if (plan.route == Route::Wide) {
-    wideReduce(comm, getRank(), getSize(), buf, plan, root, what);
-    return;
-  }
-  at::Tensor lib = plan.route == Route::Widen ? buf.to(plan.via) : buf;
-  uint64_t count = directCount(lib);
+  LibOp op(plan, comm, what);
+  uint64_t count = libCount(plan, buf);
   HcclRequest req;
   if (root < 0)
-    checkHccl(HcclAllReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op, comm, &req),
+    checkHccl(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(), comm, &req),
           what);
   else
-    checkHccl(HcclReduce(lib.data_ptr(), lib.data_ptr(), count, plan.dtype, plan.op,
+    checkHccl(HcclReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(),
                      static_cast<uint32_t>(root), comm, &req),
           what);
   w.addRequest(req);
-  w.keep(lib);
-  bool divide = plan.avg && mine, convert = !lib.is_same(buf) && mine;
-  int n = getSize();
-  if (divide || convert)
-    w.onSuccess([lib, buf, divide, convert, n]() mutable {
-      if (divide) averageOf(lib, n);
-      if (convert) buf.copy_(lib);
-    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduceCall(c10d::OpType type, const char* what,
@@ -255,7 +242,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduceCall(c10d::OpType type, c
   auto w = newWork(type, what, {tensor});
   bool mine = root < 0 || root == getRank();
   w->keep(buf);
-  startReduce(*w, plan, buf, root, mine, what);
+  startReduce(*w, plan, buf, root, what);
   if (mine && !buf.is_same(tensor)) w->onSuccess([tensor, buf]() mutable { tensor.copy_(buf); });
   if (w->idle()) w->completeNow();
   return w;
@@ -351,7 +338,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
   for (auto& t : tensors) flat.push_back(t.reshape({-1}));
   at::Tensor buf = at::cat(flat);
   w->keep(buf);
-  startReduce(*w, plan, buf, -1, true, what);
+  startReduce(*w, plan, buf, -1, what);
   std::vector<at::Tensor> outs = tensors;
   w->onSuccess([outs, buf]() mutable {
     int64_t off = 0;
@@ -584,30 +571,15 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
               output.numel(), ")");
   ReducePlan plan = planReduce(input, op, what);
   at::Tensor in = dense(input), out = dense(output);
-  if (plan.route == Route::Wide) {
-    wideReduceScatter(core_->comm(), getSize(), in, out, plan, what);
-    if (!out.is_same(output)) output.copy_(out);
-    return;
-  }
-  at::Tensor lin = in, lout = out;
-  if (plan.route == Route::Widen) {
-    lin = in.to(plan.via);
-    lout = at::empty(out.sizes(), out.options().dtype(plan.via));
-  }
+  LibOp lop(plan, core_->comm(), what);
   HcclRequest req;
-  checkHccl(HcclReduceScatter(lin.data_ptr(), lout.data_ptr(), directCount(lout), plan.dtype, plan.op,
-                          core_->comm(), &req),
-        what);
+  checkHccl(HcclReduceScatter(in.data_ptr(), out.data_ptr(), libCount(plan, out), plan.dtype,
+                              lop.get(), core_->comm(), &req),
+            what);
   w.addRequest(req);
-  w.keep(lin);
-  w.keep(lout);
-  bool copyBack = !lout.is_same(output);
-  int n = getSize();
-  if (copyBack || plan.avg)
-    w.onSuccess([output, lout, copyBack, avg = plan.avg, n]() mutable {
-      if (avg) averageOf(lout, n);
-      if (copyBack) output.copy_(lout);
-    });
+  w.keep(in);
+  w.keep(out);
+  if (!out.is_same(output)) w.onSuccess([output, out]() mutable { output.copy_(out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(

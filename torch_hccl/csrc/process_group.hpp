@@ -111,7 +111,7 @@ class ProcessGroupHCCL : public BackendBase {
                                             at::Tensor& tensor, const c10d::ReduceOp& op,
                                             int64_t root);
   void startReduce(HcclWork& w, const ReducePlan& plan, at::Tensor buf, int64_t root,
-                   bool mine, const char* what);
+                   const char* what);
   void allgatherInto(HcclWork& w, at::Tensor output, at::Tensor input, const char* what);
   void reduceScatterInto(HcclWork& w, at::Tensor output, at::Tensor input,
                          const c10d::ReduceOp& op, const char* what);

@@ -6,8 +6,10 @@
 #include <c10/util/Exception.h>
 
 #include <cctype>
+#include <cstring>
 #include <string>
 
+#include "compat.hpp"
 #include "work.hpp"
 
 namespace torch_hccl {
@@ -58,7 +60,11 @@ HcclReduceOp libOp(c10d::ReduceOp::RedOpType op) {
     case c10d::ReduceOp::PRODUCT: return HCCL_REDUCE_PROD;
     case c10d::ReduceOp::MIN: return HCCL_REDUCE_MIN;
     case c10d::ReduceOp::MAX: return HCCL_REDUCE_MAX;
-    default: return HCCL_REDUCE_SUM; /* SUM, and AVG's sum */
+    case c10d::ReduceOp::AVG: return HCCL_REDUCE_AVG;
+    case c10d::ReduceOp::BAND: return HCCL_REDUCE_BAND;
+    case c10d::ReduceOp::BOR: return HCCL_REDUCE_BOR;
+    case c10d::ReduceOp::BXOR: return HCCL_REDUCE_BXOR;
+    default: return HCCL_REDUCE_SUM; /* SUM, and PREMUL_SUM's sum */
   }
 }
 
@@ -72,24 +78,54 @@ bool isBitwise(c10d::ReduceOp::RedOpType op) {
               " is not supported; ", rule);
 }
 
-/* Folds the p rows of v ([p, blk]) into row 0's copy, in rank order, in v's own type. */
-at::Tensor foldRows(const at::Tensor& v, c10d::ReduceOp::RedOpType op) {
-  at::Tensor acc = v[0].clone();
-  for (int64_t j = 1; j < v.size(0); j++) {
-    at::Tensor row = v[j];
-    switch (op) {
-      case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::AVG: acc.add_(row); break;
-      case c10d::ReduceOp::PRODUCT: acc.mul_(row); break;
-      case c10d::ReduceOp::MIN: at::minimum_out(acc, acc, row); break;
-      case c10d::ReduceOp::MAX: at::maximum_out(acc, acc, row); break;
-      case c10d::ReduceOp::BAND: acc.bitwise_and_(row); break;
-      case c10d::ReduceOp::BOR: acc.bitwise_or_(row); break;
-      case c10d::ReduceOp::BXOR: acc.bitwise_xor_(row); break;
-      default: TORCH_CHECK(false, "hccl: no fold for ReduceOp.", opName(op));
-    }
+/* The library type of a real torch type (complex: its parts'), or RESERVED for none. */
+HcclDataType libType(at::ScalarType st) {
+  switch (st) {
+    case at::kChar: return HCCL_DATA_TYPE_INT8;
+    case at::kByte:
+    case at::kBool: return HCCL_DATA_TYPE_UINT8;
+    case at::kShort: return HCCL_DATA_TYPE_INT16;
+    case at::kInt: return HCCL_DATA_TYPE_INT32;
+    case at::kLong: return HCCL_DATA_TYPE_INT64;
+    case at::kHalf: return HCCL_DATA_TYPE_FP16;
+    case at::kBFloat16: return HCCL_DATA_TYPE_BFP16;
+    case at::kFloat:
+    case at::kComplexFloat: return HCCL_DATA_TYPE_FP32;
+    case at::kDouble:
+    case at::kComplexDouble: return HCCL_DATA_TYPE_FP64;
+#if TORCH_VERSION_MAJOR >= 2
+    case at::ScalarType::UInt16: return HCCL_DATA_TYPE_UINT16;
+    case at::ScalarType::UInt32: return HCCL_DATA_TYPE_UINT32;
+    case at::ScalarType::UInt64: return HCCL_DATA_TYPE_UINT64;
+#endif
+    default: return HCCL_DATA_TYPE_RESERVED;
   }
-  return acc;
+}
+
+/* PREMUL_SUM's factor, as a double (torch gives a number or a one-element tensor). */
+double premulFactor(const c10d::ReduceOp& op, const char* what) {
+  auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(sup != nullptr, "hccl ", what, ": ReduceOp.PREMUL_SUM carries no factor");
+#if TORCH_VERSION_MAJOR >= 2
+  if (sup->tensor_factor.defined()) return sup->tensor_factor.item<double>();
+#else
+  if (!sup->tensor_factors.empty()) return sup->tensor_factors[0].item<double>();
+#endif
+  return sup->double_factor;
+}
+
+/* f as one element of dt (the bytes HcclRedOpCreatePreMulSum reads). */
+uint64_t scalarBits(HcclDataType dt, double f) {
+  uint64_t bits = 0;
+  auto put = [&bits](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dt) {
+    case HCCL_DATA_TYPE_FP16: put(c10::Half(static_cast<float>(f)).x); break;
+    case HCCL_DATA_TYPE_BFP16: put(c10::BFloat16(static_cast<float>(f)).x); break;
+    case HCCL_DATA_TYPE_FP32: put(static_cast<float>(f)); break;
+    case HCCL_DATA_TYPE_FP64: put(f); break;
+    default: put(static_cast<int64_t>(f)); break; /* integers: the low bytes are read */
+  }
+  return bits;
 }
 
 }  // namespace
@@ -97,117 +133,43 @@ at::Tensor foldRows(const at::Tensor& v, c10d::ReduceOp::RedOpType op) {
 ReducePlan planReduce(const at::Tensor& t, const c10d::ReduceOp& op, const char* what) {
   auto o = static_cast<c10d::ReduceOp::RedOpType>(op);
   at::ScalarType st = t.scalar_type();
-  ReducePlan p{Route::Direct, HCCL_DATA_TYPE_FP32, libOp(o), st, o, o == c10d::ReduceOp::AVG};
-  bool integral = at::isIntegralType(st, /*includeBool=*/true);
-  if (o == c10d::ReduceOp::PREMUL_SUM || o == c10d::ReduceOp::UNUSED)
-    refuse(what, st, o, "hccl reduces with SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR and BXOR");
-  if (p.avg && st == at::kBool)
-    refuse(what, st, o, "AVG takes numbers: use SUM (a logical or) or MIN (a logical and)");
-  if (isBitwise(o)) {
-    if (!integral) refuse(what, st, o, "bitwise reductions take integer types and torch.bool");
-    p.route = Route::Wide;
-    return p;
+  bool complex = at::isComplexType(st), integral = at::isIntegralType(st, /*includeBool=*/true);
+  ReducePlan p{libType(st), libOp(o), o == c10d::ReduceOp::PREMUL_SUM, 0, complex ? 2 : 1};
+  if (p.dtype == HCCL_DATA_TYPE_RESERVED)
+    TORCH_CHECK(false, "hccl ", what, ": dtype ", dtypeName(st),
+                " is not supported for reductions; hccl reduces torch.bool, torch.int8, "
+                "torch.int16, torch.int32, torch.int64, torch.uint8 (and torch.uint16, "
+                "torch.uint32, torch.uint64 on torch 2.x), torch.float16, torch.bfloat16, "
+                "torch.float32, torch.float64, torch.complex64 and torch.complex128");
+  if (o == c10d::ReduceOp::UNUSED)
+    refuse(what, st, o, "hccl reduces with SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR and "
+                        "PREMUL_SUM");
+  if (isBitwise(o) && !integral)
+    refuse(what, st, o, "bitwise reductions take integer types and torch.bool");
+  if (complex && o != c10d::ReduceOp::SUM && o != c10d::ReduceOp::AVG && !p.premul)
+    refuse(what, st, o, "complex tensors reduce with SUM, AVG and PREMUL_SUM");
+  if (st == at::kBool) {
+    if (o == c10d::ReduceOp::AVG || p.premul)
+      refuse(what, st, o, "torch.bool takes SUM or MAX (a logical or), PRODUCT or MIN (a "
+                          "logical and) and the bitwise ops");
+    if (o == c10d::ReduceOp::SUM) p.op = HCCL_REDUCE_MAX;
+    if (o == c10d::ReduceOp::PRODUCT) p.op = HCCL_REDUCE_MIN;
   }
-  if (at::isComplexType(st) && o != c10d::ReduceOp::SUM && !p.avg)
-    refuse(what, st, o, "complex tensors reduce with SUM and AVG");
-  switch (st) {
-    case at::kChar: p.dtype = HCCL_DATA_TYPE_INT8; return p;
-    case at::kInt: p.dtype = HCCL_DATA_TYPE_INT32; return p;
-    case at::kHalf: p.dtype = HCCL_DATA_TYPE_FP16; return p;
-    case at::kFloat:
-    case at::kComplexFloat: p.dtype = HCCL_DATA_TYPE_FP32; return p;
-    case at::kBFloat16:
-      p.route = Route::Widen;
-      p.via = at::kFloat;
-      p.dtype = HCCL_DATA_TYPE_FP32;
-      return p;
-    case at::kByte:
-    case at::kShort:
-      if (o == c10d::ReduceOp::PRODUCT) {
-        p.route = Route::Wide;
-      } else {
-        p.route = Route::Widen;
-        p.via = at::kInt;
-        p.dtype = HCCL_DATA_TYPE_INT32;
-      }
-      return p;
-    case at::kBool:
-      p.route = Route::Bool;
-      p.dtype = HCCL_DATA_TYPE_INT8;
-      p.op = (o == c10d::ReduceOp::SUM || o == c10d::ReduceOp::MAX) ? HCCL_REDUCE_MAX
-                                                                    : HCCL_REDUCE_MIN;
-      return p;
-    case at::kLong:
-    case at::kDouble:
-    case at::kComplexDouble: p.route = Route::Wide; return p;
-    default:
-      TORCH_CHECK(false, "hccl ", what, ": dtype ", dtypeName(st),
-                  " is not supported for reductions; hccl reduces torch.int8, torch.uint8, "
-                  "torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16, "
-                  "torch.float32, torch.float64, torch.complex64, torch.complex128 and "
-                  "torch.bool");
-  }
+  if (p.premul) p.scalar = scalarBits(p.dtype, premulFactor(op, what));
+  return p;
 }
 
-void averageOf(at::Tensor& sum, int size) {
-  if (at::isFloatingType(sum.scalar_type()) || at::isComplexType(sum.scalar_type()))
-    sum.div_(size);
-  else
-    sum.div_(size, "trunc");
+LibOp::LibOp(const ReducePlan& plan, HcclComm comm, const char* what)
+    : comm_(comm), op_(plan.op) {
+  if (!plan.premul) return;
+  uint64_t scalar = plan.scalar;
+  checkHccl(HcclRedOpCreatePreMulSum(&op_, &scalar, plan.dtype, HCCL_SCALAR_HOST_IMMEDIATE, comm),
+            what);
+  made_ = true;
 }
 
-uint64_t directCount(const at::Tensor& t) {
-  return static_cast<uint64_t>(at::isComplexType(t.scalar_type()) ? 2 * t.numel() : t.numel());
-}
-
-namespace {
-
-/* The Wide route's first half: `send` holds size blocks of blk elements (of opts' type), block
- * j for rank j; returns this rank's block reduced over every rank's copy of it. */
-at::Tensor reduceMyBlock(HcclComm comm, int size, const at::Tensor& send, int64_t blk,
-                         const ReducePlan& plan, const char* what) {
-  at::Tensor recv = at::empty({size, blk}, send.options());
-  uint64_t bytes = static_cast<uint64_t>(blk) * send.element_size();
-  checkHccl(HcclAlltoAll(send.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, recv.data_ptr(), bytes,
-                     HCCL_DATA_TYPE_INT8, comm, nullptr),
-        what);
-  at::Tensor mine = foldRows(recv, plan.torchOp);
-  if (plan.avg) averageOf(mine, size);
-  return mine;
-}
-
-}  // namespace
-
-void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const ReducePlan& plan,
-                int64_t root, const char* what) {
-  int64_t n = buf.numel();
-  if (n == 0) return;
-  int64_t blk = (n + size - 1) / size;
-  at::Tensor flat = buf.view({-1});
-  at::Tensor send = flat;
-  if (blk * size != n) {
-    send = at::zeros({blk * size}, buf.options());
-    send.narrow(0, 0, n).copy_(flat);
-  }
-  at::Tensor mine = reduceMyBlock(comm, size, send, blk, plan, what);
-  uint64_t bytes = static_cast<uint64_t>(blk) * buf.element_size();
-  at::Tensor all = (root < 0 || root == rank) ? at::empty({blk * size}, buf.options())
-                                              : at::Tensor();
-  if (root < 0)
-    checkHccl(HcclAllGather(mine.data_ptr(), all.data_ptr(), bytes, HCCL_DATA_TYPE_INT8, comm,
-                        nullptr),
-          what);
-  else
-    checkHccl(HcclGather(mine.data_ptr(), all.defined() ? all.data_ptr() : nullptr, bytes,
-                     HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(root), comm, nullptr),
-          what);
-  if (all.defined()) flat.copy_(all.narrow(0, 0, n));
-}
-
-void wideReduceScatter(HcclComm comm, int size, const at::Tensor& in, at::Tensor& out,
-                       const ReducePlan& plan, const char* what) {
-  if (out.numel() == 0) return;
-  out.view({-1}).copy_(reduceMyBlock(comm, size, in, out.numel(), plan, what));
+LibOp::~LibOp() {
+  if (made_) HcclRedOpDestroy(op_, comm_);
 }
 
 }  // namespace torch_hccl

@@ -1,25 +1,19 @@
 /*
- * reduce_route.hpp - how a reduction on a torch dtype reaches libhccl, which reduces the card's
- * four types (int8, int32, float16, float32) and nothing else.
+ * reduce_route.hpp - how a reduction on a torch dtype reaches libhccl: always one library call
+ * on the tensor's own bytes, which the library reduces natively (every HcclDataType).
  *
- *   Direct  int8, int32, float16, float32 (and complex64 as float32 pairs, SUM/AVG): one
- *           library call on the tensor's own bytes.
- *   Widen   bfloat16 through float32, uint8 and int16 through int32 (SUM, MIN, MAX; bfloat16
- *           also PROD and AVG): the library reduces a widened copy, which is converted back
- *           once, so bfloat16 is rounded once (round to nearest even) after an fp32 sum, and
- *           small integers wrap exactly as torch's own arithmetic does.
- *   Bool    bool as int8 0/1: SUM and MAX are a logical or (the library's MAX), PROD and MIN a
- *           logical and (its MIN).
- *   Wide    int64, float64, complex128, uint8/int16 PROD, and BAND/BOR/BXOR on any integer
- *           type or bool: the library moves the data (an all-to-all of p blocks, so each rank
- *           holds every rank's copy of its block), torch reduces each block in rank order in
- *           the tensor's own type, and the library gathers the reduced blocks (allgather, or
- *           gather to the root). The bytes moved are a ring allreduce's, the result is exact
- *           and the same on every rank; the call blocks the caller's thread.
+ *   int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64, and torch 2.x's
+ *   uint16, uint32, uint64: their own library type, every op.
+ *   complex64, complex128: float32 / float64 pairs, with SUM, AVG and PREMUL_SUM (each part
+ *   reduces alone; PROD, MIN and MAX of complex numbers are not element-wise on the parts).
+ *   bool: uint8 0/1; SUM and MAX are a logical or (the library's MAX), PRODUCT and MIN a
+ *   logical and (its MIN), BAND, BOR, BXOR the bitwise ops.
  *
- * AVG is SUM, then a division by the group size (rounded toward zero on integer types, as
- * NCCL's). Anything else (AVG on bool, PREMUL_SUM, other dtypes) is refused with a
- * RuntimeError naming the dtype and the op.
+ * AVG is the library's AVG (the sum divided by the group size, toward zero on integer types,
+ * as NCCL's), PREMUL_SUM an op made with HcclRedOpCreatePreMulSum from the factor (a number or
+ * a one-element tensor) in the tensor's type, applied once to the sum: nothing runs after the
+ * library call. BAND, BOR and BXOR take integer types and bool. Anything else is refused with
+ * a RuntimeError naming the dtype and the op.
  */
 #pragma once
 
@@ -30,15 +24,12 @@
 
 namespace torch_hccl {
 
-enum class Route { Direct, Widen, Bool, Wide };
-
 struct ReducePlan {
-  Route route;
-  HcclDataType dtype;    /* Direct, Widen, Bool: the library's element type */
-  HcclReduceOp op;       /* Direct, Widen, Bool: the library's op */
-  at::ScalarType via;    /* Widen: the type the library reduces in */
-  c10d::ReduceOp::RedOpType torchOp;
-  bool avg;              /* SUM, then divide by the group size (averageOf) */
+  HcclDataType dtype; /* the library's element type */
+  HcclReduceOp op;    /* a built-in op; with premul, the op the call makes */
+  bool premul;        /* PREMUL_SUM: make an op from `scalar` for the call */
+  uint64_t scalar;    /* PREMUL_SUM's factor, as one element of dtype */
+  int64_t perElement; /* library elements per tensor element: 2 for complex, else 1 */
 };
 
 const char* dtypeName(at::ScalarType t);
@@ -48,21 +39,25 @@ const char* opName(c10d::ReduceOp::RedOpType op);
  * ..."). */
 ReducePlan planReduce(const at::Tensor& t, const c10d::ReduceOp& op, const char* what);
 
-/* AVG's last step on a group's sum: a division by the group size; on integer types rounded
- * toward zero, as NCCL's integer average (and torch's `t.copy_(t / n)`) does. */
-void averageOf(at::Tensor& sum, int size);
+/* The library's element count for a plan on a contiguous tensor. */
+inline uint64_t libCount(const ReducePlan& p, const at::Tensor& t) {
+  return static_cast<uint64_t>(t.numel() * p.perElement);
+}
 
-/* The library's element count and type for a Direct/Bool plan on a contiguous tensor. */
-uint64_t directCount(const at::Tensor& t);
+/* The op of one library call: plan.op, or a premul sum op made for the call and destroyed
+ * when this goes (the library copies what a call needs when the call is made). */
+class LibOp {
+ public:
+  LibOp(const ReducePlan& plan, HcclComm comm, const char* what);
+  ~LibOp();
+  LibOp(const LibOp&) = delete;
+  LibOp& operator=(const LibOp&) = delete;
+  HcclReduceOp get() const { return op_; }
 
-/* The Wide route, blocking: reduces the contiguous `buf` across the group in place (root < 0:
- * on every rank; else only root's buf changes). Throws on a library failure. */
-void wideReduce(HcclComm comm, int rank, int size, at::Tensor& buf, const ReducePlan& plan,
-                int64_t root, const char* what);
-
-/* The Wide route's reduce-scatter: `in` holds size x out.numel() elements; out gets this rank's
- * reduced block. Blocking. */
-void wideReduceScatter(HcclComm comm, int size, const at::Tensor& in, at::Tensor& out,
-                       const ReducePlan& plan, const char* what);
+ private:
+  HcclComm comm_;
+  HcclReduceOp op_;
+  bool made_ = false;
+};
 
 }  // namespace torch_hccl

@@ -5,7 +5,9 @@
  * Layout: w[0] = sequence number (bits 0-39) | kind (40-47) | data type (48-55) | reduction
  * (56-63); w[1] = count (bits 0-47) | root (48-63). A field a collective does not use holds
  * NONE. Counts above 2^48 and roots above 65534 are kept modulo the field: two calls that
- * differ only there are not told apart (no job comes near either).
+ * differ only there are not told apart (no job comes near either). A premul sum's reduction
+ * byte is 0x80 | 7 bits of its scalar's hash, and bits 40-47 of the count hold 8 more (its
+ * counts are kept modulo 2^40).
  */
 #include "fingerprint.h"
 
@@ -14,6 +16,7 @@
 
 #include "dtype.h"
 #include "log.h"
+#include "reduce.h"
 
 #define NONE 0xffu
 #define NO_ROOT 0xffffu
@@ -30,12 +33,21 @@ static int counted(unsigned k) {
   return k != HCCL_K_BARRIER && k != HCCL_K_ALLTOALLV;
 }
 
+#define PREMUL_BIT 0x80u
+#define PREMUL_COUNT_MASK ((1ULL << 40) - 1)
+
 struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t count,
-                                HcclDataType dt, HcclReduceOp op, uint32_t root) {
+                                HcclDataType dt, HcclReduceOp op, uint64_t scalar, uint32_t root) {
   uint64_t d = kind == HCCL_K_BARRIER ? NONE : (uint64_t)dt & 0xff;
   uint64_t o = reduces(kind) ? (uint64_t)op & 0xff : NONE;
   uint64_t r = rooted(kind) ? (uint64_t)(root < NO_ROOT ? root : root % NO_ROOT) : NO_ROOT;
   uint64_t n = counted(kind) ? count & COUNT_MASK : 0;
+  if (reduces(kind) && op == HCCL__RED_PREMUL_SUM) {
+    uint64_t h = (scalar + 0x9e3779b97f4a7c15ULL) * 0xbf58476d1ce4e5b9ULL; /* splitmix64's mix */
+    h ^= h >> 31;
+    o = PREMUL_BIT | (h & 0x7f);
+    n = (n & PREMUL_COUNT_MASK) | ((h >> 7) & 0xff) << 40;
+  }
   struct hccl_stamp s = {
       {(seq & SEQ_MASK) | (uint64_t)kind << 40 | d << 48 | o << 56, n | r << 48}};
   return s;
@@ -44,6 +56,7 @@ struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t
 struct fields {
   uint64_t seq, count;
   unsigned kind, dt, op, root;
+  unsigned scalar_hash; /* a premul sum's */
 };
 
 static struct fields unpack(const struct hccl_stamp *s) {
@@ -53,6 +66,10 @@ static struct fields unpack(const struct hccl_stamp *s) {
                      .op = (unsigned)(s->w[0] >> 56),
                      .count = s->w[1] & COUNT_MASK,
                      .root = (unsigned)(s->w[1] >> 48)};
+  if (f.op != NONE && (f.op & PREMUL_BIT)) {
+    f.scalar_hash = (unsigned)(f.op & 0x7f) | (unsigned)(f.count >> 40 & 0xff) << 7;
+    f.count &= PREMUL_COUNT_MASK;
+  }
   return f;
 }
 
@@ -68,7 +85,10 @@ static void describe(const struct fields *f, char *buf, size_t len) {
     n += snprintf(buf + n, len - (size_t)n, "%s%s", sep, hccl__dtype_name((HcclDataType)f->dt));
     sep = ", ";
   }
-  if (f->op != NONE) {
+  if (f->op != NONE && (f->op & PREMUL_BIT)) {
+    n += snprintf(buf + n, len - (size_t)n, "%spremul_sum with scalar #%04x", sep, f->scalar_hash);
+    sep = ", ";
+  } else if (f->op != NONE) {
     n += snprintf(buf + n, len - (size_t)n, "%s%s", sep, hccl__op_name((HcclReduceOp)f->op));
     sep = ", ";
   }
@@ -88,7 +108,7 @@ HcclResult hccl__fp_mismatch(uint32_t rank, uint32_t peer,
                     a.kind != b.kind,
                     counted(a.kind) && counted(b.kind) && a.count != b.count,
                     a.dt != NONE && b.dt != NONE && a.dt != b.dt,
-                    a.op != NONE && b.op != NONE && a.op != b.op,
+                    a.op != NONE && b.op != NONE && (a.op != b.op || a.scalar_hash != b.scalar_hash),
                     a.root != NO_ROOT && b.root != NO_ROOT && a.root != b.root};
   size_t n = 0;
   for (int i = 0; i < 6; i++)

@@ -20,9 +20,12 @@
 
 /* The stamp of call number seq (from 1) of this kind. Fields a collective does not use (the
  * reduction of a broadcast, the root of an allreduce, the counts of an alltoallv, which
- * differ per rank) are left out, so they never cause a difference. */
+ * differ per rank) are left out, so they never cause a difference. A premul sum
+ * (HCCL__RED_PREMUL_SUM, reduce.h) stamps a 15-bit hash of its scalar's bits (`scalar`, read
+ * only then) in place of the op and the top of the count, so ranks whose scalars differ fail
+ * like any other mismatch (two scalars escape with a chance of 2^-15). */
 struct hccl_stamp hccl__fp_make(uint64_t seq, enum hccl_coll_kind kind, uint64_t count,
-                                HcclDataType dt, HcclReduceOp op, uint32_t root);
+                                HcclDataType dt, HcclReduceOp op, uint64_t scalar, uint32_t root);
 
 /* Whether a message stamped `theirs` belongs to the call stamped `mine`. An all-zero `mine`
  * (point-to-point messages) accepts anything. */

@@ -57,11 +57,13 @@ HcclResult hccl__hd_allreduce(const struct hccl_group *g, const struct hccl_prim
     v = pos - r;
   }
 
+  /* The last exchange of the reducing half completes the elements this rank keeps. */
+  struct hccl_prim last = hccl__prim_last(p);
   if (bytes <= g->chunk_bytes) {
     /* Recursive doubling: log2(p2) full exchanges, the fewest hops for small messages. */
     for (uint32_t mask = 1; mask < p2; mask <<= 1) {
       struct hccl_link *l = active_link(g, v ^ mask, r);
-      HCCL_TRY(hccl__prim_exchange(p, l, src, bytes, src, out, bytes));
+      HCCL_TRY(hccl__prim_exchange(mask << 1 < p2 ? p : &last, l, src, bytes, src, out, bytes));
       src = out;
     }
   } else {
@@ -79,8 +81,8 @@ HcclResult hccl__hd_allreduce(const struct hccl_group *g, const struct hccl_prim
       }
       lo[depth] = a;
       hi[depth] = b;
-      HCCL_TRY(hccl__prim_exchange(p, l, src + sa * es, (sb - sa) * es, src + ka * es,
-                                   out + ka * es, (kb - ka) * es));
+      HCCL_TRY(hccl__prim_exchange(mask << 1 < p2 ? p : &last, l, src + sa * es, (sb - sa) * es,
+                                   src + ka * es, out + ka * es, (kb - ka) * es));
       a = ka;
       b = kb;
       src = out;
@@ -148,6 +150,7 @@ HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_p
   tree_links(g, root, &parent, kids, &nk);
   size_t per = g->chunk_bytes / p->esz * p->esz, bytes = count * p->esz;
   const char *s = send;
+  struct hccl_prim last = hccl__prim_last(p); /* the root's nearest child completes a chunk */
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
     /* Accumulate in the output on the root, in scratch elsewhere; children in reverse order
@@ -155,7 +158,7 @@ HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_p
     char *acc = parent ? g->scratch : (char *)recv + off;
     const char *cur = s + off;
     for (int k = nk - 1; k >= 0; k--) {
-      HCCL_TRY(hccl__prim_step(p, kids[k], NULL, cur, acc, n));
+      HCCL_TRY(hccl__prim_step(k == 0 && !parent ? &last : p, kids[k], NULL, cur, acc, n));
       cur = acc;
     }
     if (parent)

@@ -65,8 +65,9 @@ HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hcc
   }
   size_t es = p->esz, L = local->n, off;
   size_t n = hccl__even_block(count, local->n, local->me, &off);
+  struct hccl_prim part = hccl__prim_partial(p); /* the step between servers finishes */
   if (L > 1)
-    HCCL_TRY(hccl__ring_reduce_scatter_split(local, p, send, recv, count));
+    HCCL_TRY(hccl__ring_reduce_scatter_split(local, &part, send, recv, count));
   else if (send != recv)
     memcpy(recv, send, count * es);
   HCCL_TRY(cross_allreduce(&step, (char *)recv + off * es, n));

@@ -392,7 +392,9 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   switch (plan->algo) {
   case HCCL_PLAN_LOCAL: {
     bool moves = call->kind != HCCL_K_BARRIER && call->kind != HCCL_K_BROADCAST;
-    if (moves && bytes && call->recv && call->recv != call->send)
+    if (moves && bytes && p->red && p->red->only) /* one rank's premul sum: its input scaled */
+      p->red->only(call->recv, call->send, call->send, call->count, &p->red->s);
+    else if (moves && bytes && call->recv && call->recv != call->send)
       memcpy(call->recv, call->send, bytes);
     return HCCL_SUCCESS;
   }

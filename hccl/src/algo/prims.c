@@ -52,10 +52,10 @@ HcclResult hccl__prim_step(const struct hccl_prim *p, struct hccl_link *recv_fro
     /* Reduce once, then copy to the other destination. A streamed output is written last,
      * from the slot the reduction just wrote; otherwise the slot is copied from the output. */
     if (dst && (!out || p->stream_out)) {
-      p->reduce(dst, local, src, count);
+      p->reduce(dst, local, src, count, &p->red->s);
       if (out) hccl__prim_write_out(p, out, dst, bytes);
     } else if (out) {
-      p->reduce(out, local, src, count);
+      p->reduce(out, local, src, count, &p->red->s);
       if (dst) memcpy(dst, out, bytes);
     }
   } else {

@@ -21,7 +21,14 @@
 
 struct hccl_prim {
   const struct hccl_wait *w;
-  hccl__reduce_fn reduce;  /* NULL for data-moving collectives */
+  /* The call's kernels (reduce.h), NULL for data-moving collectives; `reduce` is the one the
+   * steps apply (red->step, or red->last on a step that finishes its elements). */
+  const struct hccl_red *red;
+  hccl__reduce_fn reduce;
+  /* The algorithm handed this prim finishes the call's reduction: its steps that complete an
+   * element apply the call's scale (AVG, PREMUL_SUM: hccl__prim_last). False for the steps a
+   * two-level allreduce runs inside servers, which the step between servers finishes. */
+  bool finish;
   size_t esz;              /* element size */
   struct hccl_stamp stamp; /* the call's fingerprint (core/fingerprint.h); zero: unchecked */
   /* Set by an algorithm that never writes a region after a step with this flag sent it, and
@@ -38,6 +45,21 @@ struct hccl_prim {
    * HCCL_STREAM_MIN bytes): a step writes `out` with streaming stores (hccl__copy_stream). */
   bool stream_out;
 };
+
+/* p for the steps that complete their elements: with the call's finishing kernel when the
+ * algorithm finishes the call (p->finish), else p as it is. */
+static inline struct hccl_prim hccl__prim_last(const struct hccl_prim *p) {
+  struct hccl_prim q = *p;
+  if (p->red && p->finish) q.reduce = p->red->last;
+  return q;
+}
+
+/* p for an algorithm whose reductions another step finishes (finish cleared). */
+static inline struct hccl_prim hccl__prim_partial(const struct hccl_prim *p) {
+  struct hccl_prim q = *p;
+  q.finish = false;
+  return q;
+}
 
 /* Copies bytes of v into the caller's output out, streamed where the call asked (stream_out). */
 void hccl__prim_write_out(const struct hccl_prim *p, void *out, const void *v, size_t bytes);

@@ -1,47 +1,33 @@
 /*
- * reduce.c - the element-wise reduction kernels, out[i] = a[i] (op) b[i], that every reducing
- * collective runs on each chunk it receives. This is the hot loop of allreduce, so the kernel
- * for a (dtype, op) pair is looked up once (hccl__reduce_kernel) and each kernel is a plain
- * loop with no switch inside. Beside them, the copy with streaming stores that a step uses for
- * a large output (hccl__copy_stream).
+ * reduce.c - the element-wise reduction kernels of the integer types, float32 and float64,
+ * the choice of kernel set, and struct hccl_red, what a call hands its algorithms (contract
+ * and precision: reduce.h). The float16 and bfloat16 kernels are reduce_half.c's. Beside
+ * them, the copy with streaming stores that a step uses for a large output.
  *
- * Three builds of the kernels live here:
- *   - baseline: plain C loops that GCC auto-vectorizes at -O3 for the baseline ISA (SSE2 on
- *     x86-64), with no -ffast-math: integer ops are done in unsigned types (two's-complement
- *     wrap, no undefined behaviour), float ops are written as IEEE selects the vectorizer can
- *     turn into compare + blend.
- *   - avx2: the same C loops compiled with __attribute__((target("avx2"))) (twice the vector
- *     width, and vpmulld for int32 prod), plus the float16 kernels written with F16C
- *     intrinsics: 8 halves are widened to float32, combined, and narrowed with
- *     round-to-nearest-even, 16 elements per iteration.
- *   - portable float16: half -> float, compute in float32, float -> half (RNE), in C with
- *     branch-free conversions that GCC vectorizes. It is about 15x slower than F16C on SSE2
- *     (SSE2 has no blend, unsigned compare or 32->16 pack, so a conversion costs ~20
- *     instructions): a fallback for CPUs (or VMs, e.g. QEMU's qemu64 model) without F16C.
- * The avx2 set is used when the CPU has both AVX2 and F16C (checked once); otherwise the
- * baseline set with the portable float16 kernels. hccl__reduce_force_portable() switches to
- * the latter so tests can compare the two.
+ * This is the hot loop of every reducing collective, so the kernels of a call are looked up
+ * once (hccl__red_make) and each is a plain loop with no switch inside. Each loop is written
+ * once, as C the compiler vectorizes, and built twice:
+ *   - baseline: for the baseline ISA (SSE2 on x86-64), with no -ffast-math: integer sums and
+ *     products are done in unsigned types (two's-complement wrap, no undefined behaviour),
+ *     float max/min are written as IEEE selects the vectorizer turns into compare + blend;
+ *   - avx2: the same loops under __attribute__((target("avx2"))): twice the width, and
+ *     AVX2's 32- and 64-bit compares, min/max and multiplies.
+ * The avx2 set is used when the CPU has AVX2 and F16C (checked once, at the first lookup, by
+ * CPUID: no ifunc resolver, which crashed under TSan); otherwise the baseline set.
+ * AVX-512 is not built: no machine this is tested on has it, and the AVX2 kernels already run
+ * at the memory's speed (bench/reduce_rate.c).
  *
- * Why both float16 paths give the same bits: float32 holds the exact value of every half,
- * and a sum or product of two halves computed in float32 and rounded once to half is the
- * correctly rounded result (24 >= 2*11+2), so any RNE conversion gives the same answer.
- * NaN: hccl__half_to_float / hccl__float_to_half (base/half.h) reproduce what VCVTPH2PS /
- * VCVTPS2PH do (the quiet bit is set, the payload is shifted left / truncated), and max/min
- * select one input, so a NaN result has the same bits on both paths, with one exception: when
- * BOTH inputs of a sum or product are NaN, x86 returns the first source operand of the
- * instruction, and the compiler may swap the operands of the portable loop, so the payload
- * (and sign) of that NaN may come from either input. It is a NaN on both paths.
- *
- * Aliasing: out may equal a or b exactly (in-place allreduce). Every loop reads element i of
- * a and b before writing element i of out, and the vector loops read a whole vector before
- * writing it, so exact aliasing is correct; the kernels use no `restrict`. A partial overlap
- * is not supported.
+ * Integer AVG divides the wrapped sum by the group size, rounded toward zero: a shift (with
+ * the rounding correction for negative values) when the size is a power of two, which
+ * vectorizes, and a division otherwise, which does not (x86 has no vector integer divide);
+ * only the step that finishes an element divides, a 1/p share of the elements of a ring.
  */
 #include "reduce.h"
 
 #include <string.h>
 
 #include "half.h"
+#include "reduce_kern.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -50,203 +36,264 @@
 #define HCCL__HAVE_X86 0
 #endif
 
-/* Row of the kernel tables for a dtype, or -1 when the library does not reduce it. */
-static int dtype_row(HcclDataType dt) {
-  switch (dt) {
-  case HCCL_DATA_TYPE_INT8:
-    return 0;
-  case HCCL_DATA_TYPE_INT32:
-    return 1;
-  case HCCL_DATA_TYPE_FP16:
-    return 2;
-  case HCCL_DATA_TYPE_FP32:
-    return 3;
-  default:
-    return -1;
-  }
-}
-
-bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op) {
-  return dtype_row(dt) >= 0 && hccl__op_valid(op);
-}
-
 /* ---- element ops ----
- * Integers go through unsigned types: the sum/product of two uint8_t is an int that cannot
- * overflow, and uint32_t arithmetic wraps by definition; storing back truncates (mod 2^8 /
- * 2^32), which is two's-complement wrap of the signed values. max/min use the signed types.
- * Float max/min return a if a is NaN, b if b is NaN, so NaN propagates from either side; on
- * ties (including +0 vs -0) they return b, the same as MAXPS/MINPS. */
+ * Sums and products in the unsigned type of the same width (wrap by definition); the product
+ * of two narrow unsigned values is taken in `unsigned` (uint8_t * uint8_t would be an int,
+ * which overflows for uint16_t). Float max/min return a if a is NaN, b if b is NaN, so NaN
+ * propagates from either side; on ties (+0 vs -0 included) they return b, as MAXPS does. */
 
-static inline uint8_t u8_sum(uint8_t a, uint8_t b) {
-  return (uint8_t)(a + b);
-}
-static inline uint8_t u8_prod(uint8_t a, uint8_t b) {
-  return (uint8_t)(a * b);
-}
-static inline int8_t i8_max(int8_t a, int8_t b) {
-  return a > b ? a : b;
-}
-static inline int8_t i8_min(int8_t a, int8_t b) {
-  return a < b ? a : b;
-}
-static inline uint32_t u32_sum(uint32_t a, uint32_t b) {
-  return a + b;
-}
-static inline uint32_t u32_prod(uint32_t a, uint32_t b) {
-  return a * b;
-}
-static inline int32_t i32_max(int32_t a, int32_t b) {
-  return a > b ? a : b;
-}
-static inline int32_t i32_min(int32_t a, int32_t b) {
-  return a < b ? a : b;
-}
-static inline float f32_sum(float a, float b) {
-  return a + b;
-}
-static inline float f32_prod(float a, float b) {
-  return a * b;
-}
-static inline float f32_max(float a, float b) {
-  return ((a != a) | (a > b)) ? a : b; /* `|`, not `||`: no branch, so it vectorizes */
-}
-static inline float f32_min(float a, float b) {
-  return ((a != a) | (a < b)) ? a : b;
-}
+#define HCCL__INT_TYPES(X)                                                                         \
+  X(i8, uint8_t, int8_t, unsigned)                                                                 \
+  X(u8, uint8_t, uint8_t, unsigned)                                                                \
+  X(i16, uint16_t, int16_t, unsigned)                                                              \
+  X(u16, uint16_t, uint16_t, unsigned)                                                             \
+  X(i32, uint32_t, int32_t, uint32_t)                                                              \
+  X(u32, uint32_t, uint32_t, uint32_t)                                                             \
+  X(i64, uint64_t, int64_t, uint64_t)                                                              \
+  X(u64, uint64_t, uint64_t, uint64_t)
+
+/* name: the type's short name; U: its unsigned type; S: its own type (signed or not); P: the
+ * type a product is taken in. */
+#define HCCL__INT_OPS(name, U, S, P)                                                               \
+  static inline U name##_sum(U a, U b) {                                                           \
+    return (U)(a + b);                                                                             \
+  }                                                                                                \
+  static inline U name##_prod(U a, U b) {                                                          \
+    return (U)((P)a * (P)b);                                                                       \
+  }                                                                                                \
+  static inline S name##_max(S a, S b) {                                                           \
+    return a > b ? a : b;                                                                          \
+  }                                                                                                \
+  static inline S name##_min(S a, S b) {                                                           \
+    return a < b ? a : b;                                                                          \
+  }                                                                                                \
+  static inline U name##_band(U a, U b) {                                                          \
+    return (U)(a & b);                                                                             \
+  }                                                                                                \
+  static inline U name##_bor(U a, U b) {                                                           \
+    return (U)(a | b);                                                                             \
+  }                                                                                                \
+  static inline U name##_bxor(U a, U b) {                                                          \
+    return (U)(a ^ b);                                                                             \
+  }                                                                                                \
+  static inline U name##_sum_mul(U a, U b, uint64_t k) {                                           \
+    return (U)((P)(U)(a + b) * (P)k);                                                              \
+  }                                                                                                \
+  static inline U name##_mul(U a, uint64_t k) {                                                    \
+    return (U)((P)a * (P)k);                                                                       \
+  }
+HCCL__INT_TYPES(HCCL__INT_OPS)
+
+#define HCCL__FLOAT_OPS(name, T, K)                                                                \
+  static inline T name##_sum(T a, T b) {                                                           \
+    return a + b;                                                                                  \
+  }                                                                                                \
+  static inline T name##_prod(T a, T b) {                                                          \
+    return a * b;                                                                                  \
+  }                                                                                                \
+  static inline T name##_max(T a, T b) {                                                           \
+    return ((a != a) | (a > b)) ? a : b; /* `|`, not `||`: no branch, so it vectorizes */          \
+  }                                                                                                \
+  static inline T name##_min(T a, T b) {                                                           \
+    return ((a != a) | (a < b)) ? a : b;                                                           \
+  }                                                                                                \
+  static inline T name##_sum_div(T a, T b, K k) {                                                  \
+    return (a + b) / k;                                                                            \
+  }                                                                                                \
+  static inline T name##_sum_mul(T a, T b, K k) {                                                  \
+    return (a + b) * k;                                                                            \
+  }                                                                                                \
+  static inline T name##_mul(T a, K k) {                                                           \
+    return a * k;                                                                                  \
+  }
+HCCL__FLOAT_OPS(f32, float, float)
+HCCL__FLOAT_OPS(f64, double, double)
 
 /* ---- generic loops ----
- * One always-inline loop per (type, op); each ISA build below wraps it in a function with its
- * own target attribute, and the loop is vectorized for that target after inlining. */
+ * One always-inline loop per (type, op); each ISA build below wraps it in a function with
+ * its own target attribute, and the loop is vectorized for that target after inlining. The
+ * scale is read into a local first: a store through `o` could alias *s otherwise. */
 
-#define HCCL__LOOP(name, T, OP)                                                                    \
-  static inline __attribute__((always_inline)) void name(void *out, const void *a, const void *b,  \
-                                                         size_t n) {                               \
+#define HCCL__INLINE static inline __attribute__((always_inline))
+
+#define HCCL__LOOP2(name, T, OP)                                                                   \
+  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
+                         const struct hccl_scale *s) {                                             \
+    (void)s;                                                                                       \
     T *o = out;                                                                                    \
     const T *x = a, *y = b;                                                                        \
     for (size_t i = 0; i < n; i++)                                                                 \
       o[i] = OP(x[i], y[i]);                                                                       \
   }
-
-HCCL__LOOP(loop_i8_sum, uint8_t, u8_sum)
-HCCL__LOOP(loop_i8_prod, uint8_t, u8_prod)
-HCCL__LOOP(loop_i8_max, int8_t, i8_max)
-HCCL__LOOP(loop_i8_min, int8_t, i8_min)
-HCCL__LOOP(loop_i32_sum, uint32_t, u32_sum)
-HCCL__LOOP(loop_i32_prod, uint32_t, u32_prod)
-HCCL__LOOP(loop_i32_max, int32_t, i32_max)
-HCCL__LOOP(loop_i32_min, int32_t, i32_min)
-HCCL__LOOP(loop_f32_sum, float, f32_sum)
-HCCL__LOOP(loop_f32_prod, float, f32_prod)
-HCCL__LOOP(loop_f32_max, float, f32_max)
-HCCL__LOOP(loop_f32_min, float, f32_min)
-
-/* Portable float16: widen, combine in float32, round once. */
-#define HCCL__LOOP_F16(name, OP)                                                                   \
-  static void name(void *out, const void *a, const void *b, size_t n) {                            \
-    uint16_t *o = out;                                                                             \
-    const uint16_t *x = a, *y = b;                                                                 \
+#define HCCL__LOOP2S(name, T, OP, FIELD)                                                           \
+  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
+                         const struct hccl_scale *s) {                                             \
+    const __typeof__(s->FIELD) k = s->FIELD;                                                       \
+    T *o = out;                                                                                    \
+    const T *x = a, *y = b;                                                                        \
     for (size_t i = 0; i < n; i++)                                                                 \
-      o[i] = hccl__float_to_half(OP(hccl__half_to_float(x[i]), hccl__half_to_float(y[i])));        \
+      o[i] = OP(x[i], y[i], k);                                                                    \
+  }
+#define HCCL__LOOP1S(name, T, OP, FIELD)                                                           \
+  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
+                         const struct hccl_scale *s) {                                             \
+    (void)b;                                                                                       \
+    const __typeof__(s->FIELD) k = s->FIELD;                                                       \
+    T *o = out;                                                                                    \
+    const T *x = a;                                                                                \
+    for (size_t i = 0; i < n; i++)                                                                 \
+      o[i] = OP(x[i], k);                                                                          \
   }
 
-HCCL__LOOP_F16(f16_sum_portable, f32_sum)
-HCCL__LOOP_F16(f16_prod_portable, f32_prod)
-HCCL__LOOP_F16(f16_max_portable, f32_max)
-HCCL__LOOP_F16(f16_min_portable, f32_min)
+/* Integer AVG: the wrapped sum in the type S, divided by k toward zero. A power of two is a
+ * shift; a negative value first gets k - 1 added, so the shift rounds toward zero too. */
+#define HCCL__LOOP_AVG(name, U, S, W)                                                              \
+  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
+                         const struct hccl_scale *s) {                                             \
+    const uint64_t k = s->i;                                                                       \
+    S *o = out;                                                                                    \
+    const U *x = a, *y = b;                                                                        \
+    if ((k & (k - 1)) == 0 && k != 0) {                                                            \
+      const unsigned sh = (unsigned)__builtin_ctzll(k);                                            \
+      const W bias = (W)(k - 1);                                                                   \
+      for (size_t i = 0; i < n; i++) {                                                             \
+        W v = (W)(S)(U)(x[i] + y[i]);                                                              \
+        o[i] = (S)((v + (v < 0 ? bias : 0)) >> sh);                                                \
+      }                                                                                            \
+    } else {                                                                                       \
+      for (size_t i = 0; i < n; i++)                                                               \
+        o[i] = (S)((W)(S)(U)(x[i] + y[i]) / (W)k);                                                 \
+    }                                                                                              \
+  }
+/* The unsigned types: the same with nothing to correct. */
+#define HCCL__LOOP_UAVG(name, U)                                                                   \
+  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
+                         const struct hccl_scale *s) {                                             \
+    const uint64_t k = s->i;                                                                       \
+    U *o = out;                                                                                    \
+    const U *x = a, *y = b;                                                                        \
+    if ((k & (k - 1)) == 0 && k != 0) {                                                            \
+      const unsigned sh = (unsigned)__builtin_ctzll(k);                                            \
+      for (size_t i = 0; i < n; i++)                                                               \
+        o[i] = (U)((uint64_t)(U)(x[i] + y[i]) >> sh);                                              \
+    } else {                                                                                       \
+      for (size_t i = 0; i < n; i++)                                                               \
+        o[i] = (U)((uint64_t)(U)(x[i] + y[i]) / k);                                                \
+    }                                                                                              \
+  }
 
-/* Wraps every generic loop in a function built with ATTR; the functions are named
- * <loop>_<SUFFIX>. */
+#define HCCL__INT_LOOPS(name, U, S, P)                                                             \
+  HCCL__LOOP2(loop_##name##_sum, U, name##_sum)                                                    \
+  HCCL__LOOP2(loop_##name##_prod, U, name##_prod)                                                  \
+  HCCL__LOOP2(loop_##name##_max, S, name##_max)                                                    \
+  HCCL__LOOP2(loop_##name##_min, S, name##_min)                                                    \
+  HCCL__LOOP2(loop_##name##_band, U, name##_band)                                                  \
+  HCCL__LOOP2(loop_##name##_bor, U, name##_bor)                                                    \
+  HCCL__LOOP2(loop_##name##_bxor, U, name##_bxor)                                                  \
+  HCCL__LOOP2S(loop_##name##_sum_mul, U, name##_sum_mul, i)                                        \
+  HCCL__LOOP1S(loop_##name##_mul, U, name##_mul, i)
+HCCL__INT_TYPES(HCCL__INT_LOOPS)
+
+/* The division's wide type: int64_t for the signed types (an int8_t sum over 200 ranks is
+ * divided by 200, not by (int8_t)200), uint64_t for the unsigned ones. */
+HCCL__LOOP_AVG(loop_i8_sum_div, uint8_t, int8_t, int64_t)
+HCCL__LOOP_AVG(loop_i16_sum_div, uint16_t, int16_t, int64_t)
+HCCL__LOOP_AVG(loop_i32_sum_div, uint32_t, int32_t, int64_t)
+HCCL__LOOP_AVG(loop_i64_sum_div, uint64_t, int64_t, int64_t)
+HCCL__LOOP_UAVG(loop_u8_sum_div, uint8_t)
+HCCL__LOOP_UAVG(loop_u16_sum_div, uint16_t)
+HCCL__LOOP_UAVG(loop_u32_sum_div, uint32_t)
+HCCL__LOOP_UAVG(loop_u64_sum_div, uint64_t)
+
+#define HCCL__FLOAT_LOOPS(name, T, FIELD)                                                          \
+  HCCL__LOOP2(loop_##name##_sum, T, name##_sum)                                                    \
+  HCCL__LOOP2(loop_##name##_prod, T, name##_prod)                                                  \
+  HCCL__LOOP2(loop_##name##_max, T, name##_max)                                                    \
+  HCCL__LOOP2(loop_##name##_min, T, name##_min)                                                    \
+  HCCL__LOOP2S(loop_##name##_sum_div, T, name##_sum_div, FIELD)                                    \
+  HCCL__LOOP2S(loop_##name##_sum_mul, T, name##_sum_mul, FIELD)                                    \
+  HCCL__LOOP1S(loop_##name##_mul, T, name##_mul, FIELD)
+HCCL__FLOAT_LOOPS(f32, float, f32)
+HCCL__FLOAT_LOOPS(f64, double, f64)
+
+/* ---- the two builds ----
+ * Every loop wrapped in a function built with ATTR, named <loop>_<SUFFIX>, and a table of
+ * them: rows in HcclDataType order (NULL rows for float16 and bfloat16, reduce_half.c's),
+ * columns enum hccl_kern. */
 #define HCCL__WRAP(loop, SUFFIX, ATTR)                                                             \
-  static ATTR void loop##_##SUFFIX(void *out, const void *a, const void *b, size_t n) {            \
-    loop(out, a, b, n);                                                                            \
+  static ATTR void loop##_##SUFFIX(void *out, const void *a, const void *b, size_t n,              \
+                                   const struct hccl_scale *s) {                                   \
+    loop(out, a, b, n, s);                                                                         \
   }
+#define HCCL__WRAP_INT(name, SUFFIX, ATTR)                                                         \
+  HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
+  HCCL__WRAP(loop_##name##_max, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_min, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_band, SUFFIX, ATTR)                                                     \
+  HCCL__WRAP(loop_##name##_bor, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_bxor, SUFFIX, ATTR)                                                     \
+  HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
+  HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
+  HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
+#define HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                       \
+  HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
+  HCCL__WRAP(loop_##name##_max, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_min, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
+  HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
+  HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
 #define HCCL__WRAP_ALL(SUFFIX, ATTR)                                                               \
-  HCCL__WRAP(loop_i8_sum, SUFFIX, ATTR)                                                            \
-  HCCL__WRAP(loop_i8_prod, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_i8_max, SUFFIX, ATTR)                                                            \
-  HCCL__WRAP(loop_i8_min, SUFFIX, ATTR)                                                            \
-  HCCL__WRAP(loop_i32_sum, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_i32_prod, SUFFIX, ATTR)                                                          \
-  HCCL__WRAP(loop_i32_max, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_i32_min, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_f32_sum, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_f32_prod, SUFFIX, ATTR)                                                          \
-  HCCL__WRAP(loop_f32_max, SUFFIX, ATTR)                                                           \
-  HCCL__WRAP(loop_f32_min, SUFFIX, ATTR)
+  HCCL__WRAP_INT(i8, SUFFIX, ATTR)                                                                 \
+  HCCL__WRAP_INT(u8, SUFFIX, ATTR)                                                                 \
+  HCCL__WRAP_INT(i16, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_INT(u16, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_INT(i32, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_INT(u32, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_INT(i64, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_INT(u64, SUFFIX, ATTR)                                                                \
+  HCCL__WRAP_FLOAT(f32, SUFFIX, ATTR)                                                              \
+  HCCL__WRAP_FLOAT(f64, SUFFIX, ATTR)
+
+#define HCCL__ROW_INT(name, SUFFIX)                                                                \
+  {                                                                                                \
+    [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                \
+    [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                  \
+    [HK_BAND] = loop_##name##_band_##SUFFIX, [HK_BOR] = loop_##name##_bor_##SUFFIX,                \
+    [HK_BXOR] = loop_##name##_bxor_##SUFFIX, [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX,        \
+    [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX, [HK_MUL] = loop_##name##_mul_##SUFFIX,          \
+  }
+#define HCCL__ROW_FLOAT(name, SUFFIX)                                                              \
+  {                                                                                                \
+    [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                \
+    [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                  \
+    [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX,  \
+    [HK_MUL] = loop_##name##_mul_##SUFFIX,                                                         \
+  }
+#define HCCL__TABLE(SUFFIX)                                                                        \
+  {                                                                                                \
+    [HCCL_DATA_TYPE_INT8] = HCCL__ROW_INT(i8, SUFFIX),                                             \
+    [HCCL_DATA_TYPE_UINT8] = HCCL__ROW_INT(u8, SUFFIX),                                            \
+    [HCCL_DATA_TYPE_INT16] = HCCL__ROW_INT(i16, SUFFIX),                                           \
+    [HCCL_DATA_TYPE_UINT16] = HCCL__ROW_INT(u16, SUFFIX),                                          \
+    [HCCL_DATA_TYPE_INT32] = HCCL__ROW_INT(i32, SUFFIX),                                           \
+    [HCCL_DATA_TYPE_UINT32] = HCCL__ROW_INT(u32, SUFFIX),                                          \
+    [HCCL_DATA_TYPE_INT64] = HCCL__ROW_INT(i64, SUFFIX),                                           \
+    [HCCL_DATA_TYPE_UINT64] = HCCL__ROW_INT(u64, SUFFIX),                                          \
+    [HCCL_DATA_TYPE_FP32] = HCCL__ROW_FLOAT(f32, SUFFIX),                                          \
+    [HCCL_DATA_TYPE_FP64] = HCCL__ROW_FLOAT(f64, SUFFIX),                                          \
+  }
 
 HCCL__WRAP_ALL(base, )
-
-/* Rows: int8, int32, fp16, fp32 (dtype_row); columns: HcclReduceOp. */
-static const hccl__reduce_fn kernels_portable[4][HCCL_REDUCE_RESERVED] = {
-    {loop_i8_sum_base, loop_i8_prod_base, loop_i8_max_base, loop_i8_min_base},
-    {loop_i32_sum_base, loop_i32_prod_base, loop_i32_max_base, loop_i32_min_base},
-    {f16_sum_portable, f16_prod_portable, f16_max_portable, f16_min_portable},
-    {loop_f32_sum_base, loop_f32_prod_base, loop_f32_max_base, loop_f32_min_base},
-};
+static const hccl__reduce_fn kernels_portable[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
+    HCCL__TABLE(base);
 
 #if HCCL__HAVE_X86
 
-#define HCCL__AVX2 __attribute__((target("avx2,f16c")))
-
-HCCL__WRAP_ALL(avx2, HCCL__AVX2)
-
-/* float16 with F16C. The ops mirror the scalar ones: MAXPS(x, y) is (x > y ? x : y), so
- * blending x back in where x is NaN gives f32_max exactly (likewise min). */
-static HCCL__AVX2 inline __m256 v_sum(__m256 x, __m256 y) {
-  return _mm256_add_ps(x, y);
-}
-static HCCL__AVX2 inline __m256 v_prod(__m256 x, __m256 y) {
-  return _mm256_mul_ps(x, y);
-}
-static HCCL__AVX2 inline __m256 v_max(__m256 x, __m256 y) {
-  return _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-static HCCL__AVX2 inline __m256 v_min(__m256 x, __m256 y) {
-  return _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
-static HCCL__AVX2 inline __m128i v_f16(const uint16_t *p, size_t i) {
-  return _mm_loadu_si128((const __m128i *)(p + i));
-}
-
-/* 16 elements per iteration (two independent chains), then 8, then the last 0..7 through a
- * padded buffer with the same vector code, so the tail gives the same bits as the body. */
-#define HCCL__LOOP_F16C(name, VOP)                                                                 \
-  static HCCL__AVX2 void name(void *out, const void *a, const void *b, size_t n) {                 \
-    uint16_t *o = out;                                                                             \
-    const uint16_t *x = a, *y = b;                                                                 \
-    size_t i = 0;                                                                                  \
-    for (; i + 16 <= n; i += 16) {                                                                 \
-      __m256 r0 = VOP(_mm256_cvtph_ps(v_f16(x, i)), _mm256_cvtph_ps(v_f16(y, i)));                 \
-      __m256 r1 = VOP(_mm256_cvtph_ps(v_f16(x, i + 8)), _mm256_cvtph_ps(v_f16(y, i + 8)));         \
-      _mm_storeu_si128((__m128i *)(o + i), _mm256_cvtps_ph(r0, _MM_FROUND_TO_NEAREST_INT));        \
-      _mm_storeu_si128((__m128i *)(o + i + 8), _mm256_cvtps_ph(r1, _MM_FROUND_TO_NEAREST_INT));    \
-    }                                                                                              \
-    for (; i + 8 <= n; i += 8) {                                                                   \
-      __m256 r = VOP(_mm256_cvtph_ps(v_f16(x, i)), _mm256_cvtph_ps(v_f16(y, i)));                  \
-      _mm_storeu_si128((__m128i *)(o + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));         \
-    }                                                                                              \
-    if (i < n) {                                                                                   \
-      uint16_t tx[8] = {0}, ty[8] = {0}, to[8];                                                    \
-      memcpy(tx, x + i, (n - i) * sizeof(uint16_t));                                               \
-      memcpy(ty, y + i, (n - i) * sizeof(uint16_t));                                               \
-      __m256 r = VOP(_mm256_cvtph_ps(v_f16(tx, 0)), _mm256_cvtph_ps(v_f16(ty, 0)));                \
-      _mm_storeu_si128((__m128i *)to, _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));              \
-      memcpy(o + i, to, (n - i) * sizeof(uint16_t));                                               \
-    }                                                                                              \
-  }
-
-HCCL__LOOP_F16C(f16_sum_f16c, v_sum)
-HCCL__LOOP_F16C(f16_prod_f16c, v_prod)
-HCCL__LOOP_F16C(f16_max_f16c, v_max)
-HCCL__LOOP_F16C(f16_min_f16c, v_min)
-
-static const hccl__reduce_fn kernels_avx2[4][HCCL_REDUCE_RESERVED] = {
-    {loop_i8_sum_avx2, loop_i8_prod_avx2, loop_i8_max_avx2, loop_i8_min_avx2},
-    {loop_i32_sum_avx2, loop_i32_prod_avx2, loop_i32_max_avx2, loop_i32_min_avx2},
-    {f16_sum_f16c, f16_prod_f16c, f16_max_f16c, f16_min_f16c},
-    {loop_f32_sum_avx2, loop_f32_prod_avx2, loop_f32_max_avx2, loop_f32_min_avx2},
-};
+HCCL__WRAP_ALL(avx2, __attribute__((target("avx2"))))
+static const hccl__reduce_fn kernels_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
+    HCCL__TABLE(avx2);
 
 /* __builtin_cpu_supports("avx2") also checks that the OS saves the AVX registers (after
  * hccl__cpu_has_f16c's __builtin_cpu_init). */
@@ -256,7 +303,7 @@ static bool cpu_has_avx2_f16c(void) {
 
 #else
 
-static const hccl__reduce_fn kernels_avx2[4][HCCL_REDUCE_RESERVED] = {{0}};
+static const hccl__reduce_fn kernels_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS];
 static bool cpu_has_avx2_f16c(void) {
   return false;
 }
@@ -264,8 +311,8 @@ static bool cpu_has_avx2_f16c(void) {
 #endif
 
 /* ---- choosing a kernel set ----
- * -1 until the first lookup, then 1 for the avx2/F16C set, 0 for the portable one. Relaxed
- * atomics are enough: the value only picks between two tables of valid kernels. */
+ * -1 until the first lookup, then 1 for the avx2 set, 0 for the portable one. Relaxed atomics
+ * are enough: the value only picks between two tables of valid kernels. */
 static int g_use_avx2 = -1;
 
 static bool use_avx2(void) {
@@ -281,11 +328,9 @@ static bool use_avx2(void) {
   return v == 1;
 }
 
-/* Contract: see reduce.h. Besides float16, forcing "portable" also selects the baseline
- * (non-AVX2) build of the int8/int32/float32 loops, so a test run with it covers every
- * kernel a CPU without AVX2 would use. Asking for the fast path on a CPU without AVX2 and
- * F16C leaves the portable one in place. Not meant to be called while kernels are looked up
- * on other threads (a kernel already returned stays valid either way). */
+/* Contract: see reduce.h. Asking for the fast set on a CPU without AVX2 and F16C leaves the
+ * portable one in place. Not meant to be called while kernels are looked up on other threads
+ * (a kernel already returned stays valid either way). */
 bool hccl__reduce_force_portable(bool portable) {
   bool before = use_avx2();
   int v = (!portable && cpu_has_avx2_f16c()) ? 1 : 0;
@@ -293,18 +338,130 @@ bool hccl__reduce_force_portable(bool portable) {
   return before;
 }
 
-hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {
-  if (!hccl__reduce_supported(dt, op)) return NULL;
-  int row = dtype_row(dt);
-  return use_avx2() ? kernels_avx2[row][op] : kernels_portable[row][op];
+const char *hccl__reduce_isa(void) {
+  return use_avx2() ? "avx2" : "portable";
 }
 
-/* Contract: see reduce.h. An unsupported (dt, op) is a caller bug (callers validate with
- * hccl__reduce_supported first); it writes nothing rather than crash. */
-void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDataType dt,
-                  HcclReduceOp op) {
-  hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
-  if (fn != NULL && count > 0) fn(out, a, b, count);
+static bool is_half(HcclDataType dt) {
+  return dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_BFP16;
+}
+
+static bool is_float(HcclDataType dt) {
+  return is_half(dt) || dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_FP64;
+}
+
+static hccl__reduce_fn kernel(HcclDataType dt, enum hccl_kern k) {
+  bool avx2 = use_avx2();
+  if (is_half(dt)) return hccl__half_kernel(dt == HCCL_DATA_TYPE_BFP16, avx2, k);
+  return avx2 ? kernels_avx2[dt][k] : kernels_portable[dt][k];
+}
+
+bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op) {
+  if (hccl__dtype_size(dt) == 0 || !hccl__op_valid(op)) return false;
+  bool bitwise = op == HCCL_REDUCE_BAND || op == HCCL_REDUCE_BOR || op == HCCL_REDUCE_BXOR;
+  return !(bitwise && is_float(dt));
+}
+
+/* The kernel kind of a built-in op's ordinary step (AVG's is the sum). */
+static enum hccl_kern step_kind(HcclReduceOp op) {
+  switch (op) {
+  case HCCL_REDUCE_PROD:
+    return HK_PROD;
+  case HCCL_REDUCE_MAX:
+    return HK_MAX;
+  case HCCL_REDUCE_MIN:
+    return HK_MIN;
+  case HCCL_REDUCE_BAND:
+    return HK_BAND;
+  case HCCL_REDUCE_BOR:
+    return HK_BOR;
+  case HCCL_REDUCE_BXOR:
+    return HK_BXOR;
+  default: /* sum, avg, premul sum */
+    return HK_SUM;
+  }
+}
+
+/* The scale of a PREMUL_SUM, from one element of type dt: 16-bit floats widen exactly to
+ * float32, integers are kept as their two's-complement bits (a product mod 2^bits does not
+ * care whether the scalar was signed). */
+static struct hccl_scale premul_scale(HcclDataType dt, const void *scalar) {
+  struct hccl_scale s = {0};
+  uint16_t h;
+  switch (dt) {
+  case HCCL_DATA_TYPE_FP16:
+    memcpy(&h, scalar, 2);
+    s.f32 = hccl__half_to_float(h);
+    break;
+  case HCCL_DATA_TYPE_BFP16:
+    memcpy(&h, scalar, 2);
+    s.f32 = hccl__bf16_to_float(h);
+    break;
+  case HCCL_DATA_TYPE_FP32:
+    memcpy(&s.f32, scalar, 4);
+    break;
+  case HCCL_DATA_TYPE_FP64:
+    memcpy(&s.f64, scalar, 8);
+    break;
+  case HCCL_DATA_TYPE_INT8: {
+    int8_t v;
+    memcpy(&v, scalar, 1);
+    s.i = (uint64_t)(int64_t)v;
+    break;
+  }
+  case HCCL_DATA_TYPE_INT16: {
+    int16_t v;
+    memcpy(&v, scalar, 2);
+    s.i = (uint64_t)(int64_t)v;
+    break;
+  }
+  case HCCL_DATA_TYPE_INT32: {
+    int32_t v;
+    memcpy(&v, scalar, 4);
+    s.i = (uint64_t)(int64_t)v;
+    break;
+  }
+  default: { /* the unsigned types and int64: zero-extended bits */
+    size_t n = hccl__dtype_size(dt);
+    memcpy(&s.i, scalar, n); /* little-endian: the low bytes */
+    break;
+  }
+  }
+  return s;
+}
+
+bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const void *scalar,
+                    uint32_t nranks) {
+  memset(r, 0, sizeof(*r));
+  bool premul = op == HCCL__RED_PREMUL_SUM;
+  if (premul ? (hccl__dtype_size(dt) == 0 || !scalar) : !hccl__reduce_supported(dt, op))
+    return false;
+  enum hccl_kern k = step_kind(op);
+  r->step = r->last = kernel(dt, k);
+  if (op == HCCL_REDUCE_AVG) {
+    r->s = (struct hccl_scale){.f32 = (float)nranks, .f64 = nranks, .i = nranks};
+    r->last = kernel(dt, HK_SUM_DIV);
+  } else if (premul) {
+    r->s = premul_scale(dt, scalar);
+    r->last = kernel(dt, HK_SUM_MUL);
+    r->only = kernel(dt, HK_MUL);
+  }
+  if (is_half(dt) && (k == HK_SUM || k == HK_PROD)) {
+    bool bf = dt == HCCL_DATA_TYPE_BFP16, avx2 = use_avx2(), sum = k == HK_SUM;
+    r->wfirst = hccl__half_kernel(bf, avx2, sum ? HK_WFIRST_SUM : HK_WFIRST_PROD);
+    r->wstep = hccl__half_kernel(bf, avx2, sum ? HK_WSTEP_SUM : HK_WSTEP_PROD);
+    r->wlast = hccl__half_kernel(bf, avx2, sum ? HK_WLAST_SUM : HK_WLAST_PROD);
+    r->wfinal = op == HCCL_REDUCE_AVG ? hccl__half_kernel(bf, avx2, HK_WLAST_SUM_DIV)
+                : premul              ? hccl__half_kernel(bf, avx2, HK_WLAST_SUM_MUL)
+                                      : r->wlast;
+  }
+  return true;
+}
+
+hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {
+  static const uint64_t no_scalar;
+  struct hccl_red r;
+  return hccl__red_make(&r, dt, op, &no_scalar, 1) ? r.step : NULL;
 }
 
 /* Contract: see reduce.h. SSE2 streaming stores (baseline x86-64, so no dispatch), 64 bytes

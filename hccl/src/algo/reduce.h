@@ -1,12 +1,30 @@
 /*
- * reduce.h - the reduction kernels: out[i] = a[i] (op) b[i] (element sizes and names: dtype.h).
+ * reduce.h - the reduction kernels, out[i] = a[i] (op) b[i], for every HcclDataType and
+ * reduction (element sizes and names: dtype.h), and what a call hands its algorithms: one
+ * struct hccl_red with the kernels of its (type, op) and the scale its last step applies.
  *
- * Integer results are exact with two's-complement wrap on overflow. float32 follows IEEE 754
- * with round-to-nearest-even. float16 is computed in float32 and rounded once to float16,
- * which is correctly rounded for +, * (float32 has 24 >= 2*11+2 bits), and exact for max/min.
- * NaN propagates through every op, max and min included. The float16 kernels use F16C/AVX2
- * when the CPU has them (checked once at run time) and portable C otherwise (the conversions
- * of base/half.h); both give the same bits.
+ * The precision contract (docs/design.md, "Precision"; tests/algo/test_reduce.c and
+ * tests/core/test_dtypes.c check it):
+ *   - Integers are exact, with two's-complement wrap on overflow (sum, prod), as NCCL's.
+ *     AVG is the wrapped sum divided by the group size, rounded toward zero (NCCL's integer
+ *     average). PREMUL_SUM on integers is the sum times the scalar, wrapped: the same as
+ *     multiplying each input first, since both are exact modulo 2^bits.
+ *   - float32 and float64 follow IEEE 754, round to nearest even: each kernel rounds once.
+ *   - float16 and bfloat16 are widened to float32 (exactly), combined in float32 and rounded
+ *     once to their own type. One such step is correctly rounded for +, * (24 >= 2*11+2 and
+ *     2*8+2) and exact for max and min. Where one rank reads every input of a block (the
+ *     zero-copy and staged paths inside a server, zview.h), the whole block is accumulated in
+ *     float32 (the `w*` kernels) and rounded once at the end; where partial results cross
+ *     ranks (ring and halving-doubling hops, servers), each hop rounds to the type.
+ *   - AVG on floats is the sum divided by the group size, PREMUL_SUM the sum times the
+ *     scalar, applied once, on the step that finishes each element (the `last` kernel), in
+ *     the type's precision (float32 for float16 and bfloat16); no second pass.
+ *   - NaN propagates through every op, max and min included.
+ * Two kernel sets: AVX2 (with F16C for float16) when the CPU has them, checked once at the
+ * first lookup; plain C otherwise (GCC vectorizes it for the baseline ISA). Both give the same
+ * bits; hccl__reduce_force_portable() lets tests compare them.
+ *
+ * Aliasing: out may equal a or b exactly (in place); never a partial overlap.
  */
 #ifndef HCCL_REDUCE_H
 #define HCCL_REDUCE_H
@@ -18,26 +36,55 @@
 #include "dtype.h"
 #include "hccl.h"
 
-/* True for the pairs the library reduces: {int8, int32, fp16, fp32} x {sum, prod, max, min}. */
+/* The scalar of a last step: AVG's divisor (the group size), PREMUL_SUM's multiplier. */
+struct hccl_scale {
+  float f32;  /* float16, bfloat16, float32 */
+  double f64; /* float64 */
+  uint64_t i; /* integers: the divisor (AVG) or multiplier (PREMUL_SUM), as two's complement */
+};
+
+/* out = a (op) b for n elements; s is read only by kernels that scale (NULL otherwise). */
+typedef void (*hccl__reduce_fn)(void *out, const void *a, const void *b, size_t n,
+                                const struct hccl_scale *s);
+
+/* What a reducing call's algorithms apply (made once per call by hccl__red_make). */
+struct hccl_red {
+  hccl__reduce_fn step; /* out = a op b */
+  hccl__reduce_fn last; /* out = post(a op b): the step that finishes an element; = step when
+                           the op has no scale (everything but AVG and PREMUL_SUM) */
+  hccl__reduce_fn only; /* one rank: out = post(a) (b unused); NULL where post(a) = a */
+  /* float16 and bfloat16 sum and prod where one reader combines a whole block (zview.h):
+   * acc is float32, a and out the type; NULL for every other (type, op). */
+  hccl__reduce_fn wfirst; /* acc = W(a) op W(b) */
+  hccl__reduce_fn wstep;  /* acc = W(a) op acc (b is acc) */
+  hccl__reduce_fn wlast;  /* out = N(W(a) op acc) (b is acc) */
+  hccl__reduce_fn wfinal; /* out = N(post(W(a) op acc)): wlast of the finishing step */
+  struct hccl_scale s;
+};
+
+/* Whether the library reduces dt with the built-in op (HcclReduceOp's values, AVG included):
+ * every type takes sum, prod, max, min and avg; the integer types also band, bor, bxor. */
 bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op);
 
-typedef void (*hccl__reduce_fn)(void *out, const void *a, const void *b, size_t count);
+/* Fills r for dt and op (a built-in op, or HCCL__RED_PREMUL_SUM with `scalar` pointing at
+ * one element of type dt) over a group of nranks. dt and op must be supported (callers
+ * validate first); returns false otherwise and leaves r zeroed. */
+bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const void *scalar,
+                    uint32_t nranks);
 
-/* The kernel for (dt, op), or NULL when unsupported. out may be the same pointer as a or b
- * (never a partial overlap). */
+/* The plain kernel for (dt, op), or NULL when unsupported: r.step of hccl__red_make. */
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);
-
-/* Convenience: looks up and runs the kernel. dt/op must be supported. */
-void hccl__reduce(void *out, const void *a, const void *b, size_t count, HcclDataType dt,
-                  HcclReduceOp op);
 
 /* memcpy with streaming (non-temporal) stores: dst's lines go to memory without first being
  * read into the cache, a third less memory traffic for a destination that is not read again
  * soon (a large collective's output). dst and src must not overlap. */
 void hccl__copy_stream(void *dst, const void *src, size_t n);
 
-/* Forces the portable float16 path (tests compare it with the F16C path); returns whether the
- * F16C path was in use before. */
+/* Forces the portable (plain C) kernels, or back to the fastest the CPU has; returns whether
+ * the AVX2 set was in use before. Tests compare the two sets with it. */
 bool hccl__reduce_force_portable(bool portable);
+
+/* The name of the kernel set in use: "avx2" or "portable" (benchmarks print it). */
+const char *hccl__reduce_isa(void);
 
 #endif

@@ -71,7 +71,9 @@ static HcclResult rs_round(const struct hccl_group *g, const struct hccl_prim *p
   uint32_t own = g->me;
   n = chunk(b, own, t, per, &off);
   size_t o = out_base == (size_t)-1 ? off : out_base + (off - blk_off(b, own));
-  return hccl__prim_step(p, left, forward ? right : NULL, send + off * es, out + o * es, n * es);
+  struct hccl_prim last = hccl__prim_last(p); /* the own block is complete here */
+  return hccl__prim_step(&last, left, forward ? right : NULL, send + off * es, out + o * es,
+                         n * es);
 }
 
 /* Allgather steps of one round after the own block has been sent: n-2 forwards and a final
@@ -215,9 +217,11 @@ HcclResult hccl__chain_reduce(const struct hccl_group *g, const struct hccl_prim
   size_t per = per_chunk(g, p) * p->esz, bytes = count * p->esz;
   const char *s = send;
   char *r = recv;
+  struct hccl_prim last = hccl__prim_last(p); /* the root's steps complete the elements */
+  const struct hccl_prim *step = to ? p : &last;
   for (size_t off = 0; off < bytes; off += per) {
     size_t n = bytes - off < per ? bytes - off : per;
-    HCCL_TRY(hccl__prim_step(p, from, to, s + off, to ? NULL : r + off, n));
+    HCCL_TRY(hccl__prim_step(step, from, to, s + off, to ? NULL : r + off, n));
   }
   return hccl__prim_flush(p, to);
 }

@@ -89,7 +89,7 @@ static void reduce_in(const struct stage_run *s, const void *send, size_t r, cha
   for (uint32_t k = 0; k < g->n; k++)
     in[k] = slot(s, k, 0, g->me);
   in[g->me] = (const char *)send + at(s, g->me, r);
-  size_t c = piece(s, g->me, r), cper = hccl__zview_chunk(g) / s->es;
+  size_t c = piece(s, g->me, r), cper = hccl__zview_per(g, s->p);
   for (size_t o = 0; o < c; o += cper)
     hccl__zview_reduce(g, s->p, in, g->me, o * s->es, dst + o * s->es,
                        c - o < cper ? c - o : cper, g->scratch);
@@ -151,7 +151,8 @@ HcclResult hccl__staged_allreduce(const struct hccl_group *g, const struct hccl_
   *ran = false;
   if (g->n < 2 || g->n > ZCOPY_MAX_MEMBERS) return HCCL_SUCCESS;
   uint32_t me = g->me;
-  struct stage_run s = {.g = g, .p = p, .es = p->esz};
+  struct hccl_prim part = hccl__prim_partial(p); /* with `between`, which finishes the call */
+  struct stage_run s = {.g = g, .p = between ? &part : p, .es = p->esz};
   s.slot = STAGE_ROUND_BYTES / g->n < g->chunk_bytes ? STAGE_ROUND_BYTES / g->n : g->chunk_bytes;
   s.slot = s.slot / 64 * 64;
   s.part = s.slot * g->n;

@@ -152,15 +152,29 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
 }
 
 void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
-                         const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
-                         char *tmp) {
+                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
+                        char *tmp) {
   int64_t pos = g->pos[owner];
-  const char *acc = in[hccl__group_at(g, pos + 1)] + off;
-  for (uint32_t k = 2; k <= g->n; k++) {
-    char *to = k == g->n ? dst : tmp;
-    p->reduce(to, in[hccl__group_at(g, pos + k)] + off, acc, c);
+  uint32_t n = g->n;
+  const struct hccl_red *r = p->red;
+  const struct hccl_scale *s = &r->s;
+#define ZV_IN(k) (in[hccl__group_at(g, pos + (k))] + off)
+  if (r->wfirst && n > 2) {
+    /* float16/bfloat16 sum or prod: the whole block in float32, rounded once. */
+    r->wfirst(tmp, ZV_IN(2), ZV_IN(1), c, s);
+    for (uint32_t k = 3; k < n; k++)
+      r->wstep(tmp, ZV_IN(k), tmp, c, s);
+    (p->finish ? r->wfinal : r->wlast)(dst, ZV_IN(n), tmp, c, s);
+    return;
+  }
+  const char *acc = ZV_IN(1);
+  for (uint32_t k = 2; k <= n; k++) {
+    char *to = k == n ? dst : tmp;
+    hccl__reduce_fn fn = k == n && p->finish ? r->last : r->step;
+    fn(to, ZV_IN(k), acc, c, s);
     acc = to;
   }
+#undef ZV_IN
 }
 
 /* Copies bytes from src to byte offset off of every member's output but member skip's (where
@@ -193,13 +207,15 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
     len = hccl__even_block(z->count, np, me, &first);
   /* An allgather in place: the input is the own block of the output. */
   uint32_t ag_skip = (const char *)z->send == v.out[me] + first * es ? me : np;
-  size_t per = hccl__zview_chunk(g) / es;
+  size_t per = hccl__zview_per(g, p);
   if (z->kind == HCCL_ZCOPY_ALLREDUCE && z->between) {
     /* Reduce the whole block, hand it over, then spread it. No barrier is needed before the
-     * spread: only this member reads its block of any input (in place too). */
+     * spread: only this member reads its block of any input (in place too). `between`
+     * finishes the reduction. */
+    struct hccl_prim part = hccl__prim_partial(p);
     for (size_t lo = 0; lo < len; lo += per) {
       size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es;
-      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+      hccl__zview_reduce(g, &part, v.in, me, at, v.out[me] + at, c, g->scratch);
     }
     HCCL_TRY(z->between(z->between_arg, v.out[me] + first * es, len));
     for (size_t lo = 0; lo < len; lo += per) {

@@ -22,6 +22,13 @@ static inline size_t hccl__zview_chunk(const struct hccl_group *g) {
   return ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
 }
 
+/* Elements per chunk of a call: the chunk's bytes over the element size, or over 4 where a
+ * reduction keeps a float32 partial result in the scratch (float16 and bfloat16). */
+static inline size_t hccl__zview_per(const struct hccl_group *g, const struct hccl_prim *p) {
+  size_t es = p->red && p->red->wfirst ? 4 : p->esz;
+  return hccl__zview_chunk(g) / es;
+}
+
 /* Every member's send and receive buffer as this process sees them (member index). */
 struct zview {
   const char *in[ZCOPY_MAX_MEMBERS];
@@ -37,8 +44,10 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
 
 /* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
  * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
- * the owner's own input last. Partial results go to tmp (never to dst, which in place is the
- * owner's input, still to be read). */
+ * the owner's own input last, with the call's finishing kernel when p->finish. Partial
+ * results go to tmp (never to dst, which in place is the owner's input, still to be read):
+ * in float32 for a float16 or bfloat16 sum or product, which is rounded once, at the end (c
+ * at most hccl__zview_per elements, so tmp holds them). */
 void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                         const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
                         char *tmp);

@@ -16,10 +16,9 @@ static const struct {
 };
 
 static const char *const op_names[HCCL_REDUCE_RESERVED] = {
-    [HCCL_REDUCE_SUM] = "sum",
-    [HCCL_REDUCE_PROD] = "prod",
-    [HCCL_REDUCE_MAX] = "max",
-    [HCCL_REDUCE_MIN] = "min",
+    [HCCL_REDUCE_SUM] = "sum",   [HCCL_REDUCE_PROD] = "prod", [HCCL_REDUCE_MAX] = "max",
+    [HCCL_REDUCE_MIN] = "min",   [HCCL_REDUCE_AVG] = "avg",   [HCCL_REDUCE_BAND] = "band",
+    [HCCL_REDUCE_BOR] = "bor",   [HCCL_REDUCE_BXOR] = "bxor",
 };
 
 /* The enums may hold any int (they come from users); compare as unsigned so negative values
@@ -40,5 +39,6 @@ const char *hccl__dtype_name(HcclDataType dt) {
 }
 
 const char *hccl__op_name(HcclReduceOp op) {
+  if (op == HCCL__RED_PREMUL_SUM) return "premul_sum";
   return hccl__op_valid(op) ? op_names[op] : "unknown";
 }

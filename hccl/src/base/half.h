@@ -1,5 +1,5 @@
 /*
- * half.h - float16 <-> float32, the one definition the library's reduction kernels
+ * half.h - float16 and bfloat16 <-> float32, the one definition the library's reduction kernels
  * (algo/reduce.c) and the DDP layer's fp16 wire (ddp/src/half.c) both use. Header only
  * (static inline), so that a loop calling it is vectorized where it is compiled, and so that
  * ddp, which links only libhccl's public names, can use it without a symbol of its own.
@@ -88,6 +88,24 @@ static inline uint16_t hccl__float_to_half(float f) {
   uint32_t is_normal = ~(is_nan | is_inf | is_sub);
   uint32_t r = (nan & is_nan) | (0x7c00u & is_inf) | (sub & is_sub) | (normal & is_normal);
   return (uint16_t)(r | sign);
+}
+
+/* bfloat16 is the top half of a float32: widening is exact (a NaN keeps its bits, payload
+ * and all). */
+static inline float hccl__bf16_to_float(uint16_t h) {
+  return hccl__f32_from_bits((uint32_t)h << 16);
+}
+
+/* Round to nearest, ties to even, on the bits: add 0x7fff plus the lowest kept bit and drop
+ * the low 16 (subnormals round the same way, since bfloat16 has float32's exponent range, and
+ * the largest values round up to Inf as they should). NaN: the top 16 bits with the quiet
+ * bit set, so a payload in the low bits cannot round it into Inf. */
+static inline uint16_t hccl__float_to_bf16(float f) {
+  uint32_t x = hccl__f32_bits(f);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  uint32_t q = (x >> 16) | 0x40u;
+  uint32_t is_nan = hccl__mask_if((x & 0x7fffffffu) > 0x7f800000u);
+  return (uint16_t)((r & ~is_nan) | (q & is_nan));
 }
 
 /* Whether this CPU has F16C and the OS saves the AVX registers its 256-bit forms use, so a

@@ -28,18 +28,80 @@ static HcclResult check_dtype(struct hccl_comm *c, const char *fn, HcclDataType 
   return HCCL_SUCCESS;
 }
 
+/* The op of a reducing call: a built-in op the type takes, or a PREMUL_SUM op of this
+ * communicator made for this type, which o gets as HCCL__RED_PREMUL_SUM and its scalar. */
 static HcclResult check_reduce(struct hccl_comm *c, const char *fn, HcclDataType dt,
-                               HcclReduceOp op) {
+                               HcclReduceOp op, struct hccl_op *o) {
   HCCL_TRY(check_dtype(c, fn, dt));
-  if ((int)op < 0 || op >= HCCL_REDUCE_RESERVED)
+  o->op = op;
+  if ((unsigned)op >= HCCL__PREMUL_OP_BASE && (unsigned)op - HCCL__PREMUL_OP_BASE < c->npremul &&
+      c->premul[(unsigned)op - HCCL__PREMUL_OP_BASE].used) {
+    const struct hccl_premul *m = &c->premul[(unsigned)op - HCCL__PREMUL_OP_BASE];
+    if (m->dt != dt)
+      return hccl__fail(HCCL_E_PARA,
+                        "%s on rank %u: reduce op %d is a premul sum made for data type %s; this "
+                        "call's data type is %s",
+                        fn, c->rank, (int)op, hccl__dtype_name(m->dt), hccl__dtype_name(dt));
+    o->op = HCCL__RED_PREMUL_SUM;
+    o->scalar = m->value;
+    if (m->residence == HCCL_SCALAR_PER_CALL) memcpy(&o->scalar, m->at, hccl__dtype_size(dt));
+    return HCCL_SUCCESS;
+  }
+  if (!hccl__op_valid(op))
     return hccl__fail(HCCL_E_PARA,
-                      "%s on rank %u: reduce op %d is not valid; use sum, prod, max or min", fn,
-                      c->rank, (int)op);
+                      "%s on rank %u: reduce op %d is not valid; use sum, prod, max, min, avg, "
+                      "band, bor, bxor, or an op HcclRedOpCreatePreMulSum made on this "
+                      "communicator",
+                      fn, c->rank, (int)op);
   if (!hccl__reduce_supported(dt, op))
     return hccl__fail(HCCL_E_NOT_SUPPORT,
-                      "%s on rank %u: data type %s is not supported for reductions; they take "
-                      "int8, int32, float16 or float32",
-                      fn, c->rank, hccl__dtype_name(dt));
+                      "%s on rank %u: reduce op %s takes integer types; data type %s is not one",
+                      fn, c->rank, hccl__op_name(op), hccl__dtype_name(dt));
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclRedOpCreatePreMulSum(HcclReduceOp *op, void *scalar, HcclDataType dataType,
+                                    HcclScalarResidence residence, HcclComm comm) {
+  HCCL_TRY(check_comm(comm, "HcclRedOpCreatePreMulSum"));
+  HCCL_TRY(check_dtype(comm, "HcclRedOpCreatePreMulSum", dataType));
+  if (!op || !scalar)
+    return hccl__fail(HCCL_E_PTR, "HcclRedOpCreatePreMulSum on rank %u: %s is NULL", comm->rank,
+                      op ? "scalar" : "op");
+  if (residence != HCCL_SCALAR_HOST_IMMEDIATE && residence != HCCL_SCALAR_PER_CALL)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclRedOpCreatePreMulSum on rank %u: residence %d is not "
+                      "HCCL_SCALAR_HOST_IMMEDIATE (0) or HCCL_SCALAR_PER_CALL (1)",
+                      comm->rank, (int)residence);
+  uint32_t i = 0;
+  while (i < comm->npremul && comm->premul[i].used)
+    i++;
+  if (i == comm->npremul) {
+    uint32_t n = comm->npremul ? 2 * comm->npremul : 8;
+    if (n > INT32_MAX - HCCL__PREMUL_OP_BASE)
+      return hccl__fail(HCCL_E_MEMORY, "HcclRedOpCreatePreMulSum on rank %u: %u ops are live",
+                        comm->rank, comm->npremul);
+    struct hccl_premul *t = realloc(comm->premul, n * sizeof(*t));
+    if (!t) return hccl__fail(HCCL_E_MEMORY, "out of memory for a premul sum op");
+    memset(t + comm->npremul, 0, (n - comm->npremul) * sizeof(*t));
+    comm->premul = t;
+    comm->npremul = n;
+  }
+  struct hccl_premul *m = &comm->premul[i];
+  *m = (struct hccl_premul){.used = true, .dt = dataType, .residence = residence, .at = scalar};
+  memcpy(&m->value, scalar, hccl__dtype_size(dataType));
+  *op = (HcclReduceOp)(HCCL__PREMUL_OP_BASE + i);
+  return HCCL_SUCCESS;
+}
+
+HcclResult HcclRedOpDestroy(HcclReduceOp op, HcclComm comm) {
+  HCCL_TRY(check_comm(comm, "HcclRedOpDestroy"));
+  unsigned i = (unsigned)op - HCCL__PREMUL_OP_BASE;
+  if ((unsigned)op < HCCL__PREMUL_OP_BASE || i >= comm->npremul || !comm->premul[i].used)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclRedOpDestroy on rank %u: reduce op %d was not made by "
+                      "HcclRedOpCreatePreMulSum on this communicator (or was destroyed)",
+                      comm->rank, (int)op);
+  comm->premul[i].used = false;
   return HCCL_SUCCESS;
 }
 
@@ -68,15 +130,14 @@ static HcclResult check_root(struct hccl_comm *c, const char *fn, uint32_t root)
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclAllReduce"));
-  HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op));
-  HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
-                      "recvBuf"));
   struct hccl_op o = {.kind = HCCL_K_ALLREDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = count,
-                      .dt = dataType,
-                      .op = op};
+                      .dt = dataType};
+  HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op, &o));
+  HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
+                      "recvBuf"));
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -113,15 +174,14 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                              HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                              HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclReduceScatter"));
-  HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op));
-  HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
-                      recvBuf, "sendBuf", "recvBuf"));
   struct hccl_op o = {.kind = HCCL_K_REDUCE_SCATTER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = recvCount,
-                      .dt = dataType,
-                      .op = op};
+                      .dt = dataType};
+  HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op, &o));
+  HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
+                      recvBuf, "sendBuf", "recvBuf"));
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
   return hccl__coll_submit(comm, &o, request);
 }
@@ -129,18 +189,17 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
 HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                       HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclReduce"));
-  HCCL_TRY(check_reduce(comm, "HcclReduce", dataType, op));
-  HCCL_TRY(check_root(comm, "HcclReduce", root));
-  /* recvBuf matters on the root only. */
-  HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
-                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
   struct hccl_op o = {.kind = HCCL_K_REDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = count,
                       .dt = dataType,
-                      .op = op,
                       .root = root};
+  HCCL_TRY(check_reduce(comm, "HcclReduce", dataType, op, &o));
+  HCCL_TRY(check_root(comm, "HcclReduce", root));
+  /* recvBuf matters on the root only. */
+  HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
+                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
   return hccl__coll_submit(comm, &o, request);
 }
 

@@ -22,7 +22,8 @@ struct hccl_op {
   void *recv;
   size_t count;    /* alltoall: sendCount */
   HcclDataType dt; /* alltoall(v): sendType */
-  HcclReduceOp op;
+  HcclReduceOp op; /* a built-in op, or HCCL__RED_PREMUL_SUM (algo/reduce.h) */
+  uint64_t scalar; /* PREMUL_SUM: the scalar's bytes (one element of dt), read at submission */
   uint32_t root;
   size_t recv_count;    /* alltoall */
   HcclDataType recv_dt; /* alltoall(v) */
@@ -32,6 +33,18 @@ struct hccl_op {
   bool v_owned;
   uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
 };
+
+/* An op made by HcclRedOpCreatePreMulSum: the scalar's type, and its value (read at creation)
+ * or where each call reads it. */
+struct hccl_premul {
+  bool used;
+  HcclDataType dt;
+  HcclScalarResidence residence;
+  uint64_t value;
+  const void *at;
+};
+/* The value of the first op HcclRedOpCreatePreMulSum hands out; op v is premul[v - base]. */
+#define HCCL__PREMUL_OP_BASE 256
 
 /* Runs a validated call now (request NULL: after any queued ones, on this thread) or queues it
  * for the communicator's worker (coll_run.c). Count 0 returns at once, except a barrier and an

@@ -85,10 +85,17 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
                          struct hccl_plan *plan) {
   struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
-  struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL};
-  if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE || o->kind == HCCL_K_REDUCE_SCATTER)
-    p.reduce = hccl__reduce_kernel(o->dt, o->op);
-  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
+  struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL, .finish = true};
+  struct hccl_red red;
+  if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
+      o->kind == HCCL_K_REDUCE_SCATTER) {
+    if (!hccl__red_make(&red, o->dt, o->op, &o->scalar, c->nranks))
+      return hccl__fail(HCCL_E_INTERNAL, "no kernel for %s of %s", hccl__op_name(o->op),
+                        hccl__dtype_name(o->dt));
+    p.red = &red;
+    p.reduce = red.step;
+  }
+  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
   p.stream_out = stream_out(c, o, call->esz);
   HCCL_TRY(hccl__plan_run(v, plan, &p, call));
   if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
@@ -153,7 +160,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
                   : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
     struct hccl_stamp st =
-        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->root);
+        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
     hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
   /* The one plan of this call: what runs, and the name the records give it. */

@@ -234,6 +234,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   HcclMemFree(c->astate.stage);
   free(c->peers);
   free(c->same_core);
+  free(c->premul);
   free(c->local_index);
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     free(c->tx.links[ch]);

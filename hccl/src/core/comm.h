@@ -94,6 +94,10 @@ struct hccl_comm {
   struct hccl_fr *fr;                    /* HCCL_FLIGHT_RECORDER_DIR ring, or NULL (flight.h) */
   pthread_t worker;
 
+  /* Ops made by HcclRedOpCreatePreMulSum (coll.c): op HCCL__PREMUL_OP_BASE + i is premul[i]. */
+  struct hccl_premul *premul;
+  uint32_t npremul;
+
   /* Point-to-point: the engine thread (p2p.c), made on first use. */
   struct hccl_p2p *p2p_engine;
 };
