@@ -161,11 +161,7 @@ struct job {
 /* acc = acc op x, element by element, by the step above or by the library's kernel. */
 static void combine(const struct job *j, unsigned char *acc, const unsigned char *x, int lib) {
   if (lib) {
-#ifdef HCCL_HAVE_REDUCE_AVG /* the libhccl with AVG: kernels take a scale (NULL: none) */
-    j->kern(acc, acc, x, j->n, NULL);
-#else /* the libhccl before it; this branch goes once main has AVG */
-    j->kern(acc, acc, x, j->n);
-#endif
+    j->kern(acc, acc, x, j->n, NULL); /* a plain step: no scale */
     return;
   }
   for (size_t i = 0; i < j->n; i++)
