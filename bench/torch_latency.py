@@ -12,6 +12,10 @@ Run under a launcher, one process per device:
 
 Compare with `allreduce_perf -b 4K -e 4K -n 20000 -w 200` (the C call) and with
 build/bin/torch_overhead (torch_hccl's own share, from C++, without Python).
+
+Or the Ascend docs' way, torch.multiprocessing.spawn with explicit ranks and no core binding:
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/torch_latency.py --spawn 4 --iters 5000
 """
 import argparse
 import time
@@ -26,31 +30,48 @@ parser = argparse.ArgumentParser(description=__doc__,
 parser.add_argument("--bytes", type=int, default=4096)
 parser.add_argument("--iters", type=int, default=20000)
 parser.add_argument("--backend", default="hccl")
+parser.add_argument("--spawn", type=int, default=0,
+                    help="start this many ranks with torch.multiprocessing.spawn")
+parser.add_argument("--port", type=int, default=29501, help="MASTER_PORT with --spawn")
 args = parser.parse_args()
 
-torch.set_num_threads(1)
-dist.init_process_group(args.backend)
-t = torch.ones(args.bytes // 4)
-pg = dist.distributed_c10d._get_default_group()
+
+def main(rank=None, world=None):
+    torch.set_num_threads(1)
+    if rank is None:
+        dist.init_process_group(args.backend)
+    else:
+        dist.init_process_group(args.backend, init_method="tcp://127.0.0.1:%d" % args.port,
+                                rank=rank, world_size=world)
+    t = torch.ones(args.bytes // 4)
+    pg = dist.distributed_c10d._get_default_group()
+
+    def us_per_call(fn, n):
+        for _ in range(max(n // 100, 10)):
+            fn()
+        dist.barrier()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter_ns() - t0) / n / 1000
+
+    rows = [("dist.all_reduce", lambda: dist.all_reduce(t)),
+            ("pg.allreduce().wait()", lambda: pg.allreduce([t]).wait()),
+            ("all_reduce(async_op=True).wait()",
+             lambda: dist.all_reduce(t, async_op=True).wait())]
+    got = [(name, us_per_call(fn, args.iters)) for name, fn in rows]
+    if dist.get_rank() == 0:
+        print("# %s, %d ranks%s, %d bytes float32 sum, %d calls each" % (
+            args.backend, dist.get_world_size(), " (mp.spawn)" if rank is not None else "",
+            args.bytes, args.iters))
+        for name, us in got:
+            print("%-34s %8.2f us" % (name, us))
+    dist.destroy_process_group()
 
 
-def us_per_call(fn, n):
-    for _ in range(max(n // 100, 10)):
-        fn()
-    dist.barrier()
-    t0 = time.perf_counter_ns()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter_ns() - t0) / n / 1000
-
-
-rows = [("dist.all_reduce", lambda: dist.all_reduce(t)),
-        ("pg.allreduce().wait()", lambda: pg.allreduce([t]).wait()),
-        ("all_reduce(async_op=True).wait()", lambda: dist.all_reduce(t, async_op=True).wait())]
-got = [(name, us_per_call(fn, args.iters)) for name, fn in rows]
-if dist.get_rank() == 0:
-    print("# %s, %d ranks, %d bytes float32 sum, %d calls each" % (
-        args.backend, dist.get_world_size(), args.bytes, args.iters))
-    for name, us in got:
-        print("%-34s %8.2f us" % (name, us))
-dist.destroy_process_group()
+if __name__ == "__main__":
+    if args.spawn:
+        import torch.multiprocessing as mp
+        mp.spawn(main, args=(args.spawn,), nprocs=args.spawn)
+    else:
+        main()

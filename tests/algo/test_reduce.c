@@ -1,17 +1,18 @@
 /*
- * test_reduce.c - tests for the reduction kernels (hccl/src/algo/reduce.c).
+ * test_reduce.c - tests for the reduction kernels (hccl/src/algo/reduce.c, reduce_half.c).
  *
- * Every kernel is checked against a reference written the slow, obvious way: integers in
- * wider types with an explicit wrap, float32 in double (exact for one + or *, then rounded
- * once to float, which is the correctly rounded float32 result since 53 >= 2*24+2), float16
- * decoded to double, combined exactly and rounded once with our own double -> half
- * round-to-nearest-even. Each check runs on both kernel sets (F16C/AVX2 and portable, via
- * hccl__reduce_force_portable) and the two must agree bit for bit. The float16 conversions the
- * portable kernels use (hccl/src/base/half.h, shared with ddp) are checked here too, against
- * the same references and against F16C: every half, a sweep of floats, and a table of bits.
- *
- * HCCL_REDUCE_BENCH=1 also runs a small benchmark: GB/s of output for every dtype x op on a
- * 4 MiB buffer, on both kernel sets.
+ * Every kernel of every type (the twelve HcclDataTypes x sum, prod, max, min, avg by 3 and by
+ * 4, band, bor, bxor, premul sum) is checked against a reference written the slow, obvious
+ * way: integers in 64 bits with an explicit wrap to the type's width, float32 in double (exact
+ * for one + or *, then rounded once to float, which is the correctly rounded float32 result
+ * since 53 >= 2*24+2), float16 and bfloat16 decoded to double, combined and rounded once with
+ * our own double -> half / bfloat16 round-to-nearest-even; float64 in double. Each check runs
+ * on both kernel sets (AVX2/F16C and portable, via hccl__reduce_force_portable), and the
+ * float32-accumulating chains of the 16-bit types against float32 steps in double. The
+ * float16 conversions the portable kernels use (hccl/src/base/half.h, shared with ddp) are
+ * checked here too, against the same references and against F16C: every half, a sweep of
+ * floats, and a table of bits.
+ * The kernels' speed is bench/reduce_rate.c's (build/bin/reduce_rate).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -798,42 +799,6 @@ static void test_nan_inf(void **state) {
   }
 }
 
-/* ---- benchmark (HCCL_REDUCE_BENCH=1) ---- */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Best of `iters` runs of fn over a 4 MiB output; GB/s = output bytes / time. */
-static double bench_one(hccl__reduce_fn fn, void *out, const void *a, const void *b, size_t n,
-                        size_t bytes, int iters) {
-  double best = 1e9;
-  for (int it = 0; it < iters; it++) {
-    double t0 = now_s();
-    fn(out, a, b, n, NULL);
-    double t = now_s() - t0;
-    if (t < best) best = t;
-  }
-  return (double)bytes / best / 1e9;
-}
-
-/* Benchmark data: random integers; floats in [-2, 2) like gradients (no subnormals, whose
- * slow paths would measure the data rather than the kernel). */
-static void fill_bench(HcclDataType dt, void *p, size_t n, uint64_t *s) {
-  for (size_t i = 0; i < n; i++) {
-    uint64_t r = rng_next(s);
-    float f = (float)((double)(r >> 11) * 0x1p-51 - 2.0);
-    if (dt == HCCL_DATA_TYPE_FP16)
-      ((uint16_t *)p)[i] = hccl__float_to_half(f);
-    else if (dt == HCCL_DATA_TYPE_FP32)
-      ((float *)p)[i] = f;
-    else
-      fill_random(dt, (uint8_t *)p + i * hccl__dtype_size(dt), 1, s);
-  }
-}
-
 /* hccl__copy_stream against memcpy: every destination alignment (the head before the first
  * 16-byte boundary), every source misalignment, and sizes around the 64-byte body and its
  * tail, with guard bytes on both sides of the destination left alone. */
@@ -855,48 +820,6 @@ static void test_copy_stream(void **state) {
       }
 }
 
-static void test_bench(void **state) {
-  (void)state;
-  const char *env = getenv("HCCL_REDUCE_BENCH");
-  if (env == NULL || strcmp(env, "1") != 0) {
-    skip();
-    return;
-  }
-  const size_t bytes = (size_t)4 << 20;
-  uint8_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes),
-          *o = aligned_alloc(64, bytes);
-  assert_true(a && b && o);
-  bool fast = fast_available();
-  printf("# reduce kernels, 4 MiB output, GB/s of output (best of 30)\n");
-  printf("%-6s %-5s %10s %10s %10s\n", "type", "op", fast ? "avx2/f16c" : "-", "in-place",
-         "portable");
-  for (size_t d = 0; d < N_DTYPES; d++) {
-    HcclDataType dt = k_dtypes[d];
-    size_t n = bytes / hccl__dtype_size(dt);
-    uint64_t seed = 99;
-    fill_bench(dt, a, n, &seed);
-    fill_bench(dt, b, n, &seed);
-    for (size_t k = 0; k < 4; k++) {
-      HcclReduceOp op = k_ops[k];
-      double g[3] = {0, 0, 0};
-      bool before = hccl__reduce_force_portable(!fast);
-      hccl__reduce_fn fn = hccl__reduce_kernel(dt, op);
-      g[0] = bench_one(fn, o, a, b, n, bytes, 30);
-      memcpy(o, a, bytes);
-      g[1] = bench_one(fn, o, o, b, n, bytes, 30);
-      hccl__reduce_force_portable(true);
-      fn = hccl__reduce_kernel(dt, op);
-      g[2] = bench_one(fn, o, a, b, n, bytes, 30);
-      hccl__reduce_force_portable(!before);
-      printf("%-6s %-5s %10.1f %10.1f %10.1f\n", hccl__dtype_name(dt), hccl__op_name(op), g[0],
-             g[1], g[2]);
-    }
-  }
-  free(a);
-  free(b);
-  free(o);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_supported, setup_alarm),
@@ -908,7 +831,6 @@ int main(void) {
       cmocka_unit_test_setup(test_f16_random_pairs, setup_alarm),
       cmocka_unit_test_setup(test_nan_inf, setup_alarm),
       cmocka_unit_test_setup(test_copy_stream, setup_alarm),
-      cmocka_unit_test_setup(test_bench, setup_alarm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,10 +5,9 @@
  * Staging: the library takes one contiguous buffer per side. A contiguous tensor is passed as
  * it is; a non-contiguous one (or a list of tensors) goes through a contiguous copy, and the
  * work's success step copies results back. Operations that only move bytes (broadcast,
- * gathers, scatter, all-to-all, send/recv) move any dtype as bytes; reductions follow the
- * routes of reduce_route.hpp (the card's four types directly, others widened or reduced by
- * blocks; torch's AVG on floating types is SUM, then a division by the group size in the
- * success step, as NCCL defines it). Tags of send/recv are accepted and not used: messages
+ * gathers, scatter, all-to-all, send/recv) move any dtype as bytes; reductions are one library
+ * call each on the tensor's own type, with the library's AVG and premul sum (reduce_route.hpp).
+ * Tags of send/recv are accepted and not used: messages
  * between two ranks match in the order they were posted, as with NCCL.
  */
 #include "process_group.hpp"

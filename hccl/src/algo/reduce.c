@@ -18,9 +18,10 @@
  * at the memory's speed (bench/reduce_rate.c).
  *
  * Integer AVG divides the wrapped sum by the group size, rounded toward zero: a shift (with
- * the rounding correction for negative values) when the size is a power of two, which
- * vectorizes, and a division otherwise, which does not (x86 has no vector integer divide);
- * only the step that finishes an element divides, a 1/p share of the elements of a ring.
+ * the rounding correction for negative values) when the size is a power of two, a division in
+ * double for types up to 32 bits otherwise (both vectorize), and an integer division for
+ * uint32 and the 64-bit types, which does not (x86 has no vector integer divide); only the
+ * step that finishes an element divides, a 1/p share of the elements of a ring.
  */
 #include "reduce.h"
 
@@ -146,8 +147,11 @@ HCCL__FLOAT_OPS(f64, double, double)
   }
 
 /* Integer AVG: the wrapped sum in the type S, divided by k toward zero. A power of two is a
- * shift; a negative value first gets k - 1 added, so the shift rounds toward zero too. */
-#define HCCL__LOOP_AVG(name, U, S, W)                                                              \
+ * shift; a negative value first gets k - 1 added, so the shift rounds toward zero too. Other
+ * divisors: for types whose values fit an int32 (NARROW), a division in double, truncated,
+ * which vectorizes and is exact (|v| < 2^31 and k < 2^20: a quotient below an integer by at
+ * least 1/k > 2^-20 stays below it after rounding to 53 bits); else an integer division. */
+#define HCCL__LOOP_AVG(name, U, S, W, NARROW)                                                      \
   HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
                          const struct hccl_scale *s) {                                             \
     const uint64_t k = s->i;                                                                       \
@@ -160,13 +164,17 @@ HCCL__FLOAT_OPS(f64, double, double)
         W v = (W)(S)(U)(x[i] + y[i]);                                                              \
         o[i] = (S)((v + (v < 0 ? bias : 0)) >> sh);                                                \
       }                                                                                            \
+    } else if (NARROW && k < (1u << 20)) {                                                         \
+      const double kd = (double)k;                                                                 \
+      for (size_t i = 0; i < n; i++)                                                               \
+        o[i] = (S)(int32_t)((double)(int32_t)(S)(U)(x[i] + y[i]) / kd);                            \
     } else {                                                                                       \
       for (size_t i = 0; i < n; i++)                                                               \
         o[i] = (S)((W)(S)(U)(x[i] + y[i]) / (W)k);                                                 \
     }                                                                                              \
   }
 /* The unsigned types: the same with nothing to correct. */
-#define HCCL__LOOP_UAVG(name, U)                                                                   \
+#define HCCL__LOOP_UAVG(name, U, NARROW)                                                           \
   HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
                          const struct hccl_scale *s) {                                             \
     const uint64_t k = s->i;                                                                       \
@@ -176,6 +184,10 @@ HCCL__FLOAT_OPS(f64, double, double)
       const unsigned sh = (unsigned)__builtin_ctzll(k);                                            \
       for (size_t i = 0; i < n; i++)                                                               \
         o[i] = (U)((uint64_t)(U)(x[i] + y[i]) >> sh);                                              \
+    } else if (NARROW && k < (1u << 20)) {                                                         \
+      const double kd = (double)k;                                                                 \
+      for (size_t i = 0; i < n; i++)                                                               \
+        o[i] = (U)(int32_t)((double)(int32_t)(U)(x[i] + y[i]) / kd);                               \
     } else {                                                                                       \
       for (size_t i = 0; i < n; i++)                                                               \
         o[i] = (U)((uint64_t)(U)(x[i] + y[i]) / k);                                                \
@@ -196,14 +208,14 @@ HCCL__INT_TYPES(HCCL__INT_LOOPS)
 
 /* The division's wide type: int64_t for the signed types (an int8_t sum over 200 ranks is
  * divided by 200, not by (int8_t)200), uint64_t for the unsigned ones. */
-HCCL__LOOP_AVG(loop_i8_sum_div, uint8_t, int8_t, int64_t)
-HCCL__LOOP_AVG(loop_i16_sum_div, uint16_t, int16_t, int64_t)
-HCCL__LOOP_AVG(loop_i32_sum_div, uint32_t, int32_t, int64_t)
-HCCL__LOOP_AVG(loop_i64_sum_div, uint64_t, int64_t, int64_t)
-HCCL__LOOP_UAVG(loop_u8_sum_div, uint8_t)
-HCCL__LOOP_UAVG(loop_u16_sum_div, uint16_t)
-HCCL__LOOP_UAVG(loop_u32_sum_div, uint32_t)
-HCCL__LOOP_UAVG(loop_u64_sum_div, uint64_t)
+HCCL__LOOP_AVG(loop_i8_sum_div, uint8_t, int8_t, int64_t, 1)
+HCCL__LOOP_AVG(loop_i16_sum_div, uint16_t, int16_t, int64_t, 1)
+HCCL__LOOP_AVG(loop_i32_sum_div, uint32_t, int32_t, int64_t, 1)
+HCCL__LOOP_AVG(loop_i64_sum_div, uint64_t, int64_t, int64_t, 0)
+HCCL__LOOP_UAVG(loop_u8_sum_div, uint8_t, 1)
+HCCL__LOOP_UAVG(loop_u16_sum_div, uint16_t, 1)
+HCCL__LOOP_UAVG(loop_u32_sum_div, uint32_t, 0)
+HCCL__LOOP_UAVG(loop_u64_sum_div, uint64_t, 0)
 
 #define HCCL__FLOAT_LOOPS(name, T, FIELD)                                                          \
   HCCL__LOOP2(loop_##name##_sum, T, name##_sum)                                                    \

@@ -116,16 +116,6 @@ static AVX2 inline void v_st_half(void *p, __m256 v) {
 }
 /* hccl__float_to_bf16 on eight lanes: the rounded top halves, or the quieted NaNs, packed to
  * 16 bits (packus works within 128-bit lanes; the permute joins the two lanes' low quads). */
-static AVX2 inline void v_st_bf16(void *p, __m256 v) {
-  __m256i x = _mm256_castps_si256(v);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  r = _mm256_blendv_epi8(r, q, nan);
-  __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-  _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
-}
 static AVX2 inline void v_st_f32(void *p, __m256 v) {
   _mm256_storeu_ps((float *)p, v);
 }
@@ -159,6 +149,15 @@ static AVX2 inline __m256 v_mul(__m256 x, __m256 y, __m256 k) {
   return _mm256_mul_ps(x, k);
 }
 
+static AVX2 inline __m256i v_bf_round(__m256 v);
+/* hccl__float_to_bf16 on eight lanes (v_bf_round), packed to 16 bits (packus works within
+ * 128-bit lanes; the permute joins the two lanes' low quads). */
+static AVX2 inline void v_st_bf16(void *p, __m256 v) {
+  __m256i r = v_bf_round(v);
+  __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+  _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
 /* LA/LB/SO: loads of a and b, store of out; EA/EB/EO their element sizes; B the second
  * input (b, or a for the one-input kind). The tail runs the same vector code on zero-padded
  * copies, so it gives the same bits as the body. */
@@ -187,14 +186,63 @@ static AVX2 inline __m256 v_mul(__m256 x, __m256 y, __m256 k) {
     }                                                                                              \
   }
 
+/* bfloat16 in and out, 16 elements a step: one 256-bit load per input, widened by
+ * interleaving zeros below each element (unpacklo/hi: elements 0-3 and 8-11, 4-7 and 12-15,
+ * as float32), and the two results' top halves packed back by packus, which interleaves the
+ * 128-bit lanes the same way, so the elements come out in order with no permute. */
+static AVX2 inline __m256i v_bf_round(__m256 v) {
+  __m256i x = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+#define VLOOP_BF(name, B, VOP)                                                                     \
+  static AVX2 void name(void *out, const void *a, const void *b, size_t n,                         \
+                        const struct hccl_scale *s) {                                              \
+    const __m256 k = _mm256_set1_ps(s ? s->f32 : 1.0f);                                            \
+    const __m256i z = _mm256_setzero_si256();                                                      \
+    const uint16_t *x = a, *y = (const uint16_t *)(B);                                             \
+    uint16_t *o = out;                                                                             \
+    (void)b;                                                                                       \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m256i xa = _mm256_loadu_si256((const __m256i *)(x + i));                                   \
+      __m256i xb = _mm256_loadu_si256((const __m256i *)(y + i));                                   \
+      __m256 lo = VOP(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xa)),                           \
+                      _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xb)), k);                       \
+      __m256 hi = VOP(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xa)),                           \
+                      _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xb)), k);                       \
+      _mm256_storeu_si256((__m256i *)(o + i), _mm256_packus_epi32(v_bf_round(lo), v_bf_round(hi))); \
+    }                                                                                              \
+    if (i < n) {                                                                                   \
+      uint16_t ta[16] = {0}, tb[16] = {0}, to[16];                                                 \
+      memcpy(ta, x + i, (n - i) * 2);                                                              \
+      memcpy(tb, y + i, (n - i) * 2);                                                              \
+      __m256i xa = _mm256_loadu_si256((const __m256i *)ta);                                        \
+      __m256i xb = _mm256_loadu_si256((const __m256i *)tb);                                        \
+      __m256 lo = VOP(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xa)),                           \
+                      _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xb)), k);                       \
+      __m256 hi = VOP(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xa)),                           \
+                      _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xb)), k);                       \
+      _mm256_storeu_si256((__m256i *)to, _mm256_packus_epi32(v_bf_round(lo), v_bf_round(hi)));     \
+      memcpy(o + i, to, (n - i) * 2);                                                              \
+    }                                                                                              \
+  }
+
+/* The narrow kinds: bfloat16 by VLOOP_BF, float16 by VLOOP. */
+#define VNARROW_half(name, B, VOP) VLOOP(name, v_ld_half, v_ld_half, v_st_half, 2, 2, 2, B, VOP)
+#define VNARROW_bf16(name, B, VOP) VLOOP_BF(name, B, VOP)
+
 #define VLOOPS(t)                                                                                  \
-  VLOOP(v_##t##_sum, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_sum)                              \
-  VLOOP(v_##t##_prod, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_prod)                            \
-  VLOOP(v_##t##_max, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_max)                              \
-  VLOOP(v_##t##_min, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_min)                              \
-  VLOOP(v_##t##_sum_div, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_sum_div)                      \
-  VLOOP(v_##t##_sum_mul, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, b, v_sum_mul)                      \
-  VLOOP(v_##t##_mul, v_ld_##t, v_ld_##t, v_st_##t, 2, 2, 2, a, v_mul)                              \
+  VNARROW_##t(v_##t##_sum, b, v_sum)                                                               \
+  VNARROW_##t(v_##t##_prod, b, v_prod)                                                             \
+  VNARROW_##t(v_##t##_max, b, v_max)                                                               \
+  VNARROW_##t(v_##t##_min, b, v_min)                                                               \
+  VNARROW_##t(v_##t##_sum_div, b, v_sum_div)                                                       \
+  VNARROW_##t(v_##t##_sum_mul, b, v_sum_mul)                                                       \
+  VNARROW_##t(v_##t##_mul, a, v_mul)                                                               \
   VLOOP(v_##t##_wfirst_sum, v_ld_##t, v_ld_##t, v_st_f32, 2, 2, 4, b, v_sum)                       \
   VLOOP(v_##t##_wfirst_prod, v_ld_##t, v_ld_##t, v_st_f32, 2, 2, 4, b, v_prod)                     \
   VLOOP(v_##t##_wstep_sum, v_ld_##t, v_ld_f32, v_st_f32, 2, 4, 4, b, v_sum)                        \
