@@ -48,7 +48,7 @@ typedef enum {
   PERF_NTYPES
 } perf_type;
 /* PERF_AVG: the sum divided by the number of ranks (rounded toward zero on integer types,
- * correctly rounded on floating ones); -o all runs it only where the backend has it
+ * one division of the sum on floating ones); -o all runs it only where the backend has it
  * (perf_backend.has_avg). */
 typedef enum { PERF_SUM, PERF_PROD, PERF_MAX, PERF_MIN, PERF_AVG, PERF_NOPS } perf_op;
 

@@ -26,7 +26,8 @@
  *          e mod p only (0 elsewhere), so the sum over all ranks is p a(e) + S with |S| <= 3
  *          and S = u when 5 divides p: the average a(e) + S/p is a fraction whose rounding
  *          matters, for every p > 1: toward zero on integer types (floor differs where S < 0),
- *          correctly rounded on floating ones (exact when p is a power of two). A is the
+ *          on floating ones the correctly rounded quotient, which one division of the exact
+ *          sum gives (in float32 for the 16-bit types; exact when p is a power of two). A is the
  *          largest of 0..3 with p (A + 3) <= L, L the type's exact range (127 for int8, 256
  *          for bfloat16, 2048 for float16, ...), so every partial sum, at most k (A + 3) over
  *          k ranks, is exact in the type (bfloat16: in any order up to 85 ranks). Unsigned
