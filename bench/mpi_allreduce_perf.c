@@ -5,10 +5,13 @@
  *
  *   mpirun --oversubscribe -np 4 mpi_allreduce_perf -b 8 -e 64M -f 2 -d all -o all
  *
- * Types: int8 -> MPI_INT8_T, int32 -> MPI_INT32_T, float -> MPI_FLOAT. MPI has no float16,
- * so half travels as MPI_UINT16_T with four user-defined (commutative) ops that compute in
- * float32 and round once to float16 (perf_half_from_float), as libhccl does; they are slower
- * than MPI's built-in ops, which the half lines therefore measure too.
+ * Types: the integers -> MPI_INT8_T .. MPI_UINT64_T, float -> MPI_FLOAT, double -> MPI_DOUBLE.
+ * MPI has no float16 or bfloat16, so they travel as MPI_UINT16_T with user-defined
+ * (commutative) ops that compute in float32 and round once (perf_half_from_float,
+ * perf_bf16_from_float), as libhccl does; they are slower than MPI's built-in ops, which the
+ * half and bfloat16 lines therefore measure too. MPI has no average either: avg is MPI_SUM (or
+ * the 16-bit types' sum), then a division of the result by the rank count inside the timed
+ * call, as NCCL computes it (toward zero on integers, rounded once on floating types).
  * -z 0 uses MPI_Iallreduce (MPI_Iallgather, ...) and waits for each call before issuing the
  * next: MPI does not allow several pending calls on the same buffer, which is what queueing -n
  * calls would need.
@@ -29,7 +32,7 @@
 
 static char errbuf[1024];
 static int my_rank, nranks;
-static MPI_Op half_ops[PERF_NOPS];
+static MPI_Op half_ops[PERF_NOPS], bf16_ops[PERF_NOPS]; /* avg: the sum */
 
 static MPI_Op ops[PERF_NOPS]; /* MPI's built-in ops; MPI_SUM etc. are not constants */
 
@@ -41,36 +44,85 @@ static int failed(int rc, const char *call) {
   return 1;
 }
 
-/* ---- float16 ops: float32 math, rounded once; max/min are exact and keep NaN ---- */
+/* ---- float16 and bfloat16 ops: float32 math, rounded once; max/min are exact and keep NaN ---- */
 
-static void half_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++)
-    b[i] = perf_half_from_float(perf_half_to_float(a[i]) + perf_half_to_float(b[i]));
-}
-
-static void half_prod(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++)
-    b[i] = perf_half_from_float(perf_half_to_float(a[i]) * perf_half_to_float(b[i]));
-}
-
-static void half_minmax(const uint16_t *a, uint16_t *b, int n, int want_max) {
-  for (int i = 0; i < n; i++) {
-    float x = perf_half_to_float(a[i]), y = perf_half_to_float(b[i]);
-    if (y != y) continue; /* NaN already in b stays */
-    if (x != x || (want_max ? x > y : x < y)) b[i] = a[i];
+#define SIXTEEN_BIT_OPS(ty, to_f, from_f)                                                          \
+  static void ty##_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {                        \
+    const uint16_t *a = in;                                                                        \
+    uint16_t *b = inout;                                                                           \
+    for (int i = 0; i < *len; i++)                                                                 \
+      b[i] = from_f(to_f(a[i]) + to_f(b[i]));                                                      \
+  }                                                                                                \
+  static void ty##_prod(void *in, void *inout, int *len, MPI_Datatype *dt) {                       \
+    const uint16_t *a = in;                                                                        \
+    uint16_t *b = inout;                                                                           \
+    for (int i = 0; i < *len; i++)                                                                 \
+      b[i] = from_f(to_f(a[i]) * to_f(b[i]));                                                      \
+  }                                                                                                \
+  static void ty##_minmax(const uint16_t *a, uint16_t *b, int n, int want_max) {                   \
+    for (int i = 0; i < n; i++) {                                                                  \
+      float x = to_f(a[i]), y = to_f(b[i]);                                                        \
+      if (y != y) continue; /* NaN already in b stays */                                           \
+      if (x != x || (want_max ? x > y : x < y)) b[i] = a[i];                                       \
+    }                                                                                              \
+  }                                                                                                \
+  static void ty##_max(void *in, void *inout, int *len, MPI_Datatype *dt) {                        \
+    ty##_minmax(in, inout, *len, 1);                                                               \
+  }                                                                                                \
+  static void ty##_min(void *in, void *inout, int *len, MPI_Datatype *dt) {                        \
+    ty##_minmax(in, inout, *len, 0);                                                               \
   }
-}
 
-static void half_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  half_minmax(in, inout, *len, 1);
-}
+SIXTEEN_BIT_OPS(half, perf_half_to_float, perf_half_from_float)
+SIXTEEN_BIT_OPS(bf16, perf_bf16_to_float, perf_bf16_from_float)
 
-static void half_min(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  half_minmax(in, inout, *len, 0);
+/* avg's last step: buf's n sums become averages over the ranks. */
+static void divide_by_ranks(void *buf, size_t n, perf_type t) {
+#define DIV_LOOP(ty, expr)                                                                         \
+  do {                                                                                             \
+    ty *v = buf;                                                                                   \
+    for (size_t i = 0; i < n; i++)                                                                 \
+      v[i] = (expr);                                                                               \
+  } while (0)
+  switch (t) {
+  case PERF_INT8:
+    DIV_LOOP(int8_t, (int8_t)(v[i] / nranks));
+    break;
+  case PERF_UINT8:
+    DIV_LOOP(uint8_t, (uint8_t)(v[i] / (unsigned)nranks));
+    break;
+  case PERF_INT16:
+    DIV_LOOP(int16_t, (int16_t)(v[i] / nranks));
+    break;
+  case PERF_UINT16:
+    DIV_LOOP(uint16_t, (uint16_t)(v[i] / (unsigned)nranks));
+    break;
+  case PERF_INT32:
+    DIV_LOOP(int32_t, v[i] / nranks);
+    break;
+  case PERF_UINT32:
+    DIV_LOOP(uint32_t, v[i] / (uint32_t)nranks);
+    break;
+  case PERF_INT64:
+    DIV_LOOP(int64_t, v[i] / nranks);
+    break;
+  case PERF_UINT64:
+    DIV_LOOP(uint64_t, v[i] / (uint64_t)nranks);
+    break;
+  case PERF_HALF:
+    DIV_LOOP(uint16_t, perf_half_from_float(perf_half_to_float(v[i]) / nranks));
+    break;
+  case PERF_BF16:
+    DIV_LOOP(uint16_t, perf_bf16_from_float(perf_bf16_to_float(v[i]) / nranks));
+    break;
+  case PERF_FLOAT:
+    DIV_LOOP(float, v[i] / (float)nranks);
+    break;
+  default:
+    DIV_LOOP(double, v[i] / nranks);
+    break;
+  }
+#undef DIV_LOOP
 }
 
 /* ---- the ops table ---- */
@@ -90,14 +142,17 @@ static int mpi_init(struct perf_world *w) {
     MPI_Comm_free(&node);
   }
 
-  MPI_User_function *const fns[PERF_NOPS] = {half_sum, half_prod, half_max, half_min};
+  MPI_User_function *const hfns[PERF_NOPS] = {half_sum, half_prod, half_max, half_min, half_sum};
+  MPI_User_function *const bfns[PERF_NOPS] = {bf16_sum, bf16_prod, bf16_max, bf16_min, bf16_sum};
   for (int op = 0; op < PERF_NOPS; op++)
-    if ((rc = MPI_Op_create(fns[op], 1, &half_ops[op])) != MPI_SUCCESS)
-      return failed(rc, "MPI_Op_create (float16 op)");
+    if ((rc = MPI_Op_create(hfns[op], 1, &half_ops[op])) != MPI_SUCCESS ||
+        (rc = MPI_Op_create(bfns[op], 1, &bf16_ops[op])) != MPI_SUCCESS)
+      return failed(rc, "MPI_Op_create (float16 or bfloat16 op)");
   ops[PERF_SUM] = MPI_SUM;
   ops[PERF_PROD] = MPI_PROD;
   ops[PERF_MAX] = MPI_MAX;
   ops[PERF_MIN] = MPI_MIN;
+  ops[PERF_AVG] = MPI_SUM; /* then divide_by_ranks */
 
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -111,10 +166,30 @@ static int mpi_init(struct perf_world *w) {
 }
 
 static MPI_Datatype mpi_type(perf_type t) {
-  return t == PERF_INT8    ? MPI_INT8_T
-         : t == PERF_INT32 ? MPI_INT32_T
-         : t == PERF_HALF  ? MPI_UINT16_T
-                           : MPI_FLOAT;
+  switch (t) {
+  case PERF_INT8:
+    return MPI_INT8_T;
+  case PERF_UINT8:
+    return MPI_UINT8_T;
+  case PERF_INT16:
+    return MPI_INT16_T;
+  case PERF_UINT16:
+  case PERF_HALF:
+  case PERF_BF16:
+    return MPI_UINT16_T;
+  case PERF_INT32:
+    return MPI_INT32_T;
+  case PERF_UINT32:
+    return MPI_UINT32_T;
+  case PERF_INT64:
+    return MPI_INT64_T;
+  case PERF_UINT64:
+    return MPI_UINT64_T;
+  case PERF_FLOAT:
+    return MPI_FLOAT;
+  default:
+    return MPI_DOUBLE;
+  }
 }
 
 /* Issues one call: blocking when req is NULL, else the non-blocking form with *req to wait
@@ -122,7 +197,9 @@ static MPI_Datatype mpi_type(perf_type t) {
  * the result at the start of the buffer: mpi_run moves it to this rank's slot. */
 static int issue(const struct perf_call *c, int n, MPI_Request *req) {
   MPI_Datatype dt = mpi_type(c->type);
-  MPI_Op mop = c->type == PERF_HALF ? half_ops[c->op] : ops[c->op];
+  MPI_Op mop = c->type == PERF_HALF   ? half_ops[c->op]
+               : c->type == PERF_BF16 ? bf16_ops[c->op]
+                                      : ops[c->op];
   MPI_Comm w = MPI_COMM_WORLD;
   size_t bytes = c->count * perf_type_size(c->type);
   const void *s = c->send;
@@ -161,8 +238,13 @@ static int issue(const struct perf_call *c, int n, MPI_Request *req) {
 /* -z 0 issues the non-blocking form and waits for it before the next call: MPI does not allow
  * several pending calls on the same buffers, which is what queueing -n calls would need. */
 static int mpi_run(const struct perf_call *c, int blocking) {
-  static const char *const names[PERF_NTYPES] = {"MPI_INT8_T", "MPI_INT32_T", "MPI_UINT16_T (half)",
-                                                 "MPI_FLOAT"};
+  static const char *const names[PERF_NTYPES] = {
+      [PERF_INT8] = "MPI_INT8_T",          [PERF_UINT8] = "MPI_UINT8_T",
+      [PERF_INT16] = "MPI_INT16_T",        [PERF_UINT16] = "MPI_UINT16_T",
+      [PERF_INT32] = "MPI_INT32_T",        [PERF_UINT32] = "MPI_UINT32_T",
+      [PERF_INT64] = "MPI_INT64_T",        [PERF_UINT64] = "MPI_UINT64_T",
+      [PERF_HALF] = "MPI_UINT16_T (half)", [PERF_BF16] = "MPI_UINT16_T (bfloat16)",
+      [PERF_FLOAT] = "MPI_FLOAT",          [PERF_DOUBLE] = "MPI_DOUBLE"};
   static const char *const fns[PERF_NCOLLS] = {[PERF_ALLREDUCE] = "MPI_Allreduce",
                                                [PERF_ALLGATHER] = "MPI_Allgather",
                                                [PERF_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
@@ -181,6 +263,10 @@ static int mpi_run(const struct perf_call *c, int blocking) {
   char *slot = (char *)c->send + (size_t)my_rank * bytes;
   if (rc == MPI_SUCCESS && c->coll == PERF_REDUCE_SCATTER && (char *)c->recv == slot)
     memmove(slot, c->send, bytes); /* MPI_IN_PLACE: the result came at the start */
+  int reduced = c->coll == PERF_ALLREDUCE || c->coll == PERF_REDUCE_SCATTER ||
+                (c->coll == PERF_REDUCE && my_rank == c->root);
+  if (rc == MPI_SUCCESS && c->op == PERF_AVG && reduced)
+    divide_by_ranks(c->recv, c->count, c->type);
   if (rc == MPI_SUCCESS) return 0;
   char call[128];
   snprintf(call, sizeof(call), "%s(count %zu, %s, %s)", fns[c->coll], c->count, names[c->type],
@@ -210,8 +296,10 @@ static void mpi_mem_free(void *ptr) {
 }
 
 static void mpi_finalize(void) {
-  for (int op = 0; op < PERF_NOPS; op++)
+  for (int op = 0; op < PERF_NOPS; op++) {
     MPI_Op_free(&half_ops[op]);
+    MPI_Op_free(&bf16_ops[op]);
+  }
   MPI_Finalize();
 }
 
@@ -234,10 +322,13 @@ int main(int argc, char **argv) {
       .mem_alloc = mpi_mem_alloc,
       .mem_free = mpi_mem_free,
       .note = PERF_COLL == PERF_ALLREDUCE
-                  ? "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, "
-                    "rounded once); -z 0 waits for each MPI_Iallreduce before the next"
-                  : "# MPI twin: half = MPI_UINT16_T with user-defined ops (float32 math, "
-                    "rounded once); -z 0 waits for each non-blocking call before the next",
+                  ? "# MPI twin: half, bfloat16 = MPI_UINT16_T with user-defined ops (float32 "
+                    "math, rounded once); avg = MPI_SUM, then / nranks; -z 0 waits for each "
+                    "MPI_Iallreduce before the next"
+                  : "# MPI twin: half, bfloat16 = MPI_UINT16_T with user-defined ops (float32 "
+                    "math, rounded once); avg = MPI_SUM, then / nranks; -z 0 waits for each "
+                    "non-blocking call before the next",
+      .has_avg = 1,
   };
   return perf_main(argc, argv, PERF_COLL, &be);
 }

@@ -23,6 +23,16 @@ depend on the reduction order), same footer and exit codes (0 ok, 1 wrong, 2 bad
 
 torch's allreduce is in-place only, so "out-of-place" here is recv.copy_(send) followed by an
 in-place allreduce of recv: the copy is part of the time, as it would be for a user.
+
+Types: every dtype torch_hccl reduces, by allreduce_perf's names (int8 uint8 int16 uint16 int32
+uint32 int64 uint64 half bfloat16 float double; uint16/32/64 where this torch has them, 2.3 on)
+and torch's own bool (max, min) and complex64, complex128 (sum, avg). Every (type, op) is
+checked bit for bit with allreduce_perf's data (perf/perf_data.c), built here with torch: small
+integers whose reductions are exact in every order and type (bool: one rank's true, or false,
+per element; complex: the real data in the real part, the data one element on in the
+imaginary part). A backend that refuses a (type, op) at the call (gloo has no int16 or unsigned
+beyond uint8, and no integer AVG) gets a "# ... skipped" line in the table where -d all or -o
+all chose the pair; named with -d and -o both, the refusal is a failed call (exit 1).
 """
 import os
 import socket
@@ -30,9 +40,13 @@ import sys
 import time
 
 PROG = "torch_allreduce_perf"
-# The card's four, then types torch_hccl reduces by another route (docs/pytorch.md).
-TYPES = ["int8", "int32", "half", "float", "int64", "double", "bfloat16"]
-OPS = ["sum", "prod", "max", "min"]
+# allreduce_perf's twelve (perf/perf_data.c), then torch's own bool and complex types.
+TYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "half",
+         "bfloat16", "float", "double", "bool", "complex64", "complex128"]
+UNSIGNED_SHELL = ("uint16", "uint32", "uint64")  # torch 2.3 on
+OPS = ["sum", "prod", "max", "min", "avg"]
+# The ops each kind of type is run with: bool as torch's logical or/and, complex as pairs.
+TYPE_OPS = {"bool": ("max", "min"), "complex64": ("sum", "avg"), "complex128": ("sum", "avg")}
 AVG = ["rank0", "avg", "min", "max"]
 USAGE = """Usage: %s [--backend gloo|hccl|deepspeed-shm] [flags]   (one process per rank; rank 0 prints)
   --backend NAME  gloo, hccl (torch_hccl) or deepspeed-shm; must come first default gloo
@@ -43,13 +57,16 @@ USAGE = """Usage: %s [--backend gloo|hccl|deepspeed-shm] [flags]   (one process 
   -n <n>      timed iterations per line (>= 1)                              default 20
   -w <n>      warm-up iterations (>= 0)                                     default 1
   -c <0|1>    check the results                                             default 1
-  -d <type>   int8, int32, half, float, int64, double, bfloat16 or all      default float
-  -o <op>     sum, prod, max, min or all                                    default sum
+  -d <type>   int8, uint8, int16, uint16, int32, uint32, int64, uint64, half,
+              bfloat16, float, double, bool (max, min), complex64, complex128
+              (sum, avg) or all; uint16/32/64 where torch has them          default float
+  -o <op>     sum, prod, max, min, avg or all                               default sum
   -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max         default 1
   -z <0|1>    accepted and shown in the header; every call blocks          default 1
   -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)
   -h, --help  this help
 allreduce_perf's table and exit codes: 0 ok, 1 wrong results or a failed call, 2 bad flags.
+A (type, op) the backend refuses is a "# ... skipped" line when -d all or -o all chose it.
 """ % PROG
 
 
@@ -80,7 +97,7 @@ def parse_int(flag, s, lo, hi):
 
 def parse_args(argv):
     o = dict(b=32 << 20, e=32 << 20, f=2, i=0, n=20, w=1, c=1, a=1, z=1,
-             d=["float"], o=["sum"])
+             d=["float"], o=["sum"], chosen=True)
     seen = set()
     k = 0
     while k < len(argv):
@@ -111,10 +128,12 @@ def parse_args(argv):
                 usage_error("-d '%s' is not a type this benchmark reduces: expected %s or all"
                             % (v, ", ".join(TYPES)))
             o[f] = TYPES if v == "all" else [v]
+            o["chosen"] = o["chosen"] and v != "all"
         elif f == "o":
             if v != "all" and v not in OPS:
-                usage_error("-o '%s' is not an op: expected sum, prod, max, min or all" % v)
+                usage_error("-o '%s' is not an op: expected sum, prod, max, min, avg or all" % v)
             o[f] = OPS if v == "all" else [v]
+            o["chosen"] = o["chosen"] and v != "all"
         elif v != "1":  # -g, -t
             usage_error("-%s '%s' is not supported: one device and one thread per process" % (f, v))
     if "i" in seen and o["i"] == 0:
@@ -127,6 +146,9 @@ def parse_args(argv):
     if o["e"] < o["b"]:
         usage_error("-e %d is smaller than -b %d: the largest size must be at least the smallest"
                     % (o["e"], o["b"]))
+    if len(o["d"]) == 1 and len(o["o"]) == 1 and o["o"][0] not in TYPE_OPS.get(o["d"][0], OPS):
+        usage_error("-d %s -o %s: %s reduces with %s here" % (
+            o["d"][0], o["o"][0], o["d"][0], " and ".join(TYPE_OPS[o["d"][0]])))
     return o
 
 
@@ -190,6 +212,130 @@ def deepspeed_setup(o):
     return init
 
 
+# Integers up to this magnitude are exact in the type (perf_data.c's L); complex: its parts'.
+EXACT = {"int8": 2**7 - 1, "uint8": 2**8 - 1, "int16": 2**15 - 1, "uint16": 2**16 - 1,
+         "int32": 2**31 - 1, "uint32": 2**32 - 1, "int64": 2**63 - 1, "uint64": 2**64 - 1,
+         "half": 2**11, "bfloat16": 2**8, "float": 2**24, "double": 2**53,
+         "complex64": 2**24, "complex128": 2**53}
+ESIZE = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+         "uint64": 8, "half": 2, "bfloat16": 2, "float": 4, "double": 8, "bool": 1,
+         "complex64": 8, "complex128": 16}
+
+
+class Data:
+    """allreduce_perf's checking data (the top of perf/perf_data.c) for one (type, op) on rank
+    `rank` of p, built with torch: `mine` is this rank's input and `want` the result, one
+    period (105 p elements) each, as tensors of the storage dtype (the unsigned shell types are
+    kept as the signed type of their size, viewed as theirs only for the call), so that torch
+    needs no arithmetic on them."""
+
+    def __init__(self, torch, tname, op, rank, p):
+        self.torch, self.tname, self.op, self.p = torch, tname, op, p
+        self.dtype = getattr(torch, {"half": "float16", "float": "float32",
+                                     "double": "float64"}.get(tname, tname))
+        self.unsigned = tname.startswith("uint")
+        self.storage = {"uint16": torch.int16, "uint32": torch.int32,
+                        "uint64": torch.int64}.get(tname, self.dtype)
+        e = torch.arange(105 * p, dtype=torch.int64)
+        vals = [self.stored(r, e) for r in range(p)]
+        self.mine, self.want = vals[rank], self.reduce(vals)
+
+    def value(self, r, e):
+        """v(op, r, e) of perf_data.c as int64 (unsigned types not yet wrapped)."""
+        torch, p, op = self.torch, self.p, self.op
+        s = (7 * r + e) % 5 - 2
+        if op == "sum":
+            return s + (2 if self.unsigned else 0)
+        if op == "prod":
+            k = (r + e) % 3
+            v = torch.full_like(e, 3 if self.unsigned else -1)
+            v[k == 0] = 1
+            v[k == 1] = 2 if r < 8 else 1
+            return v
+        if op == "avg":
+            per_rank = EXACT[self.tname] // p // (2 if self.unsigned else 1)
+            big = 3 if per_rank >= 6 else 0 if per_rank <= 3 else per_rank - 3  # A
+            a = e % (2 * big + 1) - big
+            u = torch.where(e % p == r, e % 3 - 1, torch.zeros_like(e))
+            return a + s + u + (big + 3 if self.unsigned else 0)
+        return (r + e) % p + e % 7 - 3  # max, min
+
+    def stored(self, r, e):
+        """Rank r's values in the storage dtype (integers wrap, as C's casts do)."""
+        torch = self.torch
+        if self.dtype == torch.bool:  # max: one rank's true (or none); min: the negation
+            v = (e % self.p == r) & (e % 3 != 0)
+            return v if self.op == "max" else ~v
+        if self.dtype.is_complex:
+            re, im = self.value(r, e), self.value(r, e + 1)
+            return torch.complex(re.double(), im.double()).to(self.dtype)
+        v = self.value(r, e)
+        if self.dtype.is_floating_point:
+            return v.double().to(self.dtype)
+        return self.store(v)
+
+    def store(self, v):
+        """int64 values wrapped to the type, in the storage dtype (explicitly: a cast of an
+        out-of-range value is not something to lean on)."""
+        bits = 8 * ESIZE[self.tname]
+        if bits < 64:
+            v = v & (2**bits - 1)
+            if self.storage != self.torch.uint8:  # to the signed storage type's range
+                v = v - (v >= 2**(bits - 1)).to(v.dtype) * 2**bits
+        return v.to(self.storage)
+
+    def wide(self, t):
+        """Stored integers as int64: sign-extended, or zero-extended for unsigned types (uint64:
+        its bits)."""
+        bits = 8 * ESIZE[self.tname]
+        w = t.to(self.torch.int64)
+        return w & (2**bits - 1) if self.unsigned and bits < 64 else w
+
+    def reduce(self, vals):
+        torch, op, p = self.torch, self.op, self.p
+        if self.dtype == torch.bool:
+            acc = vals[0].clone()
+            for v in vals[1:]:
+                acc = acc | v if op == "max" else acc & v
+            return acc
+        if self.dtype.is_floating_point or self.dtype.is_complex:
+            acc = [v.to(torch.complex128 if self.dtype.is_complex else torch.float64)
+                   for v in vals]
+        else:
+            acc = [self.wide(v) for v in vals]
+        # uint64 compares as unsigned: with the top bit flipped, int64's order is uint64's
+        flip = -2**63 if self.tname == "uint64" and op in ("max", "min") else 0
+        xs = [x ^ flip for x in acc] if flip else acc
+        acc = xs[0]
+        for x in xs[1:]:  # int64 sums and products wrap as the type's do
+            acc = (acc + x if op in ("sum", "avg") else acc * x if op == "prod"
+                   else torch.maximum(acc, x) if op == "max" else torch.minimum(acc, x))
+        if flip:
+            acc = acc ^ flip
+        if op == "avg":  # the sum in the type, then / p: toward zero, or rounded once
+            if self.dtype.is_complex:  # each part on its own (torch's complex / p is not
+                return torch.complex(acc.real / p, acc.imag / p).to(self.dtype)  # rounded so)
+            if self.dtype.is_floating_point:
+                return (acc / p).to(self.dtype)
+            acc = torch.div(self.wide(self.store(acc)), p, rounding_mode="trunc")
+        if self.dtype.is_floating_point or self.dtype.is_complex:
+            return acc.to(self.dtype)
+        return self.store(acc)
+
+
+def count_wrong(torch, got, want):
+    """The elements of got whose bits differ from want's (a complex element counts once)."""
+    def bits(t):
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        if t.dtype == torch.bool:
+            return t
+        return t.view({1: torch.int8, 2: torch.int16, 4: torch.int32,
+                       8: torch.int64}[t.element_size()])
+    differ = bits(got) != bits(want)
+    return int((differ.any(dim=-1) if got.is_complex() else differ).sum())
+
+
 def main():
     # the deepspeed launcher passes --local_rank=N first (LOCAL_RANK carries the same)
     argv = [a for a in sys.argv[1:] if not a.startswith("--local_rank=")]
@@ -213,12 +359,13 @@ def main():
     if backend == "deepspeed-shm":
         ds_allreduce = deepspeed_setup(o)
 
-    dtypes = {"int8": torch.int8, "int32": torch.int32, "half": torch.float16,
-              "float": torch.float32, "int64": torch.int64, "double": torch.float64,
-              "bfloat16": torch.bfloat16}
-    esize = {"int8": 1, "int32": 4, "half": 2, "float": 4, "int64": 8, "double": 8, "bfloat16": 2}
+    missing = [d for d in UNSIGNED_SHELL if not hasattr(torch, d)]
+    if o["chosen"] and o["d"][0] in missing:
+        usage_error("-d '%s' is not a dtype of torch %s (uint16, uint32 and uint64 came in 2.3)"
+                    % (o["d"][0], torch.__version__))
+    o["d"] = [d for d in o["d"] if d not in missing]
     rops = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
-            "min": dist.ReduceOp.MIN}
+            "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}
     if "RANK" not in os.environ:  # no launcher: one rank, like allreduce_perf
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
@@ -259,33 +406,9 @@ def main():
         sys.stdout.flush()
 
     period = 105 * p
-    e = torch.arange(period, dtype=torch.int64)
-
-    def value(op, r):
-        if op == "sum":
-            return (7 * r + e) % 5 - 2
-        if op == "prod":
-            k = (r + e) % 3
-            v = torch.full_like(e, -1)
-            v[k == 0] = 1
-            v[k == 1] = 2 if r < 8 else 1
-            return v
-        return (r + e) % p + e % 7 - 3
-
-    def tables(tname, op):
-        dt = dtypes[tname]
-        vals = [value(op, r).to(dt) for r in range(p)]  # stored in the type (int8 wraps)
-        wide = torch.int64 if tname in ("int8", "int32", "int64") else torch.float64
-        acc = vals[0].to(wide)
-        for v in vals[1:]:
-            v = v.to(wide)
-            acc = (acc + v if op == "sum" else acc * v if op == "prod"
-                   else torch.maximum(acc, v) if op == "max" else torch.minimum(acc, v))
-        return vals[rank], acc.to(dt)
-
-    def tile(tab, count):
+    def tile(data, tab, count):  # count elements of the periodic table, in the type
         reps = (count + period - 1) // period
-        return tab.repeat(max(reps, 1))[:count].clone()
+        return tab.repeat(max(reps, 1))[:count].clone().view(data.dtype)
 
     def combine(us):
         if o["a"] == 0:
@@ -295,16 +418,43 @@ def main():
                             dist.ReduceOp.MAX][o["a"]])
         return t.item() / p if o["a"] == 1 else t.item()
 
-    total_wrong, bw_sum, nbw = 0, 0.0, 0
+    def refusal(data, op):
+        """None when the backend takes (type, op), else its one-line reason. Every rank
+        checks the same dtype and op locally before communicating, so all refuse alike."""
+        t = tile(data, data.mine, 1)
+        try:
+            if ds_allreduce is not None:
+                ds_allreduce(t)
+            else:
+                dist.all_reduce(t, rops[op])
+            return None
+        except Exception as e:  # RuntimeError, ValueError, ... as each backend raises it
+            why = "%s: %s" % (type(e).__name__, (str(e).strip().splitlines() or [""])[0])
+            return why if len(why) <= 120 else why[:117] + "..."
+
+    total_wrong, bw_sum, nbw, refused = 0, 0.0, 0, {}
     for size in sizes(o):
         for tname in o["d"]:
-            count = size // esize[tname]
-            nbytes = count * esize[tname]
+            count = size // ESIZE[tname]
+            nbytes = count * ESIZE[tname]
             for op in o["o"]:
-                mine, want = tables(tname, op)
+                if op not in TYPE_OPS.get(tname, OPS):
+                    continue
+                data = Data(torch, tname, op, rank, p)
+                if (tname, op) not in refused:
+                    refused[(tname, op)] = why = refusal(data, op)
+                    if why and o["chosen"]:
+                        sys.stderr.write("%s: rank %d: allreduce of %s with %s on %s failed: %s\n"
+                                         % (PROG, rank, tname, op, backend, why))
+                        sys.exit(1)
+                    if why and rank == 0:
+                        print("# %s %s: skipped: %s refuses it (%s)" % (tname, op, backend, why))
+                if refused[(tname, op)]:
+                    continue
+                mine, want = data.mine, data.want
                 line = "%12d  %12d  %8s  %6s  %6d" % (nbytes, count, tname, op, -1)
                 for inplace in (0, 1):
-                    send = tile(mine, count)
+                    send = tile(data, mine, count)
                     recv = send if inplace else torch.empty_like(send)
 
                     def call():
@@ -326,12 +476,12 @@ def main():
                     busbw = algbw * 2 * (p - 1) / p
                     ts = "%7.0f" % us if us >= 10000 else "%7.1f" % us if us >= 100 else "%7.2f" % us
                     if o["c"]:
-                        send = tile(mine, count)
+                        send = tile(data, mine, count)
                         recv = send if inplace else torch.empty_like(send)
                         call()
-                        bad = int((recv != tile(want, count)).sum())
+                        bad = count_wrong(torch, recv, tile(data, want, count))
                         if not inplace:
-                            bad += int((send != tile(mine, count)).sum())
+                            bad += count_wrong(torch, send, tile(data, mine, count))
                         w = torch.tensor([bad], dtype=torch.int32)
                         dist.all_reduce(w)
                         total_wrong += int(w.item())

@@ -65,16 +65,26 @@ static HcclRequest *pending;
 static size_t npending, cap_pending;
 
 static const HcclDataType dtypes[PERF_NTYPES] = {
-    [PERF_INT8] = HCCL_DATA_TYPE_INT8,
-    [PERF_INT32] = HCCL_DATA_TYPE_INT32,
-    [PERF_HALF] = HCCL_DATA_TYPE_FP16,
-    [PERF_FLOAT] = HCCL_DATA_TYPE_FP32,
+    [PERF_INT8] = HCCL_DATA_TYPE_INT8,   [PERF_UINT8] = HCCL_DATA_TYPE_UINT8,
+    [PERF_INT16] = HCCL_DATA_TYPE_INT16, [PERF_UINT16] = HCCL_DATA_TYPE_UINT16,
+    [PERF_INT32] = HCCL_DATA_TYPE_INT32, [PERF_UINT32] = HCCL_DATA_TYPE_UINT32,
+    [PERF_INT64] = HCCL_DATA_TYPE_INT64, [PERF_UINT64] = HCCL_DATA_TYPE_UINT64,
+    [PERF_HALF] = HCCL_DATA_TYPE_FP16,   [PERF_BF16] = HCCL_DATA_TYPE_BFP16,
+    [PERF_FLOAT] = HCCL_DATA_TYPE_FP32,  [PERF_DOUBLE] = HCCL_DATA_TYPE_FP64,
 };
+/* HCCL_REDUCE_AVG is a value of a plain enum; hccl.h says it has it with HCCL_HAVE_REDUCE_AVG.
+ * Without it -o avg is refused before any call (perf_backend.has_avg). */
+#ifdef HCCL_HAVE_REDUCE_AVG
+#define HAVE_AVG 1
+#define AVG_OP HCCL_REDUCE_AVG
+#else
+#define HAVE_AVG 0
+#define AVG_OP HCCL_REDUCE_RESERVED
+#endif
 static const HcclReduceOp ops[PERF_NOPS] = {
-    [PERF_SUM] = HCCL_REDUCE_SUM,
-    [PERF_PROD] = HCCL_REDUCE_PROD,
-    [PERF_MAX] = HCCL_REDUCE_MAX,
-    [PERF_MIN] = HCCL_REDUCE_MIN,
+    [PERF_SUM] = HCCL_REDUCE_SUM, [PERF_PROD] = HCCL_REDUCE_PROD,
+    [PERF_MAX] = HCCL_REDUCE_MAX, [PERF_MIN] = HCCL_REDUCE_MIN,
+    [PERF_AVG] = AVG_OP,
 };
 
 /* Records a failed call for last_error(); returns 1. */
@@ -267,6 +277,7 @@ int main(int argc, char **argv) {
       .abort_run = hccl_abort,
       .mem_alloc = hccl_mem_alloc,
       .mem_free = hccl_mem_free,
+      .has_avg = HAVE_AVG,
   };
   return perf_main(argc, argv, PERF_COLL, &be);
 }

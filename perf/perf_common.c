@@ -69,8 +69,9 @@ static void usage(FILE *f, const char *prog) {
           "  -n <n>      timed iterations per line (>= 1)                default 20\n"
           "  -w <n>      warm-up iterations (>= 0)                       default 1\n"
           "  -c <0|1>    check the results                               default 1\n"
-          "  -d <type>   int8, int32, half, float or all                 default float\n"
-          "  -o <op>     sum, prod, max, min or all (reductions only)    default sum\n"
+          "  -d <type>   int8, uint8, int16, uint16, int32, uint32, int64, uint64, half,\n"
+          "              bfloat16, float, double or all                  default float\n"
+          "  -o <op>     sum, prod, max, min, avg or all (reductions)    default sum\n"
           "  -r <rank>   root of broadcast and reduce; -1: each in turn  default 0\n"
           "  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max   default 1\n"
           "  -z <0|1>    1: each call blocks; 0: the -n calls are queued, then waited for\n"
@@ -148,28 +149,37 @@ static long parse_int(const char *prog, char flag, const char *s, long lo, long 
   return v;
 }
 
+#define TYPE_LIST                                                                                  \
+  "int8, uint8, int16, uint16, int32, uint32, int64, uint64, half, bfloat16, float, double"
+
 static void parse_types(const char *prog, const char *s, int reduces, struct perf_opts *o) {
   o->ntypes = 0;
   for (int t = 0; t < PERF_NTYPES; t++)
     if (strcmp(s, "all") == 0 || strcmp(s, perf_type_name(t)) == 0) o->types[o->ntypes++] = t;
   if (o->ntypes == 0)
-    usage_error(prog,
-                "-d '%s' is not a type this benchmark %s: expected int8, int32, "
-                "half, float or all",
-                s, reduces ? "reduces" : "moves");
+    usage_error(prog, "-d '%s' is not a type this benchmark %s: expected " TYPE_LIST " or all", s,
+                reduces ? "reduces" : "moves");
 }
 
-static void parse_ops(const char *prog, const char *s, struct perf_opts *o) {
+/* -o all runs avg only when the backend has it. */
+static void parse_ops(const char *prog, const char *s, int has_avg, struct perf_opts *o) {
   o->nops = 0;
   for (int op = 0; op < PERF_NOPS; op++)
-    if (strcmp(s, "all") == 0 || strcmp(s, perf_op_name(op)) == 0) o->ops[o->nops++] = op;
+    if ((strcmp(s, "all") == 0 && (op != PERF_AVG || has_avg)) || strcmp(s, perf_op_name(op)) == 0)
+      o->ops[o->nops++] = op;
+  if (o->nops == 1 && o->ops[0] == PERF_AVG && !has_avg)
+    usage_error(prog,
+                "-o 'avg' is not available: the library this program was built with has no "
+                "average op (hccl.h without HCCL_HAVE_REDUCE_AVG); expected sum, prod, max, min "
+                "or all");
   if (o->nops == 0)
-    usage_error(prog, "-o '%s' is not an op: expected sum, prod, max, min or all", s);
+    usage_error(prog, "-o '%s' is not an op: expected sum, prod, max, min, avg or all", s);
 }
 
 /* Fills *o from argv; exits 2 on a bad flag, 0 after -h or --help. */
-static void parse_args(int argc, char **argv, const char *prog, const struct perf_coll_desc *d,
-                       struct perf_opts *o) {
+static void parse_args(int argc, char **argv, const struct perf_backend *be,
+                       const struct perf_coll_desc *d, struct perf_opts *o) {
+  const char *prog = be->prog;
   *o = (struct perf_opts){.min_bytes = 32u << 20,
                           .max_bytes = 32u << 20,
                           .step_factor = 2,
@@ -221,7 +231,7 @@ static void parse_args(int argc, char **argv, const char *prog, const struct per
       parse_types(prog, optarg, d->reduces, o);
       break;
     case 'o':
-      parse_ops(prog, optarg, o);
+      parse_ops(prog, optarg, be->has_avg, o);
       break;
     case 'r':
       o->root = (int)parse_int(prog, 'r', optarg, -1, INT_MAX);
@@ -547,7 +557,7 @@ static void buffers_free(struct run *R) {
 int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be) {
   struct perf_opts o;
   struct run R = {.be = be, .coll = coll, .d = &perf_colls[coll], .o = &o};
-  parse_args(argc, argv, be->prog, R.d, &o);
+  parse_args(argc, argv, be, R.d, &o);
 
   if (be->init(&R.w) != 0) {
     fprintf(stderr, "%s: cannot join the job: %s\n", be->prog, be->last_error());

@@ -13,8 +13,9 @@
  *   parse flags (a bad value exits 2 before any communication)
  *   backend init; gather every rank's pid/host/device with an allgather; rank 0 prints them
  *   for each size (-b .. -e, times -f or plus -i)
- *     for each type (-d: int8 int32 half float)
- *       for each op (-o: sum prod max min; reductions only, else once, redop "none")
+ *     for each type (-d: int8 uint8 int16 uint16 int32 uint32 int64 uint64 half bfloat16
+ *                    float double)
+ *       for each op (-o: sum prod max min avg; reductions only, else once, redop "none")
  *         for each root (-r; broadcast and reduce only, -1 = every rank in turn)
  *           out-of-place, then in-place: warm-up, barrier, timed loop, then a checked run
  *           rank 0 prints one line
@@ -29,9 +30,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The four types and four ops the benchmark sweeps, in the order -d all / -o all run them. */
-typedef enum { PERF_INT8, PERF_INT32, PERF_HALF, PERF_FLOAT, PERF_NTYPES } perf_type;
-typedef enum { PERF_SUM, PERF_PROD, PERF_MAX, PERF_MIN, PERF_NOPS } perf_op;
+/* Every HcclDataType and every op the benchmark sweeps, in the order -d all / -o all run them
+ * (names: nccl-tests' spelling, perf_type_name). int16 and uint16 are HCCL's, not NCCL's. */
+typedef enum {
+  PERF_INT8,
+  PERF_UINT8,
+  PERF_INT16,
+  PERF_UINT16,
+  PERF_INT32,
+  PERF_UINT32,
+  PERF_INT64,
+  PERF_UINT64,
+  PERF_HALF,
+  PERF_BF16,
+  PERF_FLOAT,
+  PERF_DOUBLE,
+  PERF_NTYPES
+} perf_type;
+/* PERF_AVG: the sum divided by the number of ranks (rounded toward zero on integer types,
+ * one division of the sum on floating ones); -o all runs it only where the backend has it
+ * (perf_backend.has_avg). */
+typedef enum { PERF_SUM, PERF_PROD, PERF_MAX, PERF_MIN, PERF_AVG, PERF_NOPS } perf_op;
 
 /* The collectives, one program each. */
 typedef enum {
@@ -104,6 +123,9 @@ struct perf_backend {
   void (*mem_free)(void *ptr);
   /* Optional: extra lines for the header (each starting with "# "), or NULL. */
   const char *note;
+  /* Non-zero when run() takes PERF_AVG; otherwise -o avg is refused (exit 2) and -o all
+   * leaves it out. */
+  int has_avg;
 };
 
 /* Parses the flags, benchmarks coll through be and returns the process exit code:
@@ -116,12 +138,16 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
 const char *perf_type_name(perf_type t);
 const char *perf_op_name(perf_op op);
 const char *perf_coll_name(perf_coll c);
-/* Bytes per element: 1, 4, 2, 4. */
+/* Bytes per element: 1, 2, 4 or 8. */
 size_t perf_type_size(perf_type t);
 
 /* IEEE binary16 <-> binary32. float -> half rounds to nearest even, overflows to infinity,
  * keeps NaN a NaN; half -> float is exact. Portable C, no F16C needed. */
 uint16_t perf_half_from_float(float f);
 float perf_half_to_float(uint16_t h);
+/* bfloat16 (the top half of a binary32) <-> binary32: float -> bfloat16 rounds to nearest
+ * even, overflows to infinity, keeps NaN a (quiet) NaN; bfloat16 -> float is exact. */
+uint16_t perf_bf16_from_float(float f);
+float perf_bf16_to_float(uint16_t b);
 
 #endif

@@ -26,8 +26,9 @@ struct perf_tables {
   size_t es;
   size_t red_period;          /* 105 * nranks (see perf_data.c) */
   unsigned char *mine, *want; /* 2 * red_period elements each */
-  unsigned char copy[2 * 61 * 4];
-  unsigned char sentinel[2 * 64 * 4];
+  unsigned char *column;      /* one element of every rank, while a table is built */
+  unsigned char copy[2 * 61 * 8];
+  unsigned char sentinel[2 * 64 * 8];
 };
 
 /* Allocates the tables of rank of nranks; 0 on success, -1 when out of memory. */

@@ -5,10 +5,12 @@
  * documented loop order with the size, count, redop and root each collective prints,
  * algbw = size / time and busbw = algbw x the collective's factor (within the printed digits),
  * "# Out of bounds values : 0 OK" and exit 0, on 1, 2 and 4 ranks (fork + exec with the
- * launcher variables set, as npu-launch would); bad flags exit 2 with a message naming the
- * flag; with -R 1 allreduce, allgather, reduce-scatter and broadcast run zero-copy (their
- * trace says so), with -R 0 they do not. The expected sizes, counts and factors are written here
- * from the conventions (docs/perf_programs.md), not taken from perf/perf_coll.c.
+ * launcher variables set, as npu-launch would), with -d all (all twelve HcclDataTypes) and
+ * -o all (sum, prod, max, min, and avg where hccl.h has it), every result checked; each type
+ * and op by its name; bad flags exit 2 with a message naming the flag; with -R 1 allreduce,
+ * allgather, reduce-scatter and broadcast run zero-copy (their trace says so), with -R 0 they do
+ * not. The expected sizes, counts and factors are written here from the conventions
+ * (docs/perf_programs.md), not taken from perf/perf_coll.c.
  *
  * Every child is killed if it outlives its deadline, and each test is capped with alarm().
  * Output goes to files under /tmp (not pipes), so a chatty rank can never block.
@@ -30,6 +32,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "hccl.h" /* HCCL_HAVE_REDUCE_AVG: whether -o all runs avg */
 
 #define PERF_BIN HCCL_BIN_DIR "/allreduce_perf"
 #define BIN(prog) HCCL_BIN_DIR "/" prog
@@ -162,10 +165,27 @@ static void dump(const struct run_result *res) {
           res->out, res->err);
 }
 
+/* -d all: every type, in the order the table runs them, and the bytes of each. */
+#define NTYPES 12
+static const char *const k_types[NTYPES] = {"int8",  "uint8",    "int16", "uint16",
+                                            "int32", "uint32",   "int64", "uint64",
+                                            "half",  "bfloat16", "float", "double"};
+static const size_t k_tsize[NTYPES] = {1, 1, 2, 2, 4, 4, 8, 8, 2, 2, 4, 8};
+/* -o all: sum prod max min, then avg where the program has it: the libhccl programs where
+ * hccl.h has HCCL_REDUCE_AVG (HCCL_HAVE_REDUCE_AVG), the MPI twins always (a sum, then a
+ * division). */
+static const char *const k_ops[5] = {"sum", "prod", "max", "min", "avg"};
+#ifdef HCCL_HAVE_REDUCE_AVG
+#define HCCL_NOPS 5
+#else
+#define HCCL_NOPS 4
+#endif
+#define MPI_NOPS 5
+
 /* What a program's table must show, written from the conventions (docs/perf_programs.md). */
 struct coll_spec {
   const char *prog;
-  int nops;    /* 4: one line per op (sum prod max min); 1: once per type, redop "none" */
+  int reduces; /* one line per op of -o all; else once per type, redop "none" */
   int rooted;  /* the root column shows the root, else -1 */
   int split;   /* count = size / type size / nranks, rounded down to 16 bytes, and the size
                 * column = count x nranks x type size; else count = size / type size */
@@ -174,20 +194,26 @@ struct coll_spec {
   int part;
 };
 
-static const struct coll_spec allreduce = {"allreduce_perf", 4, 0, 0, 1, 2.0, 1};
-static const struct coll_spec all_gather = {"all_gather_perf", 1, 0, 1, 1, 1.0, 1};
-static const struct coll_spec reduce_scatter = {"reduce_scatter_perf", 4, 0, 1, 1, 1.0, 1};
-static const struct coll_spec broadcast = {"broadcast_perf", 1, 1, 0, 1, 1.0, 0};
-static const struct coll_spec reduce = {"reduce_perf", 4, 1, 0, 1, 1.0, 0};
-static const struct coll_spec alltoall = {"alltoall_perf", 1, 0, 1, 0, 1.0, 1};
-static const struct coll_spec sendrecv = {"sendrecv_perf", 1, 0, 0, 0, 1.0, 0};
+static const struct coll_spec allreduce = {"allreduce_perf", 1, 0, 0, 1, 2.0, 1};
+static const struct coll_spec all_gather = {"all_gather_perf", 0, 0, 1, 1, 1.0, 1};
+static const struct coll_spec reduce_scatter = {"reduce_scatter_perf", 1, 0, 1, 1, 1.0, 1};
+static const struct coll_spec broadcast = {"broadcast_perf", 0, 1, 0, 1, 1.0, 0};
+static const struct coll_spec reduce = {"reduce_perf", 1, 1, 0, 1, 1.0, 0};
+static const struct coll_spec alltoall = {"alltoall_perf", 0, 0, 1, 0, 1.0, 1};
+static const struct coll_spec sendrecv = {"sendrecv_perf", 0, 0, 0, 0, 1.0, 0};
 
 /* The sweep a table was made with: sizes min_bytes times factor^i (nsizes of them), -d all,
- * -o all, -c checked, -r root (-1: every rank in turn). */
+ * -o all (nops ops: HCCL_NOPS or MPI_NOPS), -c checked, -r root (-1: every rank in turn). */
 struct sweep {
   size_t min_bytes, factor;
-  int nsizes, checked, root;
+  int nsizes, checked, root, nops;
 };
+
+/* The data lines of c's table for sweep w on p ranks. */
+static int table_lines(const struct coll_spec *c, const struct sweep *w, int p) {
+  int nroots = c->rooted && w->root < 0 ? p : 1;
+  return w->nsizes * NTYPES * (c->reduces ? w->nops : 1) * nroots;
+}
 
 /* Under TSan a 4-rank reduce of at most 64 KiB stayed under 0.05 GB/s in every column
  * (2026-11-27), so there the factor is checked only within the printed digits. */
@@ -222,8 +248,8 @@ static int bandwidth_ok(size_t size, const char *ts, const char *as, const char 
 
 /*
  * Checks the table of collective c in out (nranks read from its header): every non-'#' line
- * has 13 columns; the lines come in the documented order: for each size, for each type (int8
- * int32 half float), for each op (sum prod max min) when c reduces, for each root when -r -1;
+ * has 13 columns; the lines come in the documented order: for each size, for each type
+ * (k_types), for each op (k_ops, w->nops of them) when c reduces, for each root when -r -1;
  * size, count, type, redop and root are c's; #wrong is "0" (or "N/A" when !checked), and the
  * in-place columns all read N/A when c has no in-place form; algbw and busbw follow
  * bandwidth_ok. Returns the number of data lines, or -1 after printing the first mismatch;
@@ -231,16 +257,14 @@ static int bandwidth_ok(size_t size, const char *ts, const char *as, const char 
  */
 static int check_coll_table(const char *out, const struct coll_spec *c, const struct sweep *w,
                             int *sharp) {
-  static const char *const types[] = {"int8", "int32", "half", "float"};
-  static const size_t tsize[] = {1, 4, 2, 4};
-  static const char *const ops[] = {"sum", "prod", "max", "min"};
   const char *np = strstr(out, " nranks ");
   int p = np ? atoi(np + 8) : 0, n = 0, sharp_local = 0;
   if (p < 1) {
     fprintf(stderr, "no 'nranks' in the header\n");
     return -1;
   }
-  int nroots = c->rooted && w->root < 0 ? p : 1, per_type = c->nops * nroots;
+  int nops = c->reduces ? w->nops : 1, nroots = c->rooted && w->root < 0 ? p : 1;
+  int per_type = nops * nroots;
   double factor = c->part ? c->bus * (p - 1) / p : c->bus;
   for (const char *line = out; *line;) {
     const char *eol = strchr(line, '\n');
@@ -255,12 +279,12 @@ static int check_coll_table(const char *out, const struct coll_spec *c, const st
     for (char *save, *tok = strtok_r(buf, " ", &save); tok && nf < 16;
          tok = strtok_r(NULL, " ", &save))
       snprintf(f[nf++], sizeof(f[0]), "%s", tok);
-    int size_i = n / (4 * per_type), type_i = n / per_type % 4, op_i = n / nroots % c->nops;
+    int size_i = n / (NTYPES * per_type), type_i = n / per_type % NTYPES, op_i = n / nroots % nops;
     int root = !c->rooted ? -1 : w->root < 0 ? n % nroots : w->root;
     size_t bytes = w->min_bytes;
     for (int i = 0; i < size_i; i++)
       bytes *= w->factor;
-    size_t es = tsize[type_i], count = bytes / es, size = count * es;
+    size_t es = k_tsize[type_i], count = bytes / es, size = count * es;
     if (c->split) {
       count = count / (size_t)p / (16 / es) * (16 / es);
       size = count * (size_t)p * es;
@@ -269,16 +293,16 @@ static int check_coll_table(const char *out, const struct coll_spec *c, const st
     snprintf(want_bytes, sizeof(want_bytes), "%zu", size);
     snprintf(want_count, sizeof(want_count), "%zu", count);
     snprintf(want_root, sizeof(want_root), "%d", root);
-    const char *op = c->nops == 4 ? ops[op_i] : "none", *wrong = w->checked ? "0" : "N/A";
+    const char *op = c->reduces ? k_ops[op_i] : "none", *wrong = w->checked ? "0" : "N/A";
     int in_na = !c->inplace && nf == 13 && !strcmp(f[9], "N/A") && !strcmp(f[10], "N/A") &&
                 !strcmp(f[11], "N/A") && !strcmp(f[12], "N/A");
     if (nf != 13 || size_i >= w->nsizes || strcmp(f[0], want_bytes) || strcmp(f[1], want_count) ||
-        strcmp(f[2], types[type_i]) || strcmp(f[3], op) || strcmp(f[4], want_root) ||
+        strcmp(f[2], k_types[type_i]) || strcmp(f[3], op) || strcmp(f[4], want_root) ||
         strcmp(f[8], wrong) || (c->inplace ? strcmp(f[12], wrong) != 0 : !in_na)) {
       fprintf(stderr,
               "data line %d is not the expected (%s B, count %s, %s, %s, root %s, #wrong %s%s): "
               "'%s'\n",
-              n, want_bytes, want_count, types[type_i], op, want_root, wrong,
+              n, want_bytes, want_count, k_types[type_i], op, want_root, wrong,
               c->inplace ? "" : ", in-place N/A", orig);
       return -1;
     }
@@ -293,10 +317,10 @@ static int check_coll_table(const char *out, const struct coll_spec *c, const st
   return n;
 }
 
-/* allreduce_perf's table with -d all -o all. */
-static int check_table(const char *out, size_t min_bytes, size_t factor, int nsizes, int checked) {
-  struct sweep w = {min_bytes, factor, nsizes, checked, 0};
-  return check_coll_table(out, &allreduce, &w, NULL);
+/* allreduce_perf's table with -d all -o all; the number of data lines it must have is
+ * table_lines(&allreduce, w, p). */
+static int check_table(const char *out, const struct sweep *w) {
+  return check_coll_table(out, &allreduce, w, NULL);
 }
 
 static void test_one_rank_sweep(void **state) {
@@ -312,7 +336,9 @@ static void test_one_rank_sweep(void **state) {
   assert_non_null(strstr(res.out, "#  Rank  0 Group  0 Pid"));
   assert_non_null(strstr(res.out, "out-of-place"));
   assert_non_null(strstr(res.out, column_header));
-  assert_int_equal(check_table(res.out, 8, 2, 4, 1), 4 * 4 * 4);
+  const struct sweep w = {
+      .min_bytes = 8, .factor = 2, .nsizes = 4, .checked = 1, .nops = HCCL_NOPS};
+  assert_int_equal(check_table(res.out, &w), table_lines(&allreduce, &w, 1));
   assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
   assert_non_null(strstr(res.out, "# Avg bus bandwidth    : "));
   free_result(&res);
@@ -327,7 +353,8 @@ static void test_no_check_prints_na(void **state) {
   run_perf(1, args, 30, &res);
   if (res.exit_code[0] != 0) dump(&res);
   assert_int_equal(res.exit_code[0], 0);
-  assert_int_equal(check_table(res.out, 1024, 2, 1, 0), 16);
+  const struct sweep w = {.min_bytes = 1024, .factor = 2, .nsizes = 1, .nops = HCCL_NOPS};
+  assert_int_equal(check_table(res.out, &w), NTYPES * HCCL_NOPS);
   assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
   free_result(&res);
   alarm(0);
@@ -360,6 +387,39 @@ static void test_bad_flags_exit_2(void **state) {
   expect_usage_error(max_below_min, "-e", "8");
   expect_usage_error(bad_factor, "-f", "1");
   expect_usage_error(unknown, "-q", "unknown");
+  const char *bad_op[] = {"-o", "mean", NULL};
+  expect_usage_error(bad_op, "-o", "mean");
+#ifndef HCCL_HAVE_REDUCE_AVG
+  const char *avg[] = {"-o", "avg", NULL}; /* a library without HCCL_REDUCE_AVG */
+  expect_usage_error(avg, "-o", "avg");
+#endif
+  alarm(0);
+}
+
+/* -d takes each type by its name (nccl-tests' spelling) and -o each op, one line each. */
+static void test_each_type_and_op_by_name(void **state) {
+  alarm(120);
+  for (int t = 0; t < NTYPES; t++)
+    for (int op = 0; op < HCCL_NOPS; op++) {
+      const char *args[] = {"-b",      "64", "-e", "64", "-d", k_types[t], "-o",
+                            k_ops[op], "-n", "1",  "-w", "0",  NULL};
+      struct run_result res = {.out = NULL};
+      run_perf(1, args, 30, &res);
+      char want[96];
+      snprintf(want, sizeof(want), "%12zu  %12zu  %8s  %6s", (size_t)64, 64 / k_tsize[t],
+               k_types[t], k_ops[op]);
+      const char *line = strstr(res.out, want);
+      if (res.exit_code[0] != 0 || !line || strstr(line + 1, want) ||
+          !strstr(res.out, "# Out of bounds values : 0 OK")) {
+        fprintf(stderr, "-d %s -o %s: want exit 0 and one line starting '%s'\n", k_types[t],
+                k_ops[op], want);
+        dump(&res);
+      }
+      assert_int_equal(res.exit_code[0], 0);
+      assert_non_null(line);
+      assert_null(strstr(line + 1, want));
+      free_result(&res);
+    }
   alarm(0);
 }
 
@@ -385,9 +445,12 @@ static void run_ranks_and_check(int nranks) {
     assert_non_null(strstr(res.out, want));
   }
   assert_non_null(strstr(res.out, column_header));
-  int lines = check_table(res.out, 8, 8, 4, 1); /* 8, 64, 512, 4096 bytes */
-  if (lines != 4 * 4 * 4) dump(&res);
-  assert_int_equal(lines, 4 * 4 * 4);
+  /* 8, 64, 512, 4096 bytes */
+  const struct sweep w = {
+      .min_bytes = 8, .factor = 8, .nsizes = 4, .checked = 1, .nops = HCCL_NOPS};
+  int lines = check_table(res.out, &w);
+  if (lines != table_lines(&allreduce, &w, nranks)) dump(&res);
+  assert_int_equal(lines, table_lines(&allreduce, &w, nranks));
   assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
   free_result(&res);
   alarm(0);
@@ -407,7 +470,8 @@ static void sweep_ranks(const struct coll_spec *c) {
   static const char *const args[] = {"-b",  "1K", "-e",  "64K", "-f", "4", "-d",
                                      "all", "-o", "all", "-c",  "1",  NULL};
   static const int ranks[] = {1, 2, 4};
-  const struct sweep w = {1024, 4, 4, 1, 0};
+  const struct sweep w = {
+      .min_bytes = 1024, .factor = 4, .nsizes = 4, .checked = 1, .nops = HCCL_NOPS};
   char bin[512];
   snprintf(bin, sizeof(bin), "%s/%s", HCCL_BIN_DIR, c->prog);
   for (int i = 0; i < 3; i++) {
@@ -429,14 +493,15 @@ static void sweep_ranks(const struct coll_spec *c) {
     assert_non_null(strstr(res.out, want));
     assert_non_null(strstr(res.out, column_header));
     int sharp = 0, lines = check_coll_table(res.out, c, &w, &sharp);
-    if (lines != 4 * 4 * c->nops || (NEED_SHARP && sharp == 0)) {
+    int want_lines = table_lines(c, &w, nranks);
+    if (lines != want_lines || (NEED_SHARP && sharp == 0)) {
       fprintf(stderr,
               "%s, %d ranks: %d data lines (want %d), %d column groups with algbw >= "
               "0.05 GB/s (want some)\n",
-              c->prog, nranks, lines, 4 * 4 * c->nops, sharp);
+              c->prog, nranks, lines, want_lines, sharp);
       dump(&res);
     }
-    assert_int_equal(lines, 4 * 4 * c->nops);
+    assert_int_equal(lines, want_lines);
     assert_true(sharp > 0 || !NEED_SHARP);
     assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
     free_result(&res);
@@ -506,19 +571,20 @@ static void test_roots(void **state) {
   struct run_result res = {.out = NULL};
   alarm(240);
   run_prog(BIN("reduce_perf"), 2, every, 180, &res);
-  struct sweep w = {1024, 4, 1, 1, -1};
+  struct sweep w = {
+      .min_bytes = 1024, .factor = 4, .nsizes = 1, .checked = 1, .root = -1, .nops = HCCL_NOPS};
   int lines = check_coll_table(res.out, &reduce, &w, NULL);
-  if (res.exit_code[0] != 0 || res.exit_code[1] != 0 || lines != 4 * 4 * 2) dump(&res);
+  if (res.exit_code[0] != 0 || res.exit_code[1] != 0 || lines != NTYPES * HCCL_NOPS * 2) dump(&res);
   assert_int_equal(res.exit_code[0], 0);
-  assert_int_equal(lines, 4 * 4 * 2); /* 1 size x 4 types x 4 ops x 2 roots */
+  assert_int_equal(lines, NTYPES * HCCL_NOPS * 2); /* 1 size x the types x the ops x 2 roots */
   assert_non_null(strstr(res.out, "for each op, for each root;"));
   free_result(&res);
   run_prog(BIN("broadcast_perf"), 4, root_3, 180, &res);
-  w = (struct sweep){1024, 4, 2, 1, 3};
+  w = (struct sweep){.min_bytes = 1024, .factor = 4, .nsizes = 2, .checked = 1, .root = 3};
   lines = check_coll_table(res.out, &broadcast, &w, NULL);
-  if (res.exit_code[0] != 0 || lines != 2 * 4) dump(&res);
+  if (res.exit_code[0] != 0 || lines != 2 * NTYPES) dump(&res);
   assert_int_equal(res.exit_code[0], 0);
-  assert_int_equal(lines, 2 * 4);
+  assert_int_equal(lines, 2 * NTYPES);
   assert_non_null(strstr(res.out, "# Out of bounds values : 0 OK"));
   free_result(&res);
   alarm(0);
@@ -617,8 +683,9 @@ static void mpirun_and_check(int nranks, int all_types) {
     snprintf(want, sizeof(want), "#  Rank %2d Group  0 Pid", r);
     assert_non_null(strstr(out, want));
   }
-  int lines = all_types ? check_table(out, 8, 8, 4, 1) : -2;
-  if (all_types) assert_int_equal(lines, 4 * 4 * 4);
+  const struct sweep w = {
+      .min_bytes = 8, .factor = 8, .nsizes = 4, .checked = 1, .nops = HCCL_NOPS};
+  if (all_types) assert_int_equal(check_table(out, &w), table_lines(&allreduce, &w, nranks));
   assert_non_null(strstr(out, "# Out of bounds values : 0 OK"));
   alarm(0);
 }
@@ -661,11 +728,13 @@ static void test_mpi_twins(void **state) {
     size_t n = fread(out, 1, sizeof(out) - 1, p);
     out[n] = '\0';
     int rc = pclose(p);
-    struct sweep w = {1024, 4, 3, 1, 1};
+    struct sweep w = {
+        .min_bytes = 1024, .factor = 4, .nsizes = 3, .checked = 1, .root = 1, .nops = MPI_NOPS};
     int lines = check_coll_table(out, all[i], &w, NULL);
-    if (rc != 0 || lines != 3 * 4 * all[i]->nops) fprintf(stderr, "%s\n-> %d\n%s\n", cmd, rc, out);
+    if (rc != 0 || lines != table_lines(all[i], &w, 3))
+      fprintf(stderr, "%s\n-> %d\n%s\n", cmd, rc, out);
     assert_int_equal(rc, 0);
-    assert_int_equal(lines, 3 * 4 * all[i]->nops);
+    assert_int_equal(lines, table_lines(all[i], &w, 3));
     assert_non_null(strstr(out, "# Out of bounds values : 0 OK"));
     alarm(0);
   }
@@ -674,6 +743,7 @@ static void test_mpi_twins(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_flags_exit_2),
+      cmocka_unit_test(test_each_type_and_op_by_name),
       cmocka_unit_test(test_one_rank_sweep),
       cmocka_unit_test(test_no_check_prints_na),
       cmocka_unit_test(test_two_ranks),
