@@ -80,11 +80,23 @@ static void copy_best(void *dst, const void *src, size_t bytes, int runs, double
   }
 }
 
+#define USAGE "usage: reduce_rate [MiB] [runs]   inputs of MiB each (default 64), best of runs (10)\n"
+
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      printf(USAGE);
+      return 0;
+    }
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "reduce_rate: unknown flag '%s'; " USAGE, argv[i]);
+      return 2;
+    }
+  }
   size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 64;
   int runs = argc > 2 ? atoi(argv[2]) : 10;
-  if (mib == 0 || runs <= 0) {
-    fprintf(stderr, "usage: reduce_rate [MiB > 0] [runs > 0]\n");
+  if (mib == 0 || runs <= 0 || argc > 3) {
+    fprintf(stderr, "reduce_rate: MiB and runs must be positive numbers; " USAGE);
     return 2;
   }
   size_t bytes = mib << 20;
