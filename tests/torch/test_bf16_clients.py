@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""test_bf16_clients.py - two clients that train in bfloat16 (code no one here wrote) train on
+hccl as on gloo: FSDP2 (fully_shard with MixedPrecisionPolicy(param_dtype=bfloat16,
+reduce_dtype=bfloat16)) and DeepSpeed ZeRO-2 with {"bf16": {"enabled": true}}, each started at
+2 ranks under npu-launch, once on gloo and once on hccl, from the same seed and data
+(tests/torch/clients/fsdp2_bf16.py, deepspeed_bf16.py, bf16_common.py).
+
+Each pair of runs must:
+- learn (the last loss well below the first);
+- give the same loss at every step to LOSS_BOUND (below);
+- end, on hccl, with the same parameters on every rank (sha256 of the full float32 parameters
+  for FSDP2, of each rank's whole bf16 model for ZeRO-2, gathered on rank 0);
+- each finish within RUN_CAP seconds (from start to exit, 40 steps of a 0.1M-parameter model).
+
+LOSS_BOUND = 0.01 (absolute, on losses from 4.3 down to 0.2), and why. The two libraries may
+round a bf16 reduction differently: libhccl sums in float32 and rounds once (today through a
+widened float32 copy, soon natively with the same arithmetic), gloo adds pairwise in bf16,
+rounding at each add. At 2 ranks these agree to the bit: the float32 sum of two bf16 numbers
+rounded once is exactly gloo's one bf16 add (gloo too adds in float and rounds), and the
+halving of AVG is exact, so today both clients give identical losses and parameters on the two
+libraries (measured: difference 0.0 at every step). At more ranks, or in another order, a sum
+may differ by an ulp of bf16 per element. How much such rounding moves the losses was measured
+by taking bf16 rounding out of the reduction altogether (FSDP2 with reduce_dtype=float32 on
+gloo against bf16 on hccl): at most 0.0016 (Adam) and 0.0008 (SGD) over the 40 steps. The bound
+is about six times that. What it is there to catch is a reduction that is wrong rather than
+rounded differently: with rank 1's gradient contributions dropped (a reduction that returns
+one rank's data), the losses differed by 0.05 to 0.3 within 40 steps.
+
+FSDP2 runs with SGD (momentum 0.9), whose step scales with the gradient, so a reduction off by
+a factor (SUM for AVG) shows; ZeRO-2 with Adam, what its users run.
+
+The DeepSpeed half skips, saying why, when no Python with this torch can import deepspeed: this
+Python, $DEEPSPEED_PYTHON, or BUILD/deepspeed-venv/bin/python (which scripts/quickstart.sh test
+makes: a venv with --system-site-packages and deepspeed==0.19.8). DeepSpeed builds a C++ op of
+its own (its shared-memory allreduce) the first time it starts on a CPU; setUpClass builds it
+first, outside the timed runs. The FSDP2 half skips on a torch without fully_shard (Debian's
+1.13).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CLIENTS = os.path.join(HERE, "clients")
+BUILD_PYTHON = os.environ.get("TORCH_HCCL_PYTHONPATH", "")
+BUILD = os.path.dirname(BUILD_PYTHON) if BUILD_PYTHON else os.path.join(ROOT, "build")
+NPU_LAUNCH = os.path.join(os.environ.get("HCCL_BIN_DIR", os.path.join(BUILD, "bin")), "npu-launch")
+
+RANKS = 2
+STEPS = 40
+LOSS_BOUND = 0.01
+RUN_CAP = 240  # seconds, each run; measured 20-30 s on a 2-core machine shared with builds
+
+try:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # noqa: F401
+    HAVE_FSDP2 = True
+except ImportError:
+    HAVE_FSDP2 = False
+
+
+def env_for_runs():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", DS_ACCELERATOR="cpu")
+    if BUILD_PYTHON:
+        env["PYTHONPATH"] = BUILD_PYTHON + os.pathsep + env.get("PYTHONPATH", "")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    return env
+
+
+def deepspeed_python():
+    """(python, None) for the first Python that imports deepspeed with this very torch (the
+    one torch_hccl was built for), else (None, why)."""
+    cands = [os.environ.get("DEEPSPEED_PYTHON", ""), sys.executable,
+             os.path.join(BUILD, "deepspeed-venv", "bin", "python")]
+    why = []
+    for py in dict.fromkeys(c for c in cands if c):
+        if not os.path.exists(py):
+            why.append("%s: not there" % py)
+            continue
+        p = subprocess.run([py, "-c", "import torch, deepspeed; print(torch.__version__)"],
+                           env=env_for_runs(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=300)
+        lines = p.stdout.strip().splitlines()
+        if p.returncode != 0:
+            why.append("%s: %s" % (py, lines[-1] if lines else "exit %d" % p.returncode))
+        elif lines[-1] != torch.__version__:
+            why.append("%s: torch %s, not this torch %s" % (py, lines[-1], torch.__version__))
+        else:
+            return py, None
+    return None, "; ".join(why)
+
+
+def run(python, client, backend, out_dir, *flags):
+    """Runs CLIENT at RANKS ranks under npu-launch; returns (rank 0's JSON, output, seconds)."""
+    out = os.path.join(out_dir, "%s_%s.json" % (client, backend))
+    cmd = [NPU_LAUNCH, "--device-list", ",".join(str(r) for r in range(RANKS)), "--",
+           python, os.path.join(CLIENTS, client + "_bf16.py"), "--backend", backend,
+           "--steps", str(STEPS), "--out", out] + list(flags)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=env_for_runs(), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=RUN_CAP + 60,
+                           start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("%s on %s did not finish in %d s:\n%s" % (
+            client, backend, RUN_CAP + 60, (e.stdout or "")[-6000:]))
+    secs = time.monotonic() - t0
+    if p.returncode != 0:
+        raise AssertionError("%s on %s exited %d:\n%s" % (client, backend, p.returncode,
+                                                          p.stdout[-6000:]))
+    with open(out) as f:
+        return json.load(f), p.stdout, secs
+
+
+class Bf16Case:
+    """The checks both clients share; a subclass names the client, its Python and flags."""
+    client = ""
+    flags = ()
+
+    def python(self):
+        return sys.executable
+
+    def test_hccl_matches_gloo(self):
+        d = tempfile.mkdtemp(prefix="torch_hccl_bf16_%s_" % self.client)
+        gloo, _, gloo_s = run(self.python(), self.client, "gloo", d, *self.flags)
+        hccl, log, hccl_s = run(self.python(), self.client, "hccl", d, *self.flags)
+        diff = [abs(a - b) for a, b in zip(hccl["losses"], gloo["losses"])]
+        print("%s: loss gloo %.4f -> %.4f, hccl %.4f -> %.4f; largest difference %.3g (%s); "
+              "run time gloo %.1f s, hccl %.1f s; step gloo %.1f ms, hccl %.1f ms" % (
+                  self.client, gloo["losses"][0], gloo["losses"][-1], hccl["losses"][0],
+                  hccl["losses"][-1], max(diff),
+                  "bit-identical" if hccl["losses"] == gloo["losses"] else "not bit-identical",
+                  gloo_s, hccl_s, 1e3 * gloo["step_time_s"], 1e3 * hccl["step_time_s"]))
+        for r, name in ((gloo, "gloo"), (hccl, "hccl")):
+            self.assertEqual(r["backend"], name, log)
+            self.assertEqual(r["world_size"], RANKS)
+            self.assertEqual(len(r["losses"]), STEPS)
+            self.assertLess(r["losses"][-1], 0.9 * r["losses"][0], "%s did not learn: %s" % (
+                name, r["losses"]))
+        bad = [(i, h, g) for i, (h, g) in enumerate(zip(hccl["losses"], gloo["losses"]))
+               if not abs(h - g) <= LOSS_BOUND]
+        self.assertEqual(bad, [], "steps whose loss differs by more than %g (step, hccl, gloo)"
+                         % LOSS_BOUND)
+        # Every rank ends with the same parameters (gathered digests, one per rank).
+        self.assertEqual(len(hccl["param_sha256"]), RANKS)
+        self.assertEqual(len(set(hccl["param_sha256"])), 1,
+                         "hccl: ranks end with different parameters: %s" % hccl["param_sha256"])
+        for secs, name in ((gloo_s, "gloo"), (hccl_s, "hccl")):
+            self.assertLess(secs, RUN_CAP, "%s on %s took %.0f s" % (self.client, name, secs))
+
+
+@unittest.skipUnless(HAVE_FSDP2, "no FSDP2 (torch.distributed.fsdp.fully_shard) in torch %s"
+                     % torch.__version__)
+class TestFSDP2(Bf16Case, unittest.TestCase):
+    client = "fsdp2"
+    flags = ("--optimizer", "sgd")
+
+
+class TestDeepSpeed(Bf16Case, unittest.TestCase):
+    client = "deepspeed"
+    flags = ("--optimizer", "adam")
+    ds_python = None
+
+    @classmethod
+    def setUpClass(cls):
+        py, why = deepspeed_python()
+        if py is None:
+            raise unittest.SkipTest(
+                "deepspeed is not importable (%s): bash scripts/quickstart.sh test installs it "
+                "(python3 -m venv --system-site-packages %s/deepspeed-venv, then its pip install "
+                "deepspeed==0.19.8 torch==%s)" % (why, BUILD, torch.__version__.split("+")[0]))
+        # DeepSpeed's CPU accelerator builds its shared-memory op the first time it starts
+        # (a minute or more here, cached in ~/.cache/torch_extensions): once, here, untimed.
+        p = subprocess.run([py, "-c", "from deepspeed.accelerator import get_accelerator; "
+                            "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"],
+                           env=env_for_runs(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=900)
+        if p.returncode != 0:
+            raise AssertionError("building DeepSpeed's ShareMemCommBuilder op failed:\n%s"
+                                 % p.stdout[-4000:])
+        cls.ds_python = py
+
+    def python(self):
+        return self.ds_python
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
