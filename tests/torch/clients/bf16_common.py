@@ -3,7 +3,7 @@ the model, the synthetic data, the flags, the rank variables, and the result fil
 
 The model is a small decoder-only transformer (token and position embeddings, pre-norm blocks
 of causal self-attention and a 4x MLP, a final norm and a vocabulary head); `--size small` is
-about 0.1M parameters (the ctest), `--size 25m` about 25.7M (bench/train_bf16.py). Every rank
+109,376 parameters (the ctest), `--size 25m` 25,777,664 (bench/train_bf16.py). Every rank
 builds it from the same seed, so every rank starts from the same weights.
 
 The data are made, not loaded: at step s every rank draws the same global batch of token
@@ -96,7 +96,7 @@ def parser(description):
     ap.add_argument("--backend", default="hccl", help="process-group backend: hccl or gloo")
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps (default 20)")
     ap.add_argument("--size", choices=sorted(SIZES), default="small",
-                    help="model size: small (~0.1M parameters) or 25m (~25.7M)")
+                    help="model size: small (~0.1M parameters) or 25m (~25.8M)")
     ap.add_argument("--batch", type=int, default=4, help="sequences per rank and step (4)")
     ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
                     help="adam (default), or sgd with momentum 0.9; Adam's step does not change "
