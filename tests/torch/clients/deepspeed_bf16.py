@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """deepspeed_bf16.py - DeepSpeed ZeRO stage 2 training in bfloat16 on a chosen process-group
 backend, on DeepSpeed's CPU accelerator, written the way a DeepSpeed user writes it: one
-process per rank (npu-launch, torchrun, or DeepSpeed's own launcher), `import torch_hccl`, then
+process per rank (npu-launch, torchrun, or DeepSpeed's launcher, `deepspeed --num_gpus 2
+deepspeed_bf16.py ...`), `import torch_hccl`, then
 deepspeed.init_distributed(dist_backend="hccl") and deepspeed.initialize with
 {"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}.
 
@@ -34,6 +35,8 @@ def main():
     ap = common.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--communication-dtype", choices=["bfloat16", "float32"], default="bfloat16",
                     help="dtype DeepSpeed reduces gradients in (default: bfloat16, bf16's own)")
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=-1,
+                    help="passed by DeepSpeed's launcher; LOCAL_RANK, which it also sets, is used")
     args = ap.parse_args()
     import deepspeed  # after the flags: --help works without it
 
