@@ -50,6 +50,9 @@ import unittest
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_harness as H  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CLIENTS = os.path.join(HERE, "clients")
@@ -104,7 +107,9 @@ def deepspeed_python():
 def run(python, client, backend, out_dir, *flags):
     """Runs CLIENT at RANKS ranks under npu-launch; returns (rank 0's JSON, output, seconds)."""
     out = os.path.join(out_dir, "%s_%s.json" % (client, backend))
-    cmd = [NPU_LAUNCH, "--device-list", ",".join(str(r) for r in range(RANKS)), "--",
+    # A port of its own: npu-launch's default (29688) may be another job's on a shared machine.
+    cmd = [NPU_LAUNCH, "--master-port", str(H.free_port()),
+           "--device-list", ",".join(str(r) for r in range(RANKS)), "--",
            python, os.path.join(CLIENTS, client + "_bf16.py"), "--backend", backend,
            "--steps", str(STEPS), "--out", out] + list(flags)
     t0 = time.monotonic()
