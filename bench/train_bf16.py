@@ -14,10 +14,18 @@ ranks. DeepSpeed runs with the Python given by --deepspeed-python (default: BUIL
 /bin/python, which scripts/quickstart.sh test makes, else --python when it imports deepspeed);
 without one its rows say so. Prints a Markdown table; ratio = hccl step time / gloo step time
 (below 1: hccl is faster).
+
+Few tokens by default (1 sequence of 16 per rank and step): on a CPU without bf16 arithmetic
+(AVX2 only, as the 2-core development machine), torch's bf16 matmuls run at about 1.5-2
+GFLOP/s, 30 times slower than its float32 ones (forward and backward of this model over 4 x 64
+tokens took 26 s in bf16, 0.8 s in float32, one thread), so computing dwarfs the 52 MB of bf16
+gradients and parameters each step moves, and a step's time says little about the library
+unless the batch is small. --batch and --seq choose another.
 """
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +45,9 @@ def parse():
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps per run (20)")
     ap.add_argument("--size", default="25m", choices=["25m", "small"],
                     help="model: 25m (~25.8M parameters, default) or small (~0.1M)")
-    ap.add_argument("--batch", type=int, default=4, help="sequences per rank and step (4)")
+    ap.add_argument("--batch", type=int, default=1, help="sequences per rank and step (1)")
+    ap.add_argument("--seq", type=int, default=16,
+                    help="tokens per sequence (16; the 25m model takes up to 64, small 16)")
     ap.add_argument("--optimizer", default="adam", choices=["adam", "sgd"])
     ap.add_argument("--clients", default="fsdp2,deepspeed",
                     help="which clients, comma-separated (fsdp2,deepspeed)")
@@ -82,14 +92,20 @@ def find_deepspeed(args, env):
     return None
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(args, env, py, client, backend, n, work):
     """One run; returns (result dict, None) or (None, why)."""
     out = os.path.join(work, "%s_%s_%d.json" % (client, backend, n))
-    cmd = [os.path.join(args.build, "bin", "npu-launch"), "--device-list",
-           ",".join(str(r) for r in range(n)), "--", py,
+    cmd = [os.path.join(args.build, "bin", "npu-launch"), "--master-port", str(free_port()),
+           "--device-list", ",".join(str(r) for r in range(n)), "--", py,
            os.path.join(CLIENTS, client + "_bf16.py"), "--backend", backend,
            "--size", args.size, "--steps", str(args.steps), "--batch", str(args.batch),
-           "--optimizer", args.optimizer, "--out", out]
+           "--seq", str(args.seq), "--optimizer", args.optimizer, "--out", out]
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True, timeout=args.timeout, start_new_session=True)
@@ -126,9 +142,9 @@ def main():
                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            timeout=1800)
 
-    print("bf16 training, %s model, %d steps of %s, %d sequences per rank and step; step time: "
-          "median after the first, slowest rank" % (args.size, args.steps, args.optimizer,
-                                                    args.batch))
+    print("bf16 training, %s model, %d steps of %s, %d x %d tokens per rank and step; step "
+          "time: median after the first, slowest rank" % (args.size, args.steps, args.optimizer,
+                                                          args.batch, args.seq))
     print()
     print("| client | ranks | params | step hccl (ms) | step gloo (ms) | ratio hccl/gloo "
           "| final loss hccl | final loss gloo |")

@@ -78,6 +78,7 @@ def make_model(args):
 def batch(args, step, rank, world):
     """This rank's (inputs, targets) of step `step`: a slice of one global batch."""
     _, _, _, vocab, seq = SIZES[args.size]
+    seq = args.seq or seq
     perm = torch.randperm(vocab, generator=torch.Generator().manual_seed(args.seed + 1))
     g = torch.Generator().manual_seed(args.seed * 1000003 + step)
     x = torch.randint(0, vocab, (world * args.batch, seq), generator=g)
@@ -98,6 +99,8 @@ def parser(description):
     ap.add_argument("--size", choices=sorted(SIZES), default="small",
                     help="model size: small (~0.1M parameters) or 25m (~25.8M)")
     ap.add_argument("--batch", type=int, default=4, help="sequences per rank and step (4)")
+    ap.add_argument("--seq", type=int, default=0,
+                    help="tokens per sequence, at most the size's (default: the size's, 16 or 64)")
     ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
                     help="adam (default), or sgd with momentum 0.9; Adam's step does not change "
                     "when every gradient is scaled by one factor, SGD's does")
@@ -106,6 +109,16 @@ def parser(description):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="", help="rank 0 writes the result here (JSON)")
     return ap
+
+
+def check(ap, args):
+    """Refuses (exit 2) flags the model cannot take."""
+    if not 0 <= args.seq <= SIZES[args.size][4]:
+        ap.error("--seq %d: the %s model takes 1 to %d tokens" % (args.seq, args.size,
+                                                                   SIZES[args.size][4]))
+    if args.steps < 1 or args.batch < 1:
+        ap.error("--steps and --batch must be at least 1")
+    return args
 
 
 def optimizer(args, params):
@@ -171,6 +184,7 @@ def report(args, dist, client, extra, local_losses, clock, params, hashes, elaps
         "steps": args.steps,
         "optimizer": args.optimizer,
         "batch_per_rank": args.batch,
+        "seq": args.seq or SIZES[args.size][4],
         "losses": losses,
         "step_time_s": float(times[0]),
         "elapsed_s": float(times[1]),

@@ -37,7 +37,7 @@ def main():
                     help="dtype DeepSpeed reduces gradients in (default: bfloat16, bf16's own)")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=-1,
                     help="passed by DeepSpeed's launcher; LOCAL_RANK, which it also sets, is used")
-    args = ap.parse_args()
+    args = common.check(ap, ap.parse_args())
     import deepspeed  # after the flags: --help works without it
 
     if args.backend == "hccl":

@@ -29,7 +29,7 @@ def main():
     ap = common.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--reduce-dtype", choices=["bfloat16", "float32"], default="bfloat16",
                     help="dtype FSDP2 reduce-scatters gradients in (default bfloat16)")
-    args = ap.parse_args()
+    args = common.check(ap, ap.parse_args())
     if args.backend == "hccl":
         import torch_hccl  # noqa: F401  registers backend "hccl"
     torch.set_num_threads(1)
