@@ -13,13 +13,15 @@ Each pair of runs must:
 - each finish within RUN_CAP seconds (from start to exit, 40 steps of a 0.1M-parameter model).
 
 LOSS_BOUND = 0.01 (absolute, on losses from 4.3 down to 0.2), and why. The two libraries may
-round a bf16 reduction differently: libhccl sums in float32 and rounds once (today through a
-widened float32 copy, soon natively with the same arithmetic), gloo adds pairwise in bf16,
-rounding at each add. At 2 ranks these agree to the bit: the float32 sum of two bf16 numbers
-rounded once is exactly gloo's one bf16 add (gloo too adds in float and rounds), and the
-halving of AVG is exact, so today both clients give identical losses and parameters on the two
-libraries (measured: difference 0.0 at every step). At more ranks, or in another order, a sum
-may differ by an ulp of bf16 per element. How much such rounding moves the losses was measured
+round a bf16 reduction differently: libhccl widens to float32 and rounds once per step, and
+accumulates a block that one rank reads whole (64 KiB and more inside a server) in float32,
+rounded once at the end, with AVG's division done once in float32 (docs/design.md,
+"Precision"); gloo adds pairwise, each add done in float and rounded to bf16, and divides
+after. At 2 ranks these agree to the bit: either way the result is the sum of two bf16 numbers
+(exact in float32) rounded once, and halving it is exact, so both clients give identical
+losses and parameters on the two libraries (measured: difference 0.0 at every step, with the
+float32 copy libhccl reduced bf16 through before and with its native bf16 reduction since). At
+more ranks, or in another order, a sum may differ by an ulp of bf16 per element. How much such rounding moves the losses was measured
 by taking bf16 rounding out of the reduction altogether (FSDP2 with reduce_dtype=float32 on
 gloo against bf16 on hccl): at most 0.0016 (Adam) and 0.0008 (SGD) over the 40 steps. The bound
 is about six times that. What it is there to catch is a reduction that is wrong rather than
