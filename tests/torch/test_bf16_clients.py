@@ -23,8 +23,9 @@ losses and parameters on the two libraries (measured: difference 0.0 at every st
 float32 copy libhccl reduced bf16 through before and with its native bf16 reduction since). At
 more ranks, or in another order, a sum may differ by an ulp of bf16 per element. How much such rounding moves the losses was measured
 by taking bf16 rounding out of the reduction altogether (FSDP2 with reduce_dtype=float32 on
-gloo against bf16 on hccl): at most 0.0016 (Adam) and 0.0008 (SGD) over the 40 steps. The bound
-is about six times that. What it is there to catch is a reduction that is wrong rather than
+gloo against bf16 on hccl): at most 0.0016 (Adam) and 0.0008 (SGD) over the 40 steps; and at 4
+ranks, where the two libraries do round differently, hccl and gloo differed by at most 0.0008
+(FSDP2, SGD) and 0.0014 (ZeRO-2, Adam). The bound is about six times that. What it is there to catch is a reduction that is wrong rather than
 rounded differently, and such runs were tried (the hccl run's reduction input altered on its
 way into the backend): the reduction returning rank 0's gradient alone, at the right scale,
 made the losses differ by more than the bound from step 3 on (FSDP2, up to 0.48) and from
