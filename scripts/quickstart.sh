@@ -7,7 +7,8 @@
 #
 # torch: the test command builds torch_hccl for two torches and tests both: pip's torch 2.13
 # (for `python3` on PATH when that is not Debian's own /usr/bin/python3, else for a virtual
-# environment in $BUILD_DIR/venv), with Lightning and torchmetrics, in $BUILD_DIR; and Debian's
+# environment in $BUILD_DIR/venv), with Lightning and torchmetrics (and DeepSpeed 0.19.8 in a
+# venv over that Python, $BUILD_DIR/deepspeed-venv, or in $BUILD_DIR/venv), in $BUILD_DIR; and Debian's
 # python3-torch 1.13 (for /usr/bin/python3) in $BUILD_DIR/debian-torch, where only the tests of
 # torch_hccl and the install run again.
 set -euo pipefail
@@ -57,6 +58,29 @@ if [ "$mode" = test ]; then
     ! "$py" -c 'import torch, lightning, torchmetrics, expecttest; assert torch.__version__.startswith("2.13.0")' 2>/dev/null; then
     echo "== pip install ${pip_packages[*]} (for $py)"
     "$py" -m pip install -q "${pip_packages[@]}"
+  fi
+  # DeepSpeed, a client that tests/torch/test_bf16_clients.py trains with, pinned and for the
+  # tests only: in a venv of its own that sees $py's packages (--system-site-packages), so it
+  # runs on $py's very torch (pinned on the pip line, so pip keeps it) while $py itself gets
+  # nothing new: no deepspeed, none of its dependencies, no newer setuptools. When $py is
+  # already a venv (build/venv above) it goes into that venv instead: a venv made from a venv
+  # would see Debian's site-packages (torch 1.13), not this venv's torch. DS_BUILD_OPS=0
+  # installs no op; the one DeepSpeed's CPU accelerator builds when it starts (its
+  # shared-memory allreduce, into ~/.cache/torch_extensions) is built here once, so the test
+  # does not time it.
+  ds_py=$py
+  if [ "$("$py" -c 'import sys; print(sys.prefix == sys.base_prefix)')" = True ]; then
+    ds_py=$build/deepspeed-venv/bin/python
+    [ -x "$ds_py" ] || [ "${SKIP_INSTALL:-0}" = 1 ] || "$py" -m venv --system-site-packages "$build/deepspeed-venv"
+  fi
+  if [ "${SKIP_INSTALL:-0}" != 1 ] && ! "$ds_py" -c 'import deepspeed' 2>/dev/null; then
+    tv=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')
+    echo "== pip install deepspeed==0.19.8 (for $ds_py, over torch $tv)"
+    DS_BUILD_OPS=0 "$ds_py" -m pip install -q deepspeed==0.19.8 "torch==$tv"
+    echo "== building DeepSpeed's CPU shared-memory op"
+    DS_ACCELERATOR=cpu timeout 900 "$ds_py" -c 'from deepspeed.accelerator import get_accelerator
+get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >/dev/null ||
+      echo "quickstart.sh: DeepSpeed's op did not build; test_bf16_clients will say why" >&2
   fi
   torch_args=(-DHCCL_TORCH_PYTHON="$("$py" -c 'import sys; print(sys.executable)')")
 fi
