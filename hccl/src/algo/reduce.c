@@ -237,17 +237,7 @@ HCCL__FLOAT_LOOPS(f64, double, f64)
                                    const struct hccl_scale *s) {                                   \
     loop(out, a, b, n, s);                                                                         \
   }
-#define HCCL__WRAP_INT(name, SUFFIX, ATTR)                                                         \
-  HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_max, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_min, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_band, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_bor, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_bxor, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
+/* The kernels every type has; the integer types also have the bitwise ones. */
 #define HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                       \
   HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
   HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
@@ -256,6 +246,11 @@ HCCL__FLOAT_LOOPS(f64, double, f64)
   HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
   HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
   HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
+#define HCCL__WRAP_INT(name, SUFFIX, ATTR)                                                         \
+  HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                             \
+  HCCL__WRAP(loop_##name##_band, SUFFIX, ATTR)                                                     \
+  HCCL__WRAP(loop_##name##_bor, SUFFIX, ATTR)                                                      \
+  HCCL__WRAP(loop_##name##_bxor, SUFFIX, ATTR)
 #define HCCL__WRAP_ALL(SUFFIX, ATTR)                                                               \
   HCCL__WRAP_INT(i8, SUFFIX, ATTR)                                                                 \
   HCCL__WRAP_INT(u8, SUFFIX, ATTR)                                                                 \
@@ -268,20 +263,16 @@ HCCL__FLOAT_LOOPS(f64, double, f64)
   HCCL__WRAP_FLOAT(f32, SUFFIX, ATTR)                                                              \
   HCCL__WRAP_FLOAT(f64, SUFFIX, ATTR)
 
+#define HCCL__ROW_COMMON(name, SUFFIX)                                                             \
+  [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                  \
+  [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                    \
+  [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX,    \
+  [HK_MUL] = loop_##name##_mul_##SUFFIX
+#define HCCL__ROW_FLOAT(name, SUFFIX) {HCCL__ROW_COMMON(name, SUFFIX)}
 #define HCCL__ROW_INT(name, SUFFIX)                                                                \
   {                                                                                                \
-    [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                \
-    [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                  \
-    [HK_BAND] = loop_##name##_band_##SUFFIX, [HK_BOR] = loop_##name##_bor_##SUFFIX,                \
-    [HK_BXOR] = loop_##name##_bxor_##SUFFIX, [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX,        \
-    [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX, [HK_MUL] = loop_##name##_mul_##SUFFIX,          \
-  }
-#define HCCL__ROW_FLOAT(name, SUFFIX)                                                              \
-  {                                                                                                \
-    [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                \
-    [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                  \
-    [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX,  \
-    [HK_MUL] = loop_##name##_mul_##SUFFIX,                                                         \
+    HCCL__ROW_COMMON(name, SUFFIX), [HK_BAND] = loop_##name##_band_##SUFFIX,                       \
+    [HK_BOR] = loop_##name##_bor_##SUFFIX, [HK_BXOR] = loop_##name##_bxor_##SUFFIX,                \
   }
 #define HCCL__TABLE(SUFFIX)                                                                        \
   {                                                                                                \

@@ -114,8 +114,6 @@ static AVX2 inline __m256 v_ld_f32(const void *p) {
 static AVX2 inline void v_st_half(void *p, __m256 v) {
   _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
-/* hccl__float_to_bf16 on eight lanes: the rounded top halves, or the quieted NaNs, packed to
- * 16 bits (packus works within 128-bit lanes; the permute joins the two lanes' low quads). */
 static AVX2 inline void v_st_f32(void *p, __m256 v) {
   _mm256_storeu_ps((float *)p, v);
 }
@@ -149,7 +147,16 @@ static AVX2 inline __m256 v_mul(__m256 x, __m256 y, __m256 k) {
   return _mm256_mul_ps(x, k);
 }
 
-static AVX2 inline __m256i v_bf_round(__m256 v);
+/* hccl__float_to_bf16 on eight lanes, each result in the low 16 bits of its lane: the rounded
+ * top half, or the quieted NaN. */
+static AVX2 inline __m256i v_bf_round(__m256 v) {
+  __m256i x = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
 /* hccl__float_to_bf16 on eight lanes (v_bf_round), packed to 16 bits (packus works within
  * 128-bit lanes; the permute joins the two lanes' low quads). */
 static AVX2 inline void v_st_bf16(void *p, __m256 v) {
@@ -190,14 +197,6 @@ static AVX2 inline void v_st_bf16(void *p, __m256 v) {
  * interleaving zeros below each element (unpacklo/hi: elements 0-3 and 8-11, 4-7 and 12-15,
  * as float32), and the two results' top halves packed back by packus, which interleaves the
  * 128-bit lanes the same way, so the elements come out in order with no permute. */
-static AVX2 inline __m256i v_bf_round(__m256 v) {
-  __m256i x = _mm256_castps_si256(v);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-}
-
 #define VLOOP_BF(name, B, VOP)                                                                     \
   static AVX2 void name(void *out, const void *a, const void *b, size_t n,                         \
                         const struct hccl_scale *s) {                                              \
