@@ -30,6 +30,7 @@
 
 #include "hccl.h"
 #include "perf_coll.h"
+#include "hccl_types.h"
 #include "perf_common.h"
 
 #ifdef HCCL_PERF_MPI
@@ -64,14 +65,6 @@ static char errbuf[1024];
 static HcclRequest *pending;
 static size_t npending, cap_pending;
 
-static const HcclDataType dtypes[PERF_NTYPES] = {
-    [PERF_INT8] = HCCL_DATA_TYPE_INT8,   [PERF_UINT8] = HCCL_DATA_TYPE_UINT8,
-    [PERF_INT16] = HCCL_DATA_TYPE_INT16, [PERF_UINT16] = HCCL_DATA_TYPE_UINT16,
-    [PERF_INT32] = HCCL_DATA_TYPE_INT32, [PERF_UINT32] = HCCL_DATA_TYPE_UINT32,
-    [PERF_INT64] = HCCL_DATA_TYPE_INT64, [PERF_UINT64] = HCCL_DATA_TYPE_UINT64,
-    [PERF_HALF] = HCCL_DATA_TYPE_FP16,   [PERF_BF16] = HCCL_DATA_TYPE_BFP16,
-    [PERF_FLOAT] = HCCL_DATA_TYPE_FP32,  [PERF_DOUBLE] = HCCL_DATA_TYPE_FP64,
-};
 /* HCCL_REDUCE_AVG is a value of a plain enum; hccl.h says it has it with HCCL_HAVE_REDUCE_AVG.
  * Without it -o avg is refused before any call (perf_backend.has_avg). */
 #ifdef HCCL_HAVE_REDUCE_AVG
@@ -136,7 +129,7 @@ static int reserve(size_t n) {
 
 /* Issues the call with request req (NULL: blocking). */
 static HcclResult issue(const struct perf_call *c, HcclRequest *req) {
-  HcclDataType dt = dtypes[c->type];
+  HcclDataType dt = perf_hccl_dtype[c->type];
   uint64_t n = c->count;
   uint32_t root = (uint32_t)c->root;
   switch (c->coll) {
@@ -181,7 +174,7 @@ static void describe(char *buf, size_t size, const struct perf_call *c) {
  * waited for, so no rank waits for a peer that is itself waiting. A failure is returned at
  * once: the run then ends, and HcclCommDestroy frees what is still queued. */
 static HcclResult sendrecv(const struct perf_call *c, int blocking) {
-  HcclDataType dt = dtypes[c->type];
+  HcclDataType dt = perf_hccl_dtype[c->type];
   if (nranks == 1) {
     memcpy(c->recv, c->send, c->count * perf_type_size(c->type));
     return HCCL_SUCCESS;

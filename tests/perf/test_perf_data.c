@@ -34,21 +34,13 @@
 #include <cmocka.h>
 
 #include "hccl.h"
+#include "hccl_types.h"
 #include "perf_common.h"
 #include "perf_data.h"
 #include "reduce.h"
 
 static const int k_ranks[] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32};
 
-/* perf_type -> HcclDataType, for the library's kernels. */
-static const HcclDataType k_dtype[PERF_NTYPES] = {
-    [PERF_INT8] = HCCL_DATA_TYPE_INT8,   [PERF_UINT8] = HCCL_DATA_TYPE_UINT8,
-    [PERF_INT16] = HCCL_DATA_TYPE_INT16, [PERF_UINT16] = HCCL_DATA_TYPE_UINT16,
-    [PERF_INT32] = HCCL_DATA_TYPE_INT32, [PERF_UINT32] = HCCL_DATA_TYPE_UINT32,
-    [PERF_INT64] = HCCL_DATA_TYPE_INT64, [PERF_UINT64] = HCCL_DATA_TYPE_UINT64,
-    [PERF_HALF] = HCCL_DATA_TYPE_FP16,   [PERF_BF16] = HCCL_DATA_TYPE_BFP16,
-    [PERF_FLOAT] = HCCL_DATA_TYPE_FP32,  [PERF_DOUBLE] = HCCL_DATA_TYPE_FP64,
-};
 
 static int is_signed(perf_type t) {
   return t == PERF_INT8 || t == PERF_INT16 || t == PERF_INT32 || t == PERF_INT64;
@@ -282,7 +274,7 @@ static void check_reduction(perf_type t, perf_op op, int p) {
                   .in = in,
                   .want = (unsigned char *)want.data,
                   .kern =
-                      op == PERF_AVG ? NULL : hccl__reduce_kernel(k_dtype[t], (HcclReduceOp)op)};
+                      op == PERF_AVG ? NULL : hccl__reduce_kernel(perf_hccl_dtype[t], (HcclReduceOp)op)};
   assert_int_equal(j.es, perf_type_size(t));
   assert_int_equal(j.n, 105 * (size_t)p);
   /* the same expectation on every rank, and no value with the sentinel's bytes */
