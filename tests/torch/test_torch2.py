@@ -10,6 +10,9 @@ hccl group) or against the same training done locally.
   each mesh dimension, full_tensor, and a sharded matmul.
 - FSDP2 (fully_shard) on CPU: three SGD steps on 4 ranks equal the same steps taken locally
   on the whole batch.
+- A blocking call (async_op=False, which torch 2.8+ passes to the backend as asyncOp) runs on
+  the caller's thread: 200 of each collective start no thread; the first async one starts
+  the library's worker.
 - destroy_process_group() and a second init in the same processes; a work left unwaited at
   destroy_process_group fails its wait() and its future, naming why (its future hung).
 
@@ -158,7 +161,42 @@ def after_destroy_case():
     print("rank %d ok" % rank)
 
 
-CASES = {"hooks": hooks_case, "mesh": mesh_case, "fsdp": fsdp_case,
+def blocking_case():
+    """Blocking collectives run on the calling thread, with the right results; an async call
+    still goes to the library's worker thread (so the count below can see a thread start)."""
+    import torch
+    import torch.distributed as dist
+    rank, n = H.init()
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    for i in range(200):
+        t = torch.full((1000,), float(rank + i))
+        dist.all_reduce(t)
+        assert t[0].item() == sum(r + i for r in range(n)), t[0].item()
+        b = torch.full((7,), float(rank))
+        dist.broadcast(b, src=1)
+        assert b.eq(1).all()
+        g = torch.empty(3 * n)
+        dist.all_gather_into_tensor(g, torch.full((3,), float(rank)))
+        assert g.tolist() == [float(r) for r in range(n) for _ in range(3)]
+        rs = torch.empty(2)
+        dist.reduce_scatter_tensor(rs, torch.arange(2.0 * n))
+        assert rs.tolist() == [n * (2.0 * rank), n * (2.0 * rank + 1)], rs.tolist()
+        a = torch.empty(n)
+        dist.all_to_all_single(a, torch.full((n,), float(rank)))
+        assert a.tolist() == [float(r) for r in range(n)]
+        dist.barrier()
+    assert threads() == before, (before, threads())
+    w = dist.all_reduce(torch.ones(10), async_op=True)
+    w.wait()
+    assert threads() > before, (before, threads())
+    print("rank %d ok" % rank)
+
+
+CASES = {"blocking": blocking_case, "hooks": hooks_case, "mesh": mesh_case, "fsdp": fsdp_case,
          "after_destroy": after_destroy_case}
 
 
@@ -184,6 +222,9 @@ class TestTorch2(unittest.TestCase):
 
     def test_fsdp2_matches_local_training(self):
         self.ok(H.run_ranks(__file__, "fsdp", 4, timeout=300), 4)
+
+    def test_blocking_calls_stay_on_the_callers_thread(self):
+        self.ok(H.run_ranks(__file__, "blocking", 2, timeout=120), 2)
 
     def test_work_after_destroy_fails_not_hangs(self):
         self.ok(H.run_ranks(__file__, "after_destroy", 2, timeout=120), 2)

@@ -34,4 +34,21 @@ namespace torch_hccl {
  * phrase torch's tests and users match. */
 [[noreturn]] void throwBackendError(const std::string& msg);
 
+/* Whether torch waits for a collective's work as soon as the backend returns it: torch 2.8 and
+ * later set the options' asyncOp from the caller's async_op (False for a plain
+ * dist.all_reduce(t)); older torches have no such field, and every call counts as async.
+ * Found by overload rather than by version number, so a torch that has the field uses it. */
+template <class Opts>
+auto asyncOpOf(const Opts& o, int) -> decltype(static_cast<bool>(o.asyncOp)) {
+  return o.asyncOp;
+}
+template <class Opts>
+bool asyncOpOf(const Opts&, long) {
+  return true;
+}
+template <class Opts>
+bool waitedAtOnce(const Opts& o) {
+  return !asyncOpOf(o, 0);
+}
+
 }  // namespace torch_hccl

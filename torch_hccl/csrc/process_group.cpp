@@ -208,9 +208,11 @@ ProcessGroupHCCL::~ProcessGroupHCCL() {
 }
 
 c10::intrusive_ptr<HcclWork> ProcessGroupHCCL::newWork(c10d::OpType type, const char* what,
-                                                       std::vector<at::Tensor> outputs) {
+                                                       std::vector<at::Tensor> outputs,
+                                                       bool blocking) {
   seq_++;
-  return c10::make_intrusive<HcclWork>(core_, getRank(), type, what, std::move(outputs));
+  return c10::make_intrusive<HcclWork>(core_, getRank(), type, what, std::move(outputs),
+                                       blocking);
 }
 
 /* Starts `plan` on the contiguous buf (the caller's tensor or its staging copy) for work w:
@@ -221,24 +223,21 @@ void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tens
   HcclComm comm = core_->comm();
   LibOp op(plan, comm, what);
   uint64_t count = libCount(plan, buf);
-  HcclRequest req;
-  if (root < 0)
-    checkHccl(HcclAllReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(), comm, &req),
-          what);
-  else
-    checkHccl(HcclReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(),
-                     static_cast<uint32_t>(root), comm, &req),
-          what);
-  w.addRequest(req);
+  w.start(what, [&](HcclRequest* req) {
+    if (root < 0)
+      return HcclAllReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(), comm, req);
+    return HcclReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(),
+                      static_cast<uint32_t>(root), comm, req);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduceCall(c10d::OpType type, const char* what,
                                                             at::Tensor& tensor,
                                                             const c10d::ReduceOp& op,
-                                                            int64_t root) {
+                                                            int64_t root, bool blocking) {
   ReducePlan plan = planReduce(tensor, op, what);
   at::Tensor buf = dense(tensor);
-  auto w = newWork(type, what, {tensor});
+  auto w = newWork(type, what, {tensor}, blocking);
   bool mine = root < 0 || root == getRank();
   w->keep(buf);
   startReduce(*w, plan, buf, root, what);
@@ -252,7 +251,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce(std::vector<at::Tenso
   if (tensors.size() == 1 && tensors[0].layout() == at::kSparse)
     return sparseAllreduce(tensors[0], opts.reduceOp);
   single(tensors, "allreduce");
-  return reduceCall(c10d::OpType::ALLREDUCE, "allreduce", tensors[0], opts.reduceOp, -1);
+  return reduceCall(c10d::OpType::ALLREDUCE, "allreduce", tensors[0], opts.reduceOp, -1,
+                    waitedAtOnce(opts));
 }
 
 /* A sparse COO allreduce, as gloo does it: the library gathers every rank's nnz, then its
@@ -315,13 +315,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce(std::vector<at::Tensor>&
               " is not valid; one tensor per process means rootTensor 0");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl reduce: root ",
               opts.rootRank, " is not a rank of this group of ", getSize());
-  return reduceCall(c10d::OpType::REDUCE, "reduce", tensors[0], opts.reduceOp, opts.rootRank);
+  return reduceCall(c10d::OpType::REDUCE, "reduce", tensors[0], opts.reduceOp, opts.rootRank,
+                    waitedAtOnce(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const char* what = "allreduce_coalesced";
-  auto w = newWork(c10d::OpType::ALLREDUCE_COALESCED, what, tensors);
+  auto w = newWork(c10d::OpType::ALLREDUCE_COALESCED, what, tensors, waitedAtOnce(opts));
   if (tensors.empty()) {
     w->completeNow();
     return w;
@@ -359,12 +360,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < getSize(), "hccl broadcast: root ",
               opts.rootRank, " is not a rank of this group of ", getSize());
   at::Tensor buf = dense(tensor);
-  auto w = newWork(c10d::OpType::BROADCAST, what, {tensor});
-  HcclRequest req;
-  checkHccl(HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
-                      static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  auto w = newWork(c10d::OpType::BROADCAST, what, {tensor}, waitedAtOnce(opts));
+  w->start(what, [&](HcclRequest* req) {
+    return HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
+                         static_cast<uint32_t>(opts.rootRank), core_->comm(), req);
+  });
   w->keep(buf);
   if (!buf.is_same(tensor)) w->onSuccess([tensor, buf]() mutable { tensor.copy_(buf); });
   return w;
@@ -382,20 +382,19 @@ void ProcessGroupHCCL::allgatherInto(HcclWork& w, at::Tensor output, at::Tensor 
               output.numel(), " elements; it must have group size (", getSize(), ") x input (",
               input.numel(), ")");
   at::Tensor in = dense(input), out = dense(output);
-  HcclRequest req;
-  checkHccl(HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
-                      core_->comm(), &req),
-        what);
-  w.addRequest(req);
+  w.start(what, [&](HcclRequest* req) {
+    return HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
+                         core_->comm(), req);
+  });
   w.keep(in);
   w.keep(out);
   if (!out.is_same(output)) w.onSuccess([output, out]() mutable { output.copy_(out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const char* what = "_allgather_base";
-  auto w = newWork(c10d::OpType::_ALLGATHER_BASE, what, {output});
+  auto w = newWork(c10d::OpType::_ALLGATHER_BASE, what, {output}, waitedAtOnce(opts));
   allgatherInto(*w, output, input, what);
   return w;
 }
@@ -403,11 +402,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_allgather_base(
 #if TORCH_HCCL_BACKEND_API
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   const char* what = "allgather_into_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size(), "hccl ", what, ": ", outputs.size(),
               " outputs for ", inputs.size(), " inputs; they must pair up");
-  auto w = newWork(c10d::OpType::COALESCED, what, outputs);
+  auto w = newWork(c10d::OpType::COALESCED, what, outputs, waitedAtOnce(opts));
   for (size_t i = 0; i < inputs.size(); i++) allgatherInto(*w, outputs[i], inputs[i], what);
   if (w->idle()) w->completeNow();
   return w;
@@ -419,7 +418,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
   const char* what = "reduce_scatter_tensor_coalesced";
   TORCH_CHECK(outputs.size() == inputs.size(), "hccl ", what, ": ", outputs.size(),
               " outputs for ", inputs.size(), " inputs; they must pair up");
-  auto w = newWork(c10d::OpType::COALESCED, what, outputs);
+  auto w = newWork(c10d::OpType::COALESCED, what, outputs, waitedAtOnce(opts));
   for (size_t i = 0; i < inputs.size(); i++)
     reduceScatterInto(*w, outputs[i], inputs[i], opts.reduceOp, what);
   if (w->idle()) w->completeNow();
@@ -433,7 +432,7 @@ void ProcessGroupHCCL::abort() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   const char* what = "allgather";
   const at::Tensor& input = single(inputs, what);
   TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(getSize()),
@@ -442,16 +441,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
               outputs.size() == 1 ? outputs[0].size() : outputs.size());
   for (auto& o : outputs[0]) checkSame(o, input, what, "an output tensor");
   at::Tensor in = dense(input);
-  auto w = newWork(c10d::OpType::ALLGATHER, what, outputs[0]);
+  auto w = newWork(c10d::OpType::ALLGATHER, what, outputs[0], waitedAtOnce(opts));
   bool direct = adjacent(outputs[0]);
   at::Tensor flat = direct ? at::Tensor()
                            : at::empty({static_cast<int64_t>(in.nbytes()) * getSize()},
                                        at::TensorOptions().dtype(at::kByte));
   void* dst = direct ? outputs[0][0].data_ptr() : flat.data_ptr();
-  HcclRequest req;
-  checkHccl(HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
+  });
   w->keep(in);
   if (!direct) {
     w->keep(flat);
@@ -465,7 +463,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   const char* what = "allgather_coalesced";
   TORCH_CHECK(outputLists.size() == static_cast<size_t>(getSize()), "hccl ", what,
               ": expected ", getSize(), " output lists (one per rank), got ", outputLists.size());
@@ -476,14 +474,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather_coalesced(
   }
   std::vector<at::Tensor> all;
   for (auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
-  auto w = newWork(c10d::OpType::ALLGATHER_COALESCED, what, all);
+  auto w = newWork(c10d::OpType::ALLGATHER_COALESCED, what, all, waitedAtOnce(opts));
   at::Tensor in = packBytes(inputs);
   at::Tensor flat = at::empty({in.numel() * getSize()}, at::TensorOptions().dtype(at::kByte));
-  HcclRequest req;
-  checkHccl(HcclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), HCCL_DATA_TYPE_INT8,
-                      core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), HCCL_DATA_TYPE_INT8,
+                         core_->comm(), req);
+  });
   w->keep(in);
   w->keep(flat);
   w->onSuccess([flat, all]() { unpackBytes(flat, 0, all); });
@@ -507,16 +504,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(
                 ") takes an output list; rank ", getRank(), " passed ", outputs.size());
   }
   at::Tensor in = dense(input);
-  auto w = newWork(c10d::OpType::GATHER, what, root ? outputs[0] : std::vector<at::Tensor>{});
+  auto w = newWork(c10d::OpType::GATHER, what,
+                   root ? outputs[0] : std::vector<at::Tensor>{}, waitedAtOnce(opts));
   at::Tensor flat;
   if (root)
     flat = at::empty({static_cast<int64_t>(in.nbytes()) * getSize()},
                      at::TensorOptions().dtype(at::kByte));
-  HcclRequest req;
-  checkHccl(HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
-                   HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
+                      HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(),
+                      req);
+  });
   w->keep(in);
   if (root) {
     w->keep(flat);
@@ -545,12 +543,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
                 ") takes an input list; rank ", getRank(), " passed ", inputs.size());
   }
   at::Tensor out = dense(output);
-  auto w = newWork(c10d::OpType::SCATTER, what, {output});
-  HcclRequest req;
-  checkHccl(HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
-                    HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  auto w = newWork(c10d::OpType::SCATTER, what, {output}, waitedAtOnce(opts));
+  w->start(what, [&](HcclRequest* req) {
+    return HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
+                       HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(),
+                       req);
+  });
   w->keep(out);
   if (root) w->keep(flat);
   if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
@@ -571,11 +569,10 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
   ReducePlan plan = planReduce(input, op, what);
   at::Tensor in = dense(input), out = dense(output);
   LibOp lop(plan, core_->comm(), what);
-  HcclRequest req;
-  checkHccl(HcclReduceScatter(in.data_ptr(), out.data_ptr(), libCount(plan, out), plan.dtype,
-                              lop.get(), core_->comm(), &req),
-            what);
-  w.addRequest(req);
+  w.start(what, [&](HcclRequest* req) {
+    return HcclReduceScatter(in.data_ptr(), out.data_ptr(), libCount(plan, out), plan.dtype,
+                             lop.get(), core_->comm(), req);
+  });
   w.keep(in);
   w.keep(out);
   if (!out.is_same(output)) w.onSuccess([output, out]() mutable { output.copy_(out); });
@@ -584,7 +581,8 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const char* what = "_reduce_scatter_base";
-  auto w = newWork(c10d::OpType::_REDUCE_SCATTER_BASE, what, {output});
+  auto w = newWork(c10d::OpType::_REDUCE_SCATTER_BASE, what, {output},
+                   waitedAtOnce(opts));
   reduceScatterInto(*w, output, input, opts.reduceOp, what);
   if (w->idle()) w->completeNow();
   return w;
@@ -605,7 +603,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions&) {
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
   const char* what = "alltoall_base";
   checkCpu(input, what);
   checkCpu(output, what);
@@ -614,18 +612,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
               dtypeName(input.scalar_type()));
   int n = getSize();
   at::Tensor in = dense(input), out = dense(output);
-  auto w = newWork(c10d::OpType::ALLTOALL_BASE, what, {output});
-  HcclRequest req;
-  if (outputSplits.empty() && inputSplits.empty()) {
+  auto w = newWork(c10d::OpType::ALLTOALL_BASE, what, {output}, waitedAtOnce(opts));
+  bool even = outputSplits.empty() && inputSplits.empty();
+  uint64_t block = 0;
+  std::vector<uint64_t> sc, sd, rc, rd;
+  if (even) {
     TORCH_CHECK(in.dim() > 0 && in.size(0) % n == 0 && out.dim() > 0 && out.size(0) % n == 0 &&
                     in.numel() == out.numel(),
                 "hccl ", what, ": without split sizes, input and output must have the same "
                 "size with dim 0 divisible by the group size ", n, " (input ", in.sizes(),
                 ", output ", out.sizes(), ")");
-    uint64_t block = in.nbytes() / n;
-    checkHccl(HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
-                       HCCL_DATA_TYPE_INT8, core_->comm(), &req),
-          what);
+    block = in.nbytes() / n;
   } else {
     auto plan = [&](const at::Tensor& t, std::vector<int64_t>& splits, const char* side,
                     std::vector<uint64_t>& counts, std::vector<uint64_t>& displs) {
@@ -648,14 +645,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
         off += static_cast<uint64_t>(s) * rowBytes;
       }
     };
-    std::vector<uint64_t> sc, sd, rc, rd;
     plan(in, inputSplits, "input", sc, sd);
     plan(out, outputSplits, "output", rc, rd);
-    checkHccl(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, out.data_ptr(),
-                        rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
-          what);
   }
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    if (even)
+      return HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
+                          HCCL_DATA_TYPE_INT8, core_->comm(), req);
+    return HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, out.data_ptr(),
+                         rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
+  });
   w->keep(in);
   w->keep(out);
   if (!out.is_same(output)) w->onSuccess([output, out]() mutable { output.copy_(out); });
@@ -664,7 +663,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
-                                                          const c10d::AllToAllOptions&) {
+                                                          const c10d::AllToAllOptions& opts) {
   const char* what = "alltoall";
   int n = getSize();
   TORCH_CHECK(inputs.size() == static_cast<size_t>(n) && outputs.size() == static_cast<size_t>(n),
@@ -690,12 +689,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   }
   at::Tensor in = packBytes(inputs);
   at::Tensor flat = at::empty({static_cast<int64_t>(ro)}, at::TensorOptions().dtype(at::kByte));
-  auto w = newWork(c10d::OpType::ALLTOALL, what, outputs);
-  HcclRequest req;
-  checkHccl(HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, flat.data_ptr(),
-                      rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  auto w = newWork(c10d::OpType::ALLTOALL, what, outputs, waitedAtOnce(opts));
+  w->start(what, [&](HcclRequest* req) {
+    return HcclAlltoAllV(in.data_ptr(), sc.data(), sd.data(), HCCL_DATA_TYPE_INT8, flat.data_ptr(),
+                         rc.data(), rd.data(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
+  });
   w->keep(in);
   w->keep(flat);
   std::vector<at::Tensor> outs = outputs;
@@ -712,11 +710,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::send(std::vector<at::Tensor>& t
               getRank(), ")");
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::SEND, what, {t});
-  HcclRequest req;
-  checkHccl(HcclSend(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(dstRank),
-                 core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclSend(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
+                    static_cast<uint32_t>(dstRank), core_->comm(), req);
+  });
   w->keep(buf);
   return w;
 }
@@ -730,11 +727,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recv(std::vector<at::Tensor>& t
               getRank(), ")");
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::RECV, what, {t});
-  HcclRequest req;
-  checkHccl(HcclRecv(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(srcRank),
-                 core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclRecv(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
+                    static_cast<uint32_t>(srcRank), core_->comm(), req);
+  });
   w->keep(buf);
   if (!buf.is_same(t)) w->onSuccess([t, buf]() mutable { t.copy_(buf); });
   return w;
@@ -746,21 +742,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::recvAnysource(std::vector<at::T
   at::Tensor t = single(tensors, what);
   at::Tensor buf = dense(t);
   auto w = newWork(c10d::OpType::RECVANYSOURCE, what, {t});
-  HcclRequest req;
-  checkHccl(HcclRecvAny(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, w->sourceSlot(),
-                    core_->comm(), &req),
-        what);
-  w->addRequest(req);
+  w->start(what, [&](HcclRequest* req) {
+    return HcclRecvAny(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8, w->sourceSlot(),
+                       core_->comm(), req);
+  });
   w->keep(buf);
   if (!buf.is_same(t)) w->onSuccess([t, buf]() mutable { t.copy_(buf); });
   return w;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions&) {
-  auto w = newWork(c10d::OpType::BARRIER, "barrier", {});
-  HcclRequest req;
-  checkHccl(HcclBarrier(core_->comm(), &req), "barrier");
-  w->addRequest(req);
+c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::barrier(const c10d::BarrierOptions& opts) {
+  auto w = newWork(c10d::OpType::BARRIER, "barrier", {}, waitedAtOnce(opts));
+  w->start("barrier", [&](HcclRequest* req) {
+    return HcclBarrier(core_->comm(), req);
+  });
   return w;
 }
 

@@ -105,11 +105,12 @@ class ProcessGroupHCCL : public BackendBase {
 #endif
 
  private:
+  /* blocking: torch waits for the work at once (waitedAtOnce(opts)); see HcclWork::start. */
   c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
-                                       std::vector<at::Tensor> outputs);
+                                       std::vector<at::Tensor> outputs, bool blocking = false);
   c10::intrusive_ptr<c10d::Work> reduceCall(c10d::OpType type, const char* what,
                                             at::Tensor& tensor, const c10d::ReduceOp& op,
-                                            int64_t root);
+                                            int64_t root, bool blocking);
   void startReduce(HcclWork& w, const ReducePlan& plan, at::Tensor buf, int64_t root,
                    const char* what);
   void allgatherInto(HcclWork& w, at::Tensor output, at::Tensor input, const char* what);

@@ -118,8 +118,8 @@ void Core::run() {
 }
 
 HcclWork::HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std::string what,
-                   std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type), core_(std::move(core)), what_(std::move(what)),
+                   std::vector<at::Tensor> outputs, bool blocking)
+    : c10d::Work(rank, type), core_(std::move(core)), what_(std::move(what)), blocking_(blocking),
       outputs_(std::move(outputs)) {}
 
 HcclWork::~HcclWork() {

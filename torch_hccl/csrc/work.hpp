@@ -86,13 +86,25 @@ inline void checkHccl(HcclResult r, const char* what) {
 
 class HcclWork : public c10d::Work {
  public:
+  /* blocking: torch waits for the work as soon as it is returned (async_op=False, see
+   * compat.hpp's waitedAtOnce), so start() runs each call to its end on the caller's thread. */
   HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std::string what,
-           std::vector<at::Tensor> outputs);
+           std::vector<at::Tensor> outputs, bool blocking = false);
   ~HcclWork() override;
 
   /* Before the work is returned: the requests to wait for, tensors to keep alive, and the step
    * to run after success. */
   void addRequest(HcclRequest r) { reqs_.push_back(r); }
+  /* Starts one library call: call(HcclRequest* out) with out = where its request goes, or
+   * nullptr for a blocking work, which makes the library run the call here and now instead of
+   * handing it to its worker thread and waking it (two thread switches per call, which on
+   * cores shared by several ranks cost more than a small call itself). */
+  template <class Call>
+  void start(const char* what, Call call) {
+    HcclRequest req = nullptr;
+    checkHccl(call(blocking_ ? nullptr : &req), what);
+    if (req) reqs_.push_back(req);
+  }
   void keep(at::Tensor t) { keep_.push_back(std::move(t)); }
   void onSuccess(std::function<void()> fn) { post_.push_back(std::move(fn)); }
   /* Whether no library request was added (the work is done once its steps run). */
@@ -117,6 +129,7 @@ class HcclWork : public c10d::Work {
 
   std::shared_ptr<Core> core_;
   std::string what_;
+  bool blocking_;
   std::vector<HcclRequest> reqs_;
   std::vector<at::Tensor> keep_;
   std::vector<at::Tensor> outputs_;
