@@ -7,9 +7,9 @@
  * Two sets, giving the same bits:
  *   - AVX2: 16 elements per iteration (two independent chains), then 8, then the last 0..7
  *     through padded buffers with the same vector code. float16 widens and narrows with F16C
- *     (VCVTPH2PS, VCVTPS2PH); bfloat16 widens with a zero-extend and a shift, and narrows with
- *     integer adds on the float32 bits (hccl__float_to_bf16's rounding, eight at once) and a
- *     pack of the top halves.
+ *     (VCVTPH2PS, VCVTPS2PH); bfloat16 in and out widens the even and odd elements of one load
+ *     by a shift and a mask, and narrows with integer adds on the float32 bits
+ *     (hccl__float_to_bf16's rounding, eight at once) and a blend of the top halves.
  *   - portable: the conversions of base/half.h in plain loops the compiler vectorizes.
  * Why both give the same bits: the float32 operations are the same IEEE operations in the same
  * order, and both conversions are exact (widening) or correctly rounded (narrowing) with the
@@ -147,14 +147,20 @@ static AVX2 inline __m256 v_mul(__m256 x, __m256 y, __m256 k) {
   return _mm256_mul_ps(x, k);
 }
 
-/* hccl__float_to_bf16 on eight lanes, each result in the low 16 bits of its lane: the rounded
- * top half, or the quieted NaN. */
-static AVX2 inline __m256i v_bf_round(__m256 v) {
+/* hccl__float_to_bf16 on eight lanes, the result in the top 16 bits of each lane (the low 16
+ * are left over): the rounded value, or the quieted NaN. Rounding to the top half needs no
+ * shift, so the caller joins two vectors' results with one shift and one blend. */
+static AVX2 inline __m256i v_bf_round_top(__m256 v) {
   __m256i x = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
-  __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+  __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
   return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+/* The same, in the low 16 bits of each lane (the top 16 are zero). */
+static AVX2 inline __m256i v_bf_round(__m256 v) {
+  return _mm256_srli_epi32(v_bf_round_top(v), 16);
 }
 
 /* hccl__float_to_bf16 on eight lanes (v_bf_round), packed to 16 bits (packus works within
@@ -193,39 +199,44 @@ static AVX2 inline void v_st_bf16(void *p, __m256 v) {
     }                                                                                              \
   }
 
-/* bfloat16 in and out, 16 elements a step: one 256-bit load per input, widened by
- * interleaving zeros below each element (unpacklo/hi: elements 0-3 and 8-11, 4-7 and 12-15,
- * as float32), and the two results' top halves packed back by packus, which interleaves the
- * 128-bit lanes the same way, so the elements come out in order with no permute. */
+/* bfloat16 in and out, 16 elements a step (two steps an iteration), each input in one 256-bit
+ * load: the even elements
+ * widen by a shift left (bf16 is float32's top half), the odd ones by masking off the even
+ * ones below them; the two results' top halves go back in place, the even ones shifted down
+ * and blended under the odd ones, so no pack or permute is needed. The tail runs the same
+ * step on zero-padded copies, so it gives the same bits as the body. */
+#define BF_STEP(to, pa, pb, VOP, k)                                                                \
+  do {                                                                                             \
+    const __m256i top = _mm256_set1_epi32((int)0xffff0000u);                                       \
+    __m256i xa = _mm256_loadu_si256((const __m256i *)(pa));                                        \
+    __m256i xb = _mm256_loadu_si256((const __m256i *)(pb));                                        \
+    __m256 ev = VOP(_mm256_castsi256_ps(_mm256_slli_epi32(xa, 16)),                                \
+                    _mm256_castsi256_ps(_mm256_slli_epi32(xb, 16)), k);                            \
+    __m256 od = VOP(_mm256_castsi256_ps(_mm256_and_si256(xa, top)),                                \
+                    _mm256_castsi256_ps(_mm256_and_si256(xb, top)), k);                            \
+    _mm256_storeu_si256((__m256i *)(to),                                                           \
+                        _mm256_blend_epi16(_mm256_srli_epi32(v_bf_round_top(ev), 16),              \
+                                           v_bf_round_top(od), 0xaa));                             \
+  } while (0)
+
 #define VLOOP_BF(name, B, VOP)                                                                     \
   static AVX2 void name(void *out, const void *a, const void *b, size_t n,                         \
                         const struct hccl_scale *s) {                                              \
     const __m256 k = _mm256_set1_ps(s ? s->f32 : 1.0f);                                            \
-    const __m256i z = _mm256_setzero_si256();                                                      \
     const uint16_t *x = a, *y = (const uint16_t *)(B);                                             \
     uint16_t *o = out;                                                                             \
     (void)b;                                                                                       \
     size_t i = 0;                                                                                  \
-    for (; i + 16 <= n; i += 16) {                                                                 \
-      __m256i xa = _mm256_loadu_si256((const __m256i *)(x + i));                                   \
-      __m256i xb = _mm256_loadu_si256((const __m256i *)(y + i));                                   \
-      __m256 lo = VOP(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xa)),                           \
-                      _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xb)), k);                       \
-      __m256 hi = VOP(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xa)),                           \
-                      _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xb)), k);                       \
-      _mm256_storeu_si256((__m256i *)(o + i), _mm256_packus_epi32(v_bf_round(lo), v_bf_round(hi))); \
+    for (; i + 32 <= n; i += 32) {                                                                 \
+      BF_STEP(o + i, x + i, y + i, VOP, k);                                                        \
+      BF_STEP(o + i + 16, x + i + 16, y + i + 16, VOP, k);                                         \
     }                                                                                              \
+    for (; i + 16 <= n; i += 16) BF_STEP(o + i, x + i, y + i, VOP, k);                             \
     if (i < n) {                                                                                   \
       uint16_t ta[16] = {0}, tb[16] = {0}, to[16];                                                 \
       memcpy(ta, x + i, (n - i) * 2);                                                              \
       memcpy(tb, y + i, (n - i) * 2);                                                              \
-      __m256i xa = _mm256_loadu_si256((const __m256i *)ta);                                        \
-      __m256i xb = _mm256_loadu_si256((const __m256i *)tb);                                        \
-      __m256 lo = VOP(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xa)),                           \
-                      _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, xb)), k);                       \
-      __m256 hi = VOP(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xa)),                           \
-                      _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, xb)), k);                       \
-      _mm256_storeu_si256((__m256i *)to, _mm256_packus_epi32(v_bf_round(lo), v_bf_round(hi)));     \
+      BF_STEP(to, ta, tb, VOP, k);                                                                 \
       memcpy(o + i, to, (n - i) * 2);                                                              \
     }                                                                                              \
   }
