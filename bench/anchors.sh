@@ -35,7 +35,8 @@ first_error() {
 
 # oneCCL: oneccl-cpu (libccl; it depends on impi-rt, Intel MPI's runtime with mpiexec and
 # libfabric) and oneccl-devel's headers (--no-deps: it would pull the GPU build) into
-# $ONECCL, then bench/ccl_allreduce_perf.cpp built against them.
+# $ONECCL, then bench/ccl_allreduce_perf.cpp built against them, with perf/perf_data.c (the
+# checking data of every type, C: compiled on its own) beside it.
 setup_oneccl() {
   local log=$RESULTS_DIR/install.oneccl.txt exe=$BIN/ccl_allreduce_perf
   if [ ! -e "$ONECCL/lib/libccl.so.1" ] || [ ! -e "$ONECCL/include/oneapi/ccl.hpp" ] ||
@@ -52,10 +53,13 @@ setup_oneccl() {
     fi
   fi
   if [ ! -x "$exe" ] || [ "$HERE/ccl_allreduce_perf.cpp" -nt "$exe" ] ||
-    [ "$ONECCL/lib/libccl.so.1" -nt "$exe" ]; then
+    [ "$HERE/../perf/perf_data.c" -nt "$exe" ] || [ "$ONECCL/lib/libccl.so.1" -nt "$exe" ]; then
     log=$RESULTS_DIR/build.oneccl.txt
-    if ! "${CXX:-g++}" -O2 -std=c++17 -I"$ONECCL/include" "$HERE/ccl_allreduce_perf.cpp" \
-      -L"$ONECCL/lib" -lccl -Wl,-rpath,"$ONECCL/lib" -o "$exe" >"$log" 2>&1; then
+    if ! { "${CC:-cc}" -O2 -I"$HERE/../perf" -c "$HERE/../perf/perf_data.c" \
+      -o "$RESULTS_DIR/perf_data.o" &&
+      "${CXX:-g++}" -O2 -std=c++17 -I"$HERE/../perf" -I"$ONECCL/include" \
+        "$HERE/ccl_allreduce_perf.cpp" "$RESULTS_DIR/perf_data.o" \
+        -L"$ONECCL/lib" -lccl -Wl,-rpath,"$ONECCL/lib" -o "$exe"; } >"$log" 2>&1; then
       CCL_WHY="building ccl_allreduce_perf failed: $(first_error "$log")"
       return
     fi

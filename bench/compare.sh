@@ -5,7 +5,7 @@
 #
 # usage: bench/compare.sh [build-dir]   (default ./build; builds nothing)
 #
-# For each N it runs, float sum only:
+# For each N it runs, sum of DTYPE (default float) only:
 #   allreduce_perf      (and with -R 1: HcclMemAlloc buffers, the zero-copy path)
 #                       under <build>/bin/npu-launch --device-list 0-(N-1) --master-port P,
 #                       or, when npu-launch is not built, N background processes with
@@ -51,7 +51,11 @@
 # Settings (environment): ITERS_LARGE (default 5) and ITERS_SMALL (default 500) timed
 # iterations, REPEATS (default 3), RUN_TIMEOUT (default 120) seconds per run, RESULTS_DIR
 # (default a new /tmp/hccl-compare.XXXXXX) where every run's full output is kept.
-# RANKS (default "2 4 8"). ANCHORS_DIR (default <build>/anchors) where the anchors are
+# RANKS (default "2 4 8"). DTYPE (default float): the element type every allreduce program
+# reduces, one of allreduce_perf's -d names (int8 uint8 int16 uint16 int32 uint32 int64 uint64
+# half bfloat16 float double); DTYPE=bfloat16 puts oneCCL's bf16 allreduce beside libhccl's
+# (a program that refuses the type shows why in its cells; the DDP step stays float32).
+# ANCHORS_DIR (default <build>/anchors) where the anchors are
 # installed; ANCHORS_INSTALL=0 installs nothing (an anchor not already there shows "not
 # installed"); ONECCL_VERSION (default 2021.15.2), DEEPSPEED_VERSION (default 0.19.8).
 # QUICK=1: a functional check, not a measurement: 2 ranks, 4 KiB only, ITERS_SMALL 20, one
@@ -83,14 +87,20 @@ ANCHORS_INSTALL=${ANCHORS_INSTALL:-1}
 ONECCL_VERSION=${ONECCL_VERSION:-2021.15.2}
 DEEPSPEED_VERSION=${DEEPSPEED_VERSION:-0.19.8}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+DTYPE=${DTYPE:-float}
 RESULTS_DIR=${RESULTS_DIR:-$(mktemp -d /tmp/hccl-compare.XXXXXX)}
 mkdir -p "$RESULTS_DIR"
 rm -f "$RESULTS_DIR"/*.why # a reused folder: no failure of an earlier run counts
 
-LARGE_FLAGS=(-d float -o sum -b 64M -e 64M -n "$ITERS_LARGE" -w 1 -c 1)
-SMALL_FLAGS=(-d float -o sum -b 4K -e 4K -n "$ITERS_SMALL" -w 20 -c 1)
+LARGE_FLAGS=(-d "$DTYPE" -o sum -b 64M -e 64M -n "$ITERS_LARGE" -w 1 -c 1)
+SMALL_FLAGS=(-d "$DTYPE" -o sum -b 4K -e 4K -n "$ITERS_SMALL" -w 20 -c 1)
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
+
+case " int8 uint8 int16 uint16 int32 uint32 int64 uint64 half bfloat16 float double " in
+*" $DTYPE "*) ;;
+*) echo "compare.sh: DTYPE='$DTYPE' is not a type: expected one of int8 uint8 int16 uint16 int32 uint32 int64 uint64 half bfloat16 float double" >&2; exit 2 ;;
+esac
 
 [ -x "$BIN/allreduce_perf" ] || die "$BIN/allreduce_perf not found: build first (cmake --build $BUILD) or pass the build directory as the first argument"
 HAVE_MPI=1
@@ -157,11 +167,11 @@ mpi_launch() {
 . "$HERE/anchors.sh"
 
 # field FILE COLUMN [ip]: the out-of-place (or, with ip, in-place) time (COLUMN=time) or busbw
-# (COLUMN=busbw) of the float/sum line in FILE. Tolerates a per-rank prefix a launcher may add.
+# (COLUMN=busbw) of the DTYPE/sum line in FILE. Tolerates a per-rank prefix a launcher may add.
 field() {
-  awk -v col="$2" -v ip="${3:-}" '{
+  awk -v col="$2" -v ip="${3:-}" -v dtype="$DTYPE" '{
       for (i = 3; i + 5 <= NF; i++)
-        if ($i == "float" && $(i + 1) == "sum" && $(i + 2) == "-1") {
+        if ($i == dtype && $(i + 1) == "sum" && $(i + 2) == "-1") {
           o = (ip == "ip") ? 4 : 0
           print (col == "time" ? $(i + 3 + o) : $(i + 5 + o)); exit
         }
@@ -336,7 +346,7 @@ for n in $RANKS; do
 done
 
 echo
-echo "allreduce, float sum; busbw in GB/s, time in us; $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "allreduce, $DTYPE sum; busbw in GB/s, time in us; $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ)"
 [ "$QUICK" = 1 ] && echo "QUICK=1: a functional check at 4 KiB, -n $ITERS_SMALL, $REPEATS run(s): not a measurement"
 if [ "$QUICK" != 1 ]; then
   echo
