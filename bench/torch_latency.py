@@ -16,8 +16,12 @@ build/bin/torch_overhead (torch_hccl's own share, from C++, without Python).
 Or the Ascend docs' way, torch.multiprocessing.spawn with explicit ranks and no core binding:
 
   PYTHONPATH=build/python /usr/bin/python3 bench/torch_latency.py --spawn 4 --iters 5000
+
+--backend fake is torch's own do-nothing backend (every call returns at once): the floor of
+torch's layers, at the same sharing of cores when started with --spawn N.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -38,7 +42,13 @@ args = parser.parse_args()
 
 def main(rank=None, world=None):
     torch.set_num_threads(1)
-    if rank is None:
+    if args.backend == "fake":
+        # torch's do-nothing backend: the floor of torch's own layers, at the same sharing of
+        # cores when started with --spawn (every rank a process of its own, talking to no one).
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=rank or 0,
+                                world_size=world or int(os.environ.get("WORLD_SIZE", "1")))
+    elif rank is None:
         dist.init_process_group(args.backend)
     else:
         dist.init_process_group(args.backend, init_method="tcp://127.0.0.1:%d" % args.port,
