@@ -8,7 +8,8 @@
  * "wait" on rank 1 of at least 100 ms inside its second call. The allreduces' algorithm is
  * the one HcclAllReduceAlgoName names for their size (one plan, algo/plan.c, gives both). A
  * path without "%r" gets ".<rank>.json" appended; a path that cannot be written fails init,
- * naming the variable.
+ * naming the variable. Two communicators in one process write two files (".c2" before ".json"
+ * for the second, or "%c" in the path), each with its own calls.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -170,6 +171,54 @@ static int one_rank_body(int rank, int n, void *arg) {
   return 0;
 }
 
+/* Two communicators alive at once in one process: an allreduce on the first, a broadcast on
+ * the second, destroyed in reverse order. */
+static int two_comms_body(int rank, int n, void *arg) {
+  (void)rank;
+  (void)n;
+  setenv("HCCL_TRACE_FILE", (const char *)arg, 1);
+  HcclComm a = NULL, b = NULL;
+  RANK_CHECK(HcclCommInitFromEnv(&a) == HCCL_SUCCESS, "init 1: %s", HcclGetLastErrorMessage());
+  RANK_CHECK(HcclCommInitFromEnv(&b) == HCCL_SUCCESS, "init 2: %s", HcclGetLastErrorMessage());
+  int x[4] = {0};
+  RANK_CHECK(HcclAllReduce(x, x, 4, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, a, NULL) == 0, "ar");
+  RANK_CHECK(HcclBroadcast(x, 4, HCCL_DATA_TYPE_INT32, 0, b, NULL) == 0, "broadcast");
+  RANK_CHECK(HcclCommDestroy(b) == HCCL_SUCCESS, "destroy 2");
+  RANK_CHECK(HcclCommDestroy(a) == HCCL_SUCCESS, "destroy 1");
+  return 0;
+}
+
+/* The file at path holds exactly one call, named name. */
+static void expect_one_call(const char *path, const char *name) {
+  cJSON *doc = load(path);
+  const cJSON *ev, *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+  int calls = 0;
+  cJSON_ArrayForEach(ev, events) {
+    const char *cat = str(ev, "cat"), *what = str(ev, "name");
+    if (!cat || strcmp(cat, "collective") != 0) continue;
+    calls++;
+    if (!what || strcmp(what, name) != 0) fail_msg("%s: a %s call, not %s", path, what, name);
+  }
+  if (calls != 1) fail_msg("%s: %d calls, expected one %s", path, calls, name);
+  cJSON_Delete(doc);
+}
+
+static void test_trace_two_comms(void **st) {
+  (void)st;
+  char tmpl[128], path[192];
+  for (int with_c = 0; with_c < 2; with_c++) {
+    snprintf(tmpl, sizeof(tmpl), "%s/two%s.json", g_dir, with_c ? ".%c" : "");
+    assert_int_equal(harness_run_ranks(2, 60, two_comms_body, tmpl), 0);
+    for (int r = 0; r < 2; r++) {
+      snprintf(path, sizeof(path), "%s/two%s.json.%d.json", g_dir, with_c ? ".1" : "", r);
+      expect_one_call(path, "allreduce");
+      snprintf(path, sizeof(path), "%s/two%s.json.%d%s.json", g_dir, with_c ? ".2" : "", r,
+               with_c ? "" : ".c2");
+      expect_one_call(path, "broadcast");
+    }
+  }
+}
+
 static void test_trace_paths(void **st) {
   (void)st;
   char tmpl[128], path[160];
@@ -197,6 +246,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_trace_two_ranks),
       cmocka_unit_test(test_trace_paths),
+      cmocka_unit_test(test_trace_two_comms),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

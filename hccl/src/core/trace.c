@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +38,37 @@ struct hccl_trace {
   struct event *ev; /* MAX_EVENTS slots, touched only as used */
 };
 
-/* path with "%r" replaced by the rank, or ".<rank>.json" appended. */
-static void rank_path(const char *tmpl, uint32_t rank, char *out, size_t len) {
-  const char *at = strstr(tmpl, "%r");
-  if (at)
-    snprintf(out, len, "%.*s%u%s", (int)(at - tmpl), tmpl, rank, at + 2);
-  else
-    snprintf(out, len, "%s.%u.json", tmpl, rank);
+/* How many communicators of this process have opened a trace: the k-th writes its own file
+ * (below), so a process with several (torch's new_group, a second init after a destroy) keeps
+ * every communicator's events instead of the last one's. */
+static _Atomic uint32_t g_traced;
+
+/* path with "%r" replaced by the rank and "%c" by k, or ".<rank>.json" appended when there is
+ * no "%r"; without "%c", the k-th communicator (k >= 2) gets ".c<k>" before ".json". */
+static void rank_path(const char *tmpl, uint32_t rank, uint32_t k, char *out, size_t len) {
+  size_t o = 0;
+  bool has_r = strstr(tmpl, "%r") != NULL, has_c = strstr(tmpl, "%c") != NULL;
+  for (const char *p = tmpl; *p && o + 1 < len; p++) {
+    int w = 0;
+    if (p[0] == '%' && p[1] == 'r')
+      w = snprintf(out + o, len - o, "%u", rank);
+    else if (p[0] == '%' && p[1] == 'c')
+      w = snprintf(out + o, len - o, "%u", k);
+    else
+      out[o++] = *p;
+    if (w) {
+      o += (size_t)w < len - o ? (size_t)w : len - o - 1;
+      p++;
+    }
+  }
+  out[o] = '\0';
+  if (!has_r) snprintf(out + o, len - o, ".%u.json", rank);
+  if (has_c || k < 2) return;
+  size_t n = strlen(out);
+  bool json = n >= 5 && strcmp(out + n - 5, ".json") == 0;
+  char tail[8];
+  snprintf(tail, sizeof(tail), "%s", json ? ".json" : "");
+  snprintf(out + n - (json ? 5 : 0), len - (n - (json ? 5 : 0)), ".c%u%s", k, tail);
 }
 
 HcclResult hccl__trace_open(struct hccl_comm *c) {
@@ -55,7 +80,8 @@ HcclResult hccl__trace_open(struct hccl_comm *c) {
     free(ev);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the trace buffer (HCCL_TRACE_FILE)");
   }
-  rank_path(c->cfg.trace_file, c->rank, t->path, sizeof(t->path));
+  rank_path(c->cfg.trace_file, c->rank, atomic_fetch_add(&g_traced, 1) + 1, t->path,
+            sizeof(t->path));
   /* Fail now, not at destroy, when the file cannot be written. */
   FILE *f = fopen(t->path, "w");
   if (!f) {
