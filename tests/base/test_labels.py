@@ -39,9 +39,12 @@ def ctest_tests(ctest, build):
 def readme_rows(path):
     rows = {}
     dup = []
+    in_tests = False  # the table of tests, after its "| test | ... |" header
     for line in open(path, encoding="utf-8"):
+        if line.startswith("| test |"):
+            in_tests = True
         m = ROW.match(line.strip())
-        if not m or m.group(1) == "name":
+        if not in_tests or not m:
             continue
         if m.group(1) in rows:
             dup.append(m.group(1))

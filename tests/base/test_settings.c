@@ -520,7 +520,7 @@ static void test_known_names_complete(void **state) {
   snprintf(cmd, sizeof(cmd),
            "cd '%s' && grep -rhoE --include='*.c' --include='*.h' --include='*.cpp' "
            "--include='*.hpp' --include='*.py' --include='*.sh' "
-           "'((getenv|env_int|env_str|environ\\.get|environ\\[|name =) ?\\(?\"|\\$\\{?)"
+           "'((getenv|env_int_unit|env_int|env_str|environ\\.get|environ\\[|name =) ?\\(?\"|\\$\\{?)"
            "HCCL_[A-Z0-9_]+' "
            "hccl launcher torch_hccl ddp perf tests scripts bench examples setup.py "
            "| grep -oE 'HCCL_[A-Z0-9_]+' | sort -u",

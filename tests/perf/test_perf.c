@@ -346,7 +346,7 @@ static void test_one_rank_sweep(void **state) {
   double avg_bw = -1;
   char unit[16] = "";
   assert_int_equal(sscanf(avg, "# Avg bus bandwidth : %lf %15s", &avg_bw, unit), 2);
-  assert_true(avg_bw > 0);
+  assert_true(avg_bw >= 0); /* 0 at one rank: the factor 2(p-1)/p is 0 */
   assert_string_equal(unit, "GB/s");
   free_result(&res);
   alarm(0);
