@@ -611,7 +611,11 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
 
   if (R.w.rank == 0) {
     printf("# Out of bounds values : %lld %s\n", tot.wrong, tot.wrong ? "FAILED" : "OK");
-    printf("# Avg bus bandwidth    : %g \n", tot.nbw ? tot.busbw_sum / (double)tot.nbw : 0.0);
+    /* nccl-tests prints "%g %s" here, the word after the number being "" or, with its -G,
+     * OK/FAILED; the unit takes that place, so parsers that read the 6th field or the number
+     * after the colon still do (docs/perf_programs.md, "Every line of the output"). */
+    printf("# Avg bus bandwidth    : %g GB/s\n",
+           tot.nbw ? tot.busbw_sum / (double)tot.nbw : 0.0);
     printf("#\n");
     fflush(stdout);
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # quickstart.sh - the README's two commands on a fresh Debian 12 machine (as root, or with sudo):
 # usage: bash scripts/quickstart.sh bench   install, build, run an 8-device allreduce benchmark
+#                                           and judge its busbw against the memory limit
 #        bash scripts/quickstart.sh test    install, build, run every test (ctest)
 # BUILD_DIR (default ./build) and BUILD_TYPE (default Release) may be set; SKIP_INSTALL=1 skips
 # apt-get and pip (for machines that already have the packages).
@@ -90,8 +91,14 @@ cmake --build "$build" -j"$(nproc)"
 
 if [ "$mode" = bench ]; then
   echo "== 8-device allreduce benchmark (npu-launch --device-list 0-7)"
-  exec "$build/bin/npu-launch" --device-list 0,1,2,3,4,5,6,7 -- \
-    "$build/bin/allreduce_perf" -b 16 -e 64M -f 4 -d float -o sum -n 10 -w 2
+  # The table as it comes, then one line judging its largest busbw against the memory limit
+  # measured right after (scripts/bench_verdict.sh; the fields: docs/perf_programs.md).
+  table=$(mktemp)
+  trap 'rm -f "$table"' EXIT
+  "$build/bin/npu-launch" --device-list 0,1,2,3,4,5,6,7 -- \
+    "$build/bin/allreduce_perf" -b 16 -e 64M -f 4 -d float -o sum -n 10 -w 2 | tee "$table"
+  bash scripts/bench_verdict.sh "$build" "$table"
+  exit 0
 fi
 echo "== running every test"
 ctest --test-dir "$build" --output-on-failure --timeout 1800

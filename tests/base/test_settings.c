@@ -137,6 +137,25 @@ static void test_bad_values_named(void **state) {
     if (!strstr(m, cases[i].var) || !strstr(m, cases[i].value))
       fail_msg("%s=%s: message does not name them: %s", cases[i].var, cases[i].value, m);
   }
+  /* A number's message says what it counts: HCCL_BUFFSIZE is MiB, the timeouts seconds. */
+  static const struct {
+    const char *var, *value, *rule;
+  } units[] = {
+      {"HCCL_BUFFSIZE", "lots", "an integer from 1 to 65536 MiB"},
+      {"HCCL_CONNECT_TIMEOUT", "soon", "an integer from 1 to 7200 seconds"},
+      {"HCCL_EXEC_TIMEOUT", "0", "an integer from 1 to 2147483 seconds"},
+      {"HCCL_SPIN", "-1", "an integer from 0 to 1000000 microseconds"},
+  };
+  for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+    clean_env(NULL);
+    setenv(units[i].var, units[i].value, 1);
+    struct hccl_settings s;
+    assert_int_equal(hccl__settings_load(&s), HCCL_E_PARA);
+    const char *m = HcclGetLastErrorMessage();
+    if (!strstr(m, units[i].rule))
+      fail_msg("%s=%s: message does not say '%s': %s", units[i].var, units[i].value,
+               units[i].rule, m);
+  }
 }
 
 static void test_rank_variables(void **state) {
@@ -501,7 +520,7 @@ static void test_known_names_complete(void **state) {
   snprintf(cmd, sizeof(cmd),
            "cd '%s' && grep -rhoE --include='*.c' --include='*.h' --include='*.cpp' "
            "--include='*.hpp' --include='*.py' --include='*.sh' "
-           "'((getenv|env_int|env_str|environ\\.get|environ\\[|name =) ?\\(?\"|\\$\\{?)"
+           "'((getenv|env_int_unit|env_int|env_str|environ\\.get|environ\\[|name =) ?\\(?\"|\\$\\{?)"
            "HCCL_[A-Z0-9_]+' "
            "hccl launcher torch_hccl ddp perf tests scripts bench examples setup.py "
            "| grep -oE 'HCCL_[A-Z0-9_]+' | sort -u",

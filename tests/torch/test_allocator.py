@@ -18,6 +18,7 @@ in one process. Each case runs in a fresh process of its own, under a deadline.
   off          TORCH_HCCL_ALLOCATOR=0: torch's allocator stays, nothing is counted
   settings     accepted spellings, and each malformed one fails the import with a ValueError
                naming the variable, the value and the rule
+  unknown      a misspelled TORCH_HCCL_* name warns (did you mean ...?) and is ignored
 """
 import os
 import random
@@ -268,6 +269,20 @@ class TestAllocator(unittest.TestCase):
                 self.assertNotEqual(p.returncode, 0, p.stdout)
                 self.assertIn('ValueError: %s="%s": ' % (var, value), p.stdout)
                 self.assertIn(rule, p.stdout)
+
+    def test_unknown_names(self):
+        # A misspelled TORCH_HCCL_* name warns (naming the nearest one) and is ignored, as
+        # libhccl does for HCCL_*; HCCL_LOG_LEVEL=error silences it.
+        p = self.import_with(TORCH_HCCL_ALLOCATR="0")
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn("WARN: TORCH_HCCL_ALLOCATR is not a setting of torch_hccl (did you mean "
+                      "TORCH_HCCL_ALLOCATOR?); it is ignored", p.stdout)
+        self.assertTrue(p.stdout.rstrip().endswith("True 65536"), p.stdout)  # still on
+        p = self.import_with(TORCH_HCCL_FROBNICATE="1")
+        self.assertIn("WARN: TORCH_HCCL_FROBNICATE is not a setting of torch_hccl; it is ignored",
+                      p.stdout)
+        p = self.import_with(TORCH_HCCL_ALLOCATOR_MIN_BYTE="4K", HCCL_LOG_LEVEL="error")
+        self.assertEqual(p.stdout.strip(), "True 65536")
 
 
 if __name__ == "__main__":

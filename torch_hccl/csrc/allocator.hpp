@@ -30,7 +30,12 @@ struct AllocatorSettings {
  * rule when one is malformed. */
 AllocatorSettings read_allocator_settings();
 
-/* Reads the settings and, when enabled, makes the allocator torch's CPU allocator (once per
+/* Warns on stderr, one line each, of every TORCH_HCCL_* name in env that torch_hccl does not
+ * read, naming the nearest known one when it looks like a typo; HCCL_LOG_LEVEL=error
+ * silences it. Returns how many names are unknown. install_allocator calls it once. */
+int warn_unknown_settings(char* const* env);
+
+/* Warns of unknown TORCH_HCCL_* names, reads the settings and, when enabled, makes the allocator torch's CPU allocator (once per
  * process; later calls return the first answer). Returns whether it is installed. Throws as
  * read_allocator_settings. */
 bool install_allocator();

@@ -18,7 +18,10 @@
 #include "log.h"
 
 /* Reads integer variable `name` into *out, or leaves *out (the default) when unset. */
-static HcclResult env_int(const char *name, int64_t lo, int64_t hi, int64_t *out, bool *set) {
+/* Reads an integer variable in [lo, hi]; unit (NULL: none) names what it counts, so that the
+ * message of a bad value says what the number means ("from 1 to 65536 MiB"). */
+static HcclResult env_int_unit(const char *name, int64_t lo, int64_t hi, const char *unit,
+                               int64_t *out, bool *set) {
   const char *v = getenv(name);
   if (set) *set = false;
   if (v == NULL || *v == '\0') return HCCL_SUCCESS;
@@ -28,11 +31,16 @@ static HcclResult env_int(const char *name, int64_t lo, int64_t hi, int64_t *out
   while (*end && isspace((unsigned char)*end))
     end++;
   if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi)
-    return hccl__fail(HCCL_E_PARA, "%s='%s' is not valid: it must be an integer from %lld to %lld",
-                      name, v, (long long)lo, (long long)hi);
+    return hccl__fail(HCCL_E_PARA,
+                      "%s='%s' is not valid: it must be an integer from %lld to %lld%s%s", name,
+                      v, (long long)lo, (long long)hi, unit ? " " : "", unit ? unit : "");
   *out = x;
   if (set) *set = true;
   return HCCL_SUCCESS;
+}
+
+static HcclResult env_int(const char *name, int64_t lo, int64_t hi, int64_t *out, bool *set) {
+  return env_int_unit(name, lo, hi, NULL, out, set);
 }
 
 static void env_str(const char *name, char *out, size_t len) {
@@ -370,17 +378,17 @@ static HcclResult load_common(struct hccl_settings *s) {
   warn_unknown_once();
 
   int64_t v = 120;
-  HCCL_TRY(env_int("HCCL_CONNECT_TIMEOUT", 1, 7200, &v, NULL));
+  HCCL_TRY(env_int_unit("HCCL_CONNECT_TIMEOUT", 1, 7200, "seconds", &v, NULL));
   s->connect_timeout_ms = v * 1000;
   v = 1836;
-  HCCL_TRY(env_int("HCCL_EXEC_TIMEOUT", 1, 2147483, &v, NULL));
+  HCCL_TRY(env_int_unit("HCCL_EXEC_TIMEOUT", 1, 2147483, "seconds", &v, NULL));
   s->exec_timeout_ms = v * 1000;
   s->exec_timeout_src = "HCCL_EXEC_TIMEOUT";
   v = 200;
-  HCCL_TRY(env_int("HCCL_BUFFSIZE", 1, 65536, &v, NULL));
+  HCCL_TRY(env_int_unit("HCCL_BUFFSIZE", 1, 65536, "MiB", &v, NULL));
   s->buffsize = (size_t)v << 20;
   v = -1;
-  HCCL_TRY(env_int("HCCL_SPIN", 0, 1000000, &v, NULL));
+  HCCL_TRY(env_int_unit("HCCL_SPIN", 0, 1000000, "microseconds", &v, NULL));
   s->spin = (int)v;
 
   const char *algo = getenv("HCCL_ALGO");
@@ -395,7 +403,7 @@ static HcclResult load_common(struct hccl_settings *s) {
   env_str("HCCL_TRACE_FILE", s->trace_file, sizeof(s->trace_file));
   env_str("HCCL_FLIGHT_RECORDER_DIR", s->fr_dir, sizeof(s->fr_dir));
   v = 2048;
-  HCCL_TRY(env_int("HCCL_FLIGHT_RECORDER_ENTRIES", 1, 1000000, &v, NULL));
+  HCCL_TRY(env_int_unit("HCCL_FLIGHT_RECORDER_ENTRIES", 1, 1000000, "entries", &v, NULL));
   s->fr_entries = (uint32_t)v;
   env_str("MASTER_ADDR", s->master_addr, sizeof(s->master_addr));
   v = 0;

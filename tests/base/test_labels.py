@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""test_labels.py - the suite can be run in parts, and each test says what it is for.
+
+Asks ctest itself (`ctest -N --show-only=json-v1` in the build) for every test and its labels,
+and reads the table of tests/README.md (`| `name` | what it checks |`). Fails, naming the test,
+when:
+  - a test has not exactly one of the speed labels quick, medium, slow (tests/CMakeLists.txt,
+    HCCL_QUICK_TESTS and HCCL_SLOW_TESTS, gives them);
+  - a torch_* test lacks the label torch;
+  - a test has no row in tests/README.md, or two, or its row says nothing;
+  - a row names a test that neither this build nor tests/CMakeLists.txt knows.
+
+    test_labels.py --build BUILD_DIR --root SOURCE_DIR [--ctest CTEST]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+SPEEDS = ("quick", "medium", "slow")
+ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)`\s*\|\s*(.*?)\s*\|\s*$")
+
+
+def ctest_tests(ctest, build):
+    out = subprocess.run([ctest, "--test-dir", build, "-N", "--show-only=json-v1"],
+                         check=True, text=True, stdout=subprocess.PIPE).stdout
+    tests = {}
+    for t in json.loads(out)["tests"]:
+        labels = []
+        for p in t.get("properties", []):
+            if p["name"] == "LABELS":
+                labels = p["value"]
+        tests[t["name"]] = labels
+    return tests
+
+
+def readme_rows(path):
+    rows = {}
+    dup = []
+    in_tests = False  # the table of tests, after its "| test | ... |" header
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("| test |"):
+            in_tests = True
+        m = ROW.match(line.strip())
+        if not in_tests or not m:
+            continue
+        if m.group(1) in rows:
+            dup.append(m.group(1))
+        rows[m.group(1)] = m.group(2)
+    return rows, dup
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--ctest", default="ctest")
+    a = ap.parse_args()
+    tests = ctest_tests(a.ctest, a.build)
+    rows, dup = readme_rows(os.path.join(a.root, "tests", "README.md"))
+    cmake = open(os.path.join(a.root, "tests", "CMakeLists.txt"), encoding="utf-8").read()
+    errors = ["tests/README.md: two rows for %s" % n for n in dup]
+    for name, labels in sorted(tests.items()):
+        speeds = [l for l in labels if l in SPEEDS]
+        if len(speeds) != 1:
+            errors.append("%s: labels %s; it needs exactly one of quick, medium, slow "
+                          "(tests/CMakeLists.txt, HCCL_QUICK_TESTS / HCCL_SLOW_TESTS)"
+                          % (name, labels))
+        if name.startswith("torch_") and "torch" not in labels:
+            errors.append("%s: a torch_hccl test without the label torch" % name)
+        if name not in rows:
+            errors.append("%s: no row in tests/README.md saying what it checks "
+                          "(| `%s` | ... |)" % (name, name))
+        elif len(rows[name]) < 10:
+            errors.append("tests/README.md: the row of %s says too little: '%s'"
+                          % (name, rows[name]))
+    have_sources = set()
+    for dirpath, _, files in os.walk(os.path.join(a.root, "tests")):
+        for f in files:
+            m = re.match(r"test_(\w+)\.(c|py|sh)$", f)
+            if m:
+                have_sources.add(m.group(1))
+    for name in sorted(rows):
+        if name in tests or name in cmake or name in have_sources or \
+                name.replace("torch_", "", 1) in have_sources:
+            continue
+        errors.append("tests/README.md: row for '%s', which is no test of this build or of "
+                      "tests/CMakeLists.txt" % name)
+    for e in errors:
+        print("FAIL:", e)
+    counts = {s: sum(1 for l in tests.values() if s in l) for s in SPEEDS}
+    print("%d tests: %s" % (len(tests), ", ".join("%d %s" % (counts[s], s) for s in SPEEDS)))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
