@@ -50,7 +50,6 @@ HcclResult hccl__binomial_broadcast(const struct hccl_group *g, const struct hcc
                                     void *buf, size_t count, uint32_t root);
 HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                                  const void *send, void *recv, size_t count, uint32_t root);
-HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p);
 /* Allgather of `count` elements a member by Bruck's algorithm: ceil(log2 n) steps for any n
  * (the ring takes n - 1), one message each way per step over the ring positions 2^k away;
  * recv as hccl__ring_allgather's (member k's block at k * count); count > 0 (a call of 0
@@ -58,6 +57,10 @@ HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct 
  * communicator's temp memory (hccl__group_temp). */
 HcclResult hccl__bruck_allgather(const struct hccl_group *g, const struct hccl_prim *p,
                                  const void *send, void *recv, size_t count);
+
+/* The dissemination barrier (barrier.c): returns once every member of g has entered it;
+ * ceil(log2 n) rounds of empty messages over the ring positions 2^k away. */
+HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p);
 
 /* Two-level allreduce (hier.c): reduce-scatter over `local`, allreduce of the shard over
  * `cross` with cross_kind, allgather over `local`. With *zcopy true the local steps are first
@@ -135,10 +138,6 @@ static inline void hccl__zcopy_shape(const struct hccl_zcopy_call *z, uint32_t n
  * another algorithm. p->reduce is the kernel of a reducing call. */
 HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
                        const struct hccl_zcopy_call *z, bool *ran);
-/* What hccl__zcopy keeps of a group of n members from one call to the next (struct hccl_group's
- * zmemo): NULL where it runs no exchange (n < 2 or too many members) or out of memory, which
- * only makes every exchange send its descriptors in full. Freed with free(). */
-struct hccl_zmemo *hccl__zcopy_memo_new(uint32_t n);
 
 /* Allreduce of ordinary buffers over a group on one server through a staging area every member
  * maps (staged.c); `between` (optional) as struct hccl_zcopy_call's, run on this member's block

@@ -5,13 +5,26 @@
  */
 #include <stdlib.h>
 
-#include "algo.h"
 #include "group.h"
 #include "log.h"
 #include "partners.h"
+#include "zview.h"
 
 /* A group's largest message when its links allow more. */
 #define DEFAULT_CHUNK (512u << 10)
+
+/* What zcopy.c keeps of a group of n members from one call to the next (zview.h): NULL where
+ * it runs no exchange (n < 2 or too many members) or out of memory, which only makes every
+ * exchange send its descriptors in full. Freed with free(). */
+static struct hccl_zmemo *zmemo_new(uint32_t n) {
+  if (n < 2 || n > ZCOPY_MAX_MEMBERS) return NULL;
+  struct hccl_zmemo *m = calloc(1, sizeof(*m));
+  if (!m) return NULL;
+  m->n = n;
+  for (int s = 0; s < ZCOPY_MAX_STEPS; s++)
+    m->to[s] = m->from[s] = UINT32_MAX;
+  return m;
+}
 
 HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n) {
   g->n = n;
@@ -20,7 +33,7 @@ HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n) {
   g->pos = calloc(n, sizeof(uint32_t));
   if (!g->rank || !g->ring || !g->pos)
     return hccl__fail(HCCL_E_MEMORY, "out of memory for a group of %u ranks", n);
-  g->zmemo = hccl__zcopy_memo_new(n);
+  g->zmemo = zmemo_new(n);
   return HCCL_SUCCESS;
 }
 

@@ -53,8 +53,8 @@ struct hccl_group {
   struct hccl_link **links; /* indexed by GLOBAL rank (the communicator's channel-0 links) */
   size_t chunk_bytes;       /* largest message every link of the group takes */
   void *scratch;            /* chunk_bytes of scratch (binomial reduce) */
-  /* zcopy.c's record of this group's last exchange (hccl__zcopy_memo_new), made with the
-   * group; or NULL. Its own: a group copied from another must not share it (set it NULL). */
+  /* zcopy.c's record of this group's last exchange (struct hccl_zmemo, zview.h), made with
+   * the group (group.c); or NULL. Its own: a group copied from another must not share it (set it NULL). */
   struct hccl_zmemo *zmemo;
   struct hccl_algo_state *state; /* what the communicator's groups share */
   /* Cost of one message hop and of one byte on this group's slowest link, for the cost

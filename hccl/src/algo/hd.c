@@ -1,7 +1,8 @@
 /*
  * hd.c - the latency-side algorithms: recursive halving-doubling allreduce
  * (Rabenseifner), recursive doubling for messages of one slot, binomial-tree broadcast and
- * reduce, and the dissemination barrier.
+ * reduce, Bruck's allgather. (The dissemination barrier, over the same ring positions 2^k
+ * away, is barrier.c.)
  *
  * Halving-doubling on p2 = 2^k ranks (positions in ring order):
  *
@@ -165,17 +166,6 @@ HcclResult hccl__binomial_reduce(const struct hccl_group *g, const struct hccl_p
       HCCL_TRY(hccl__prim_step(p, NULL, parent, cur, NULL, n));
     else if (cur != acc)
       memcpy(acc, cur, n);
-  }
-  return HCCL_SUCCESS;
-}
-
-HcclResult hccl__dissemination_barrier(const struct hccl_group *g, const struct hccl_prim *p) {
-  uint32_t np = g->n, pos = g->pos[g->me];
-  for (uint32_t k = 1; k < np; k <<= 1) {
-    struct hccl_link *to = link_at(g, (pos + k) % np);
-    struct hccl_link *from = link_at(g, (pos + np - k) % np);
-    HCCL_TRY(hccl__prim_step(p, NULL, to, NULL, NULL, 0));
-    HCCL_TRY(hccl__prim_step(p, from, NULL, NULL, NULL, 0));
   }
   return HCCL_SUCCESS;
 }

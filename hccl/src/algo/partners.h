@@ -1,7 +1,7 @@
 /*
- * partners.h - who exchanges with whom in hd.c's algorithms, as pure arithmetic on ring
- * positions: hd.c walks these exchanges, group.c makes their links at init, and neither
- * includes the other.
+ * partners.h - who exchanges with whom in hd.c's algorithms and barrier.c's barrier, as pure
+ * arithmetic on ring positions: hd.c and barrier.c walk these exchanges, group.c makes their
+ * links at init, and neither side includes the other.
  *
  * Halving-doubling runs over p2 = 2^k "active" positions (the largest power of two <= np).
  * With r = np - p2 extra positions, the first 2r positions pair up (2i, 2i + 1): the even one

@@ -34,44 +34,12 @@
  * Waits happen only in the exchange and the barrier, ordinary messages with the call's stamp
  * and deadline.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
 #include "log.h"
 #include "mem_region.h"
 #include "zview.h"
-
-struct zdesc {
-  struct hccl_window send, recv;
-};
-
-/* A group's last exchange, kept for the next: a member's buffers are mostly the same from call
- * to call (a training loop's tensors, a benchmark's), and so then is every message of the
- * exchange. A message the same as the one sent on the same step to the same member last time
- * goes empty, and its receiver takes the copy it kept: the hop then crosses one cache line
- * (the slot's record, shm.c) instead of that and the descriptors' lines: 4 KiB allreduce at 2
- * ranks, allreduce_perf -R 1, 0.82 -> 0.75 us (medians of 8 alternating runs). Both ends of a
- * step update their copies on every message, and every exchange of a group runs every step on
- * every member, so the two copies agree as the messages would; the peer's rank is checked all
- * the same. */
-#define ZCOPY_MAX_STEPS 6 /* ceil(log2(ZCOPY_MAX_MEMBERS)) */
-struct hccl_zmemo {
-  uint32_t n;
-  uint32_t to[ZCOPY_MAX_STEPS], from[ZCOPY_MAX_STEPS]; /* global ranks; UINT32_MAX: none yet */
-  /* Step s's message covers descriptors [have - 1, have - 1 + m) of these, as in exchange(). */
-  struct zdesc sent[ZCOPY_MAX_MEMBERS - 1], got[ZCOPY_MAX_MEMBERS - 1];
-};
-
-struct hccl_zmemo *hccl__zcopy_memo_new(uint32_t n) {
-  if (n < 2 || n > ZCOPY_MAX_MEMBERS) return NULL;
-  struct hccl_zmemo *m = calloc(1, sizeof(*m));
-  if (!m) return NULL;
-  m->n = n;
-  for (int s = 0; s < ZCOPY_MAX_STEPS; s++)
-    m->to[s] = m->from[s] = UINT32_MAX;
-  return m;
-}
 
 /* Bruck allgather of one descriptor per member, indexed by ring position. */
 static HcclResult exchange(const struct hccl_group *g, const struct hccl_prim *p,

@@ -4,11 +4,11 @@
 #include "ranktable.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "log.h"
 
 #define MAX_FILE (16u << 20)
@@ -169,20 +169,10 @@ HcclResult hccl__ranktable_parse(const char *text, const char *file, struct hccl
 }
 
 HcclResult hccl__ranktable_load(const char *path, struct hccl_ranktable **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "rank table %s cannot be opened: %s", path,
-                      strerror(errno));
-  char *buf = malloc(MAX_FILE + 1);
-  size_t n = buf ? fread(buf, 1, MAX_FILE + 1, f) : 0;
-  fclose(f);
-  if (!buf) return hccl__fail(HCCL_E_MEMORY, "out of memory reading rank table %s", path);
-  if (n > MAX_FILE) {
-    free(buf);
-    return hccl__fail(HCCL_E_PARA, "rank table %s is larger than %u bytes", path, MAX_FILE);
-  }
-  buf[n] = '\0';
-  HcclResult r = hccl__ranktable_parse(buf, path, out);
-  free(buf);
+  char *text = NULL, err[512];
+  HcclResult r = hccl__file_read(path, MAX_FILE, "rank table", &text, err, sizeof(err));
+  if (r != HCCL_SUCCESS) return hccl__fail(r, "%s", err);
+  r = hccl__ranktable_parse(text, path, out);
+  free(text);
   return r;
 }

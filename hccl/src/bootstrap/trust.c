@@ -5,12 +5,12 @@
 
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "log.h"
 
 #define MAX_FILE (1u << 20)
@@ -25,28 +25,11 @@ struct hccl_whitelist {
   } addr[];
 };
 
-static HcclResult read_file(const char *path, char **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "HCCL_WHITELIST_FILE=%s cannot be opened: %s", path,
-                      strerror(errno));
-  char *buf = malloc(MAX_FILE + 1);
-  size_t n = buf ? fread(buf, 1, MAX_FILE + 1, f) : 0;
-  fclose(f);
-  if (!buf) return hccl__fail(HCCL_E_MEMORY, "out of memory reading %s", path);
-  if (n > MAX_FILE) {
-    free(buf);
-    return hccl__fail(HCCL_E_PARA, "whitelist %s is larger than %u bytes", path, MAX_FILE);
-  }
-  buf[n] = '\0';
-  *out = buf;
-  return HCCL_SUCCESS;
-}
-
 HcclResult hccl__whitelist_load(const char *path, struct hccl_whitelist **out) {
-  char *text = NULL;
-  HCCL_TRY(read_file(path, &text));
-  HcclResult r = hccl__whitelist_parse(text, path, out);
+  char *text = NULL, err[512];
+  HcclResult r = hccl__file_read(path, MAX_FILE, "whitelist (HCCL_WHITELIST_FILE)", &text, err, sizeof(err));
+  if (r != HCCL_SUCCESS) return hccl__fail(r, "%s", err);
+  r = hccl__whitelist_parse(text, path, out);
   free(text);
   return r;
 }

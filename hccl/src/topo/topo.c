@@ -12,13 +12,14 @@
 #include "topo.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "file.h"
 
 #ifndef HCCL_TOPO_DIR
 #define HCCL_TOPO_DIR "topologies"
@@ -266,33 +267,6 @@ HcclResult hccl__topo_parse(const char *json, struct hccl_topo *out, char *err, 
   return r;
 }
 
-static HcclResult read_file(const char *path, char **text, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return fail(err, errlen, HCCL_E_OPEN_FILE_FAILURE, "cannot open topology file %s: %s", path,
-                strerror(errno));
-  char *buf = malloc(TOPO_MAX_FILE_BYTES + 1);
-  if (!buf) {
-    fclose(f);
-    return fail(err, errlen, HCCL_E_MEMORY, "no memory to read topology file %s", path);
-  }
-  size_t n = fread(buf, 1, TOPO_MAX_FILE_BYTES + 1, f);
-  int rerr = ferror(f);
-  fclose(f);
-  if (rerr) {
-    free(buf);
-    return fail(err, errlen, HCCL_E_OPEN_FILE_FAILURE, "cannot read topology file %s", path);
-  }
-  if (n > TOPO_MAX_FILE_BYTES) {
-    free(buf);
-    return fail(err, errlen, HCCL_E_PARA, "topology file %s is larger than %d bytes", path,
-                TOPO_MAX_FILE_BYTES);
-  }
-  buf[n] = '\0';
-  *text = buf;
-  return HCCL_SUCCESS;
-}
-
 HcclResult hccl__topo_load(const char *path_or_name, const char *topo_dir, struct hccl_topo *out,
                            char *err, size_t errlen) {
   if (!path_or_name || !out)
@@ -316,7 +290,7 @@ HcclResult hccl__topo_load(const char *path_or_name, const char *topo_dir, struc
                 path_or_name, sizeof(path) - 1);
 
   char *text = NULL;
-  HcclResult r = read_file(path, &text, err, errlen);
+  HcclResult r = hccl__file_read(path, TOPO_MAX_FILE_BYTES, "topology file", &text, err, errlen);
   if (r != HCCL_SUCCESS) {
     if (!is_path && r == HCCL_E_OPEN_FILE_FAILURE)
       return fail(err, errlen, HCCL_E_NOT_FOUND,

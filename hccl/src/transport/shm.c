@@ -271,12 +271,7 @@ static HcclResult shm_check_abort(struct hccl_tctx *tx, const char *what) {
   struct shm_state *st = tx->state[HCCL_TRANSPORT_SHM];
   if (!st || !st->own.hdr) return HCCL_SUCCESS;
   struct shm_header *h = st->own.hdr;
-  uint32_t origin = atomic_load(&h->abort_origin);
-  if (origin == 0) return HCCL_SUCCESS;
-  for (int i = 0; i < 100 && !atomic_load(&h->abort_ready); i++)
-    usleep(100);
-  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, tx->rank,
-                    origin - 1, h->abort_reason);
+  return hccl__abort_mark_check(tx, what, &h->abort_origin, &h->abort_ready, h->abort_reason);
 }
 
 /* Called every sleep slice, after the wait has read every transport's abort mark

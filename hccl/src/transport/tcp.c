@@ -117,12 +117,7 @@ static void poke(struct tcp_state *st) {
 static HcclResult tcp_check_abort(struct hccl_tctx *tx, const char *what) {
   struct tcp_state *st = state_of(tx);
   if (!st) return HCCL_SUCCESS;
-  uint32_t origin = atomic_load(&st->abort_origin);
-  if (origin == 0) return HCCL_SUCCESS;
-  for (int i = 0; i < 100 && !atomic_load(&st->abort_ready); i++)
-    usleep(100);
-  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, tx->rank,
-                    origin - 1, st->abort_reason);
+  return hccl__abort_mark_check(tx, what, &st->abort_origin, &st->abort_ready, st->abort_reason);
 }
 
 /* Called every sleep slice of a wait on a TCP link, after the wait has read every transport's

@@ -33,9 +33,11 @@
 #ifndef HCCL_TRANSPORT_H
 #define HCCL_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "hccl.h"
 #include "log.h"
@@ -206,5 +208,20 @@ extern const struct hccl_transport_ops *const hccl__transports[];
     } else
 extern const struct hccl_transport_ops hccl__transport_shm;
 extern const struct hccl_transport_ops hccl__transport_tcp;
+
+/* The body of every transport's check_abort, over its abort mark: origin (the failed rank + 1;
+ * 0: none), ready (reason written) and reason. Returns HCCL_SUCCESS when no abort is marked;
+ * else HCCL_E_REMOTE, logged with the origin and its reason, after waiting up to 10 ms for the
+ * reason (the origin is set first, and the reason may still be on its way). */
+static inline HcclResult hccl__abort_mark_check(const struct hccl_tctx *tx, const char *what,
+                                                _Atomic uint32_t *origin, _Atomic uint32_t *ready,
+                                                const char *reason) {
+  uint32_t o = atomic_load(origin);
+  if (o == 0) return HCCL_SUCCESS;
+  for (int i = 0; i < 100 && !atomic_load(ready); i++)
+    usleep(100);
+  return hccl__fail(HCCL_E_REMOTE, "%s on rank %u stopped: rank %u failed: %s", what, tx->rank,
+                    o - 1, reason);
+}
 
 #endif
