@@ -8,8 +8,9 @@
 #
 # torch: the test command builds torch_hccl for two torches and tests both: pip's torch 2.13
 # (for `python3` on PATH when that is not Debian's own /usr/bin/python3, else for a virtual
-# environment in $BUILD_DIR/venv), with Lightning and torchmetrics (and DeepSpeed 0.19.8 in a
-# venv over that Python, $BUILD_DIR/deepspeed-venv, or in $BUILD_DIR/venv), in $BUILD_DIR; and Debian's
+# environment in $BUILD_DIR/venv), with Lightning and torchmetrics (and DeepSpeed 0.19.8,
+# transformers 5.24.0 and accelerate 1.15.0 in a venv over that Python, $BUILD_DIR/deepspeed-venv,
+# or in $BUILD_DIR/venv), in $BUILD_DIR; and Debian's
 # python3-torch 1.13 (for /usr/bin/python3) in $BUILD_DIR/debian-torch, where only the tests of
 # torch_hccl and the install run again.
 set -euo pipefail
@@ -74,10 +75,13 @@ if [ "$mode" = test ]; then
     ds_py=$build/deepspeed-venv/bin/python
     [ -x "$ds_py" ] || [ "${SKIP_INSTALL:-0}" = 1 ] || "$py" -m venv --system-site-packages "$build/deepspeed-venv"
   fi
-  if [ "${SKIP_INSTALL:-0}" != 1 ] && ! "$ds_py" -c 'import deepspeed' 2>/dev/null; then
+  # The Hugging Face recipes' libraries (test_hf_trainer.py, test_accelerate.py, docs/pytorch.md
+  # "Recipes") go into the same venv, pinned: transformers and accelerate for torch 2.x.
+  client_packages=(deepspeed==0.19.8 transformers==5.24.0 accelerate==1.15.0)
+  if [ "${SKIP_INSTALL:-0}" != 1 ] && ! "$ds_py" -c 'import deepspeed, transformers, accelerate' 2>/dev/null; then
     tv=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')
-    echo "== pip install deepspeed==0.19.8 (for $ds_py, over torch $tv)"
-    DS_BUILD_OPS=0 "$ds_py" -m pip install -q deepspeed==0.19.8 "torch==$tv"
+    echo "== pip install ${client_packages[*]} (for $ds_py, over torch $tv)"
+    DS_BUILD_OPS=0 "$ds_py" -m pip install -q "${client_packages[@]}" "torch==$tv"
     echo "== building DeepSpeed's CPU shared-memory op"
     DS_ACCELERATOR=cpu timeout 900 "$ds_py" -c 'from deepspeed.accelerator import get_accelerator
 get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >/dev/null ||

@@ -9,6 +9,10 @@ marker on the line above it, an HTML comment a reader of the rendered page does 
                                     with build/ meaning this build) and must exit 0
   <!-- run: exit 2 expect "text" "more" timeout 300 -->
                                     ... must exit 2 and print each text (stdout and stderr)
+  <!-- run: needs build/deepspeed-venv -->
+                                    ... only where that path (from the top of the tree) exists,
+                                    else counted as skipped (the client libraries' venv, which
+                                    quickstart.sh test makes for pip's torch only)
   <!-- no-run: why -->              not run here (several servers, Slurm, installs ...)
   <!-- output -->, <!-- output: exact -->, <!-- output: host vm -->
                                     on a ```text block: a sample of the last run block's output;
@@ -72,17 +76,17 @@ def blocks(path):
 
 
 def parse_run_args(text):
-    args = {"exit": 0, "expect": [], "timeout": 240}
+    args = {"exit": 0, "expect": [], "timeout": 240, "needs": []}
     toks = shlex.split(text)
     k = 0
     while k < len(toks):
         if toks[k] in ("exit", "timeout"):
             args[toks[k]] = int(toks[k + 1])
             k += 2
-        elif toks[k] == "expect":
-            k += 1
-            while k < len(toks) and toks[k] not in ("exit", "timeout", "expect"):
-                args["expect"].append(toks[k])
+        elif toks[k] in ("expect", "needs"):
+            key, k = toks[k], k + 1
+            while k < len(toks) and toks[k] not in ("exit", "timeout", "expect", "needs"):
+                args[key].append(toks[k])
                 k += 1
         else:
             raise ValueError("unknown word %r in the marker" % toks[k])
@@ -166,7 +170,8 @@ def main():
                     counts["no-run"] += 1
                 elif kind == "run":
                     a = parse_run_args(args)
-                    if "python3" in body and "build/python" in body and not python:
+                    if ("python3" in body and "build/python" in body and not python) or \
+                            not all(os.path.exists(os.path.join(root, n)) for n in a["needs"]):
                         counts["skipped"] += 1
                         last = None
                         continue
@@ -216,7 +221,8 @@ def main():
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print("docs: %(run)d commands run, %(output)d sample outputs and %(diff)d diffs checked, "
-          "%(no-run)d blocks not run (each says why), %(skipped)d skipped (no torch)" % counts)
+          "%(no-run)d blocks not run (each says why), %(skipped)d skipped (no torch, or no "
+          "path the block needs)" % counts)
     for f in failures:
         print("FAIL " + f + "\n")
     return 1 if failures else 0

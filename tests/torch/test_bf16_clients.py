@@ -55,6 +55,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_harness as H  # noqa: E402
+import recipes_harness as R  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -88,25 +89,9 @@ def env_for_runs():
 
 def deepspeed_python():
     """(python, None) for the first Python that imports deepspeed with this very torch (the
-    one torch_hccl was built for), else (None, why)."""
-    cands = [os.environ.get("DEEPSPEED_PYTHON", ""), sys.executable,
-             os.path.join(BUILD, "deepspeed-venv", "bin", "python")]
-    why = []
-    for py in dict.fromkeys(c for c in cands if c):
-        if not os.path.exists(py):
-            why.append("%s: not there" % py)
-            continue
-        p = subprocess.run([py, "-c", "import torch, deepspeed; print(torch.__version__)"],
-                           env=env_for_runs(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=300)
-        lines = p.stdout.strip().splitlines()
-        if p.returncode != 0:
-            why.append("%s: %s" % (py, lines[-1] if lines else "exit %d" % p.returncode))
-        elif lines[-1] != torch.__version__:
-            why.append("%s: torch %s, not this torch %s" % (py, lines[-1], torch.__version__))
-        else:
-            return py, None
-    return None, "; ".join(why)
+    one torch_hccl was built for), else (None, why): recipes_harness.py's search, which the
+    recipe tests share."""
+    return R.skip_reason_or_python(["deepspeed"])
 
 
 def run(python, client, backend, out_dir, *flags):
@@ -190,10 +175,7 @@ class TestDeepSpeed(Bf16Case, unittest.TestCase):
                                     "only (scripts/quickstart.sh test)" % torch.__version__)
         py, why = deepspeed_python()
         if py is None:
-            raise unittest.SkipTest(
-                "deepspeed is not importable (%s): bash scripts/quickstart.sh test installs it "
-                "(python3 -m venv --system-site-packages %s/deepspeed-venv, then its pip install "
-                "deepspeed==0.19.8 torch==%s)" % (why, BUILD, torch.__version__.split("+")[0]))
+            raise unittest.SkipTest(why)
         # DeepSpeed's CPU accelerator builds its shared-memory op the first time it starts
         # (a minute or more here, cached in ~/.cache/torch_extensions): once, here, untimed.
         p = subprocess.run([py, "-c", "from deepspeed.accelerator import get_accelerator; "
