@@ -44,8 +44,8 @@ sed 's/^/   /' "$tmp/lines.sh"
   { tail -60 "$tmp/pip.log"; exit 1; }
 for c in npu-launch hccl-fr; do test -x "$tmp/v/bin/$c" || { echo "pip put no $c in the venv's bin"; exit 1; }; done
 PATH=$tmp/v/bin:$PATH hccl-fr --help >/dev/null
-grep -E '^Requires: torch$' <("$tmp/v/bin/pip" show torch-hccl) >/dev/null ||
-  { echo "torch-hccl does not require torch:"; "$tmp/v/bin/pip" show torch-hccl; exit 1; }
+"$tmp/v/bin/pip" show torch-hccl >"$tmp/show"
+grep -qx 'Requires: torch' "$tmp/show" || { echo "torch-hccl does not require torch:"; cat "$tmp/show"; exit 1; }
 
 autoload=$("$tmp/v/bin/python" -c 'import torch; print(int(hasattr(torch, "_import_device_backends")))')
 if [ "$autoload" = 1 ]; then imp=""; else imp="import torch_hccl"; fi
