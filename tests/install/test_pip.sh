@@ -76,7 +76,7 @@ step "pip wheel, and the wheel into a second venv"
 (cd "$src" && "$tmp/v/bin/pip" wheel -q --no-build-isolation --no-deps -w "$tmp/wheels" . >"$tmp/wheel.log" 2>&1) ||
   { tail -40 "$tmp/wheel.log"; exit 1; }
 whl=$(ls "$tmp/wheels"/torch_hccl-*.whl)
-tag=$("$tmp/v/bin/python" -c 'import sys, sysconfig; t = sys.implementation.cache_tag.replace("python", "p"); print("%s-%s-%s" % (t, t, sysconfig.get_platform().replace("-", "_").replace(".", "_")))')
+tag=$("$tmp/v/bin/python" -c 'import sys, sysconfig; t = "cp%d%d" % sys.version_info[:2]; print("%s-%s-%s" % (t, t, sysconfig.get_platform().replace("-", "_").replace(".", "_")))')
 case $(basename "$whl") in *-"$tag".whl) echo "$(basename "$whl")" ;;
   *) echo "$(basename "$whl") is not tagged $tag"; exit 1 ;; esac
 need=$("$tmp/v/bin/python" -c 'import importlib.metadata as m; print("torch==" + m.version("torch").split("+")[0])')
