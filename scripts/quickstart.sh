@@ -12,7 +12,7 @@
 # transformers 5.24.0 and accelerate 1.15.0 in a venv over that Python, $BUILD_DIR/deepspeed-venv,
 # or in $BUILD_DIR/venv), in $BUILD_DIR; and Debian's
 # python3-torch 1.13 (for /usr/bin/python3) in $BUILD_DIR/debian-torch, where only the tests of
-# torch_hccl and the install run again.
+# torch_hccl and the installs (cmake's and pip's) run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -111,5 +111,5 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INT
   cmake -S . -B "$build/debian-torch" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
     -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF >/dev/null
   cmake --build "$build/debian-torch" -j"$(nproc)"
-  ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 -R '^(torch_|install$)'
+  ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 -R '^(torch_|install$|pip_install$)'
 fi

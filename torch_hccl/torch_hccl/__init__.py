@@ -3,6 +3,10 @@
     import torch_hccl                      # registers the backend
     torch.distributed.init_process_group(backend="hccl")
 
+(A pip-installed torch_hccl on torch 2.x needs no import: its "torch.backends" entry point,
+_torch_hccl_autoload.py, registers the name at `import torch` and imports this module when the
+first "hccl" group is made.)
+
 Every process group made with backend "hccl" (the default group and each new_group) is one
 libhccl communicator, made over the c10d store torch passes in, so env://, tcp:// and file://
 init methods all work. The group's timeout bounds every operation. See docs/pytorch.md.
@@ -77,12 +81,25 @@ def _create(opts, pg_options=None):
                                str(opts.group_id))
 
 
-if "HCCL" not in dist.Backend._plugins:
-    if _C.TORCH_BACKEND_API:
-        # torch 2.x: a Backend for CPU tensors, which torch wraps in its ProcessGroup.
-        dist.Backend.register_backend("hccl", _create, extended_api=True, devices=["cpu"])
-    else:
-        dist.Backend.register_backend("hccl", _create, extended_api=True)
+def _register():
+    """Registers "hccl" unless it is there: registered by the "torch.backends" entry point of a
+    pip install (_torch_hccl_autoload.py, whose creator calls _create above: kept as it is), or
+    by another package (Ascend's torch_npu: left to it, with one warning)."""
+    plugin = dist.Backend._plugins.get("HCCL")
+    if plugin is None:
+        if _C.TORCH_BACKEND_API:
+            # torch 2.x: a Backend for CPU tensors, which torch wraps in its ProcessGroup.
+            dist.Backend.register_backend("hccl", _create, extended_api=True, devices=["cpu"])
+        else:
+            dist.Backend.register_backend("hccl", _create, extended_api=True)
+    elif not (plugin.creator_fn is _create or getattr(plugin.creator_fn, "torch_hccl_autoload", 0)):
+        import warnings
+        warnings.warn('torch_hccl: backend "hccl" is already registered by %s; '
+                      'init_process_group("hccl") uses that one, not torch_hccl'
+                      % getattr(plugin.creator_fn, "__module__", "another package"), stacklevel=3)
+
+
+_register()
 
 
 def memory_stats():

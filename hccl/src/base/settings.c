@@ -122,7 +122,7 @@ const char *const hccl__settings_known[] = {
     "HCCL_WHITELIST_DISABLE", "HCCL_WHITELIST_FILE", "HCCL_IF_BASE_PORT", "HCCL_LOG_LEVEL",
     /* npu-launch reads and sets for its ranks only HCCL_TOPO_FILE and HCCL_JOB_TOKEN (above);
      * torch_hccl, ddp and the perf programs read none. The build and the test suite: */
-    "HCCL_BUILD_DIR", "HCCL_BIN_DIR", "HCCL_TEST_INIT", "HCCL_TEST_SHARED", "HCCL_REDUCE_BENCH",
+    "HCCL_BIN_DIR", "HCCL_TEST_INIT", "HCCL_TEST_SHARED", "HCCL_REDUCE_BENCH",
     NULL};
 
 /* Edit distance (insert, delete, substitute, swap two neighbours), letters compared without
