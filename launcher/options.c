@@ -8,6 +8,7 @@
 #include "launch.h"
 
 #include "hostlist.h"
+#include "spelling.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -120,27 +121,6 @@ bool launch_parse_long(const char *s, long lo, long hi, long *out) {
   return true;
 }
 
-/* Edit distance between a[0..n) and b[0..m) (insert, delete, substitute, swap two
- * neighbours), both at most 63 characters. */
-static int edit_distance(const char *a, size_t n, const char *b, size_t m) {
-  int d[64][64];
-  for (size_t i = 0; i <= n; i++)
-    d[i][0] = (int)i;
-  for (size_t j = 0; j <= m; j++)
-    d[0][j] = (int)j;
-  for (size_t i = 1; i <= n; i++)
-    for (size_t j = 1; j <= m; j++) {
-      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-          d[i - 2][j - 2] + 1 < best)
-        best = d[i - 2][j - 2] + 1;
-      d[i][j] = best;
-    }
-  return d[n][m];
-}
-
 /* The long option nearest to an unknown "--word" or "--word=value" (a typo: 1 edit in a name
  * of up to 4 letters, 2 up to 10, 3 beyond), or NULL. */
 static const char *closest_option(const char *arg) {
@@ -153,7 +133,7 @@ static const char *closest_option(const char *arg) {
   for (const struct option *o = long_options; o->name; o++) {
     size_t m = strlen(o->name);
     if (m > 63 || strchr(o->name, '_')) continue; /* suggest the documented spelling */
-    int d = edit_distance(arg, n, o->name, m);
+    int d = hccl__edit_distance(arg, n, o->name, m);
     if (d < best) {
       best = d;
       closest = o->name;

@@ -16,6 +16,7 @@
 
 #include "hostlist.h"
 #include "log.h"
+#include "spelling.h"
 
 /* Reads integer variable `name` into *out, or leaves *out (the default) when unset. */
 /* Reads an integer variable in [lo, hi]; unit (NULL: none) names what it counts, so that the
@@ -125,29 +126,6 @@ const char *const hccl__settings_known[] = {
     "HCCL_BIN_DIR", "HCCL_TEST_INIT", "HCCL_TEST_SHARED", "HCCL_REDUCE_BENCH",
     NULL};
 
-/* Edit distance (insert, delete, substitute, swap two neighbours), letters compared without
- * case; n and m are at most 63. */
-static int distance(const char *a, size_t n, const char *b, size_t m) {
-  int d[64][64];
-  for (size_t i = 0; i <= n; i++)
-    d[i][0] = (int)i;
-  for (size_t j = 0; j <= m; j++)
-    d[0][j] = (int)j;
-  for (size_t i = 1; i <= n; i++)
-    for (size_t j = 1; j <= m; j++) {
-      int cost = toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]);
-      int best = d[i - 1][j - 1] + cost;
-      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-      if (i > 1 && j > 1 && toupper((unsigned char)a[i - 1]) == toupper((unsigned char)b[j - 2]) &&
-          toupper((unsigned char)a[i - 2]) == toupper((unsigned char)b[j - 1]) &&
-          d[i - 2][j - 2] + 1 < best)
-        best = d[i - 2][j - 2] + 1;
-      d[i][j] = best;
-    }
-  return d[n][m];
-}
-
 const char *hccl__settings_closest(const char *name, size_t len) {
   /* Up to 1 edit in a name of up to 4 letters after HCCL_, 2 up to 10, 3 beyond: enough for a
    * typo, too few to turn one word into another. */
@@ -157,7 +135,7 @@ const char *hccl__settings_closest(const char *name, size_t len) {
   if (len > 63) return NULL;
   for (int i = 0; hccl__settings_known[i]; i++) {
     const char *k = hccl__settings_known[i];
-    int d = distance(name, len, k, strlen(k));
+    int d = hccl__edit_distance(name, len, k, strlen(k));
     if (d < best) {
       best = d;
       closest = k;
