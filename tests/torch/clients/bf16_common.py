@@ -128,6 +128,38 @@ def optimizer(args, params):
     return torch.optim.Adam(params, lr=args.lr or 1e-2)
 
 
+def deepspeed_engine(deepspeed, args, model, config):
+    """deepspeed.initialize of model with this file's optimizer; config adds to (or overrides)
+    what every client here sets: the batch, no accumulation, a torch optimizer allowed, quiet."""
+    full = {
+        "train_micro_batch_size_per_gpu": args.batch,
+        "gradient_accumulation_steps": 1,
+        "zero_allow_untested_optimizer": True,  # a torch optimizer, not DeepSpeed's fused ones
+        "steps_per_print": 10 ** 9,
+        "wall_clock_breakdown": False,
+    }
+    full.update(config)
+    engine, _, _, _ = deepspeed.initialize(model=model,
+                                           optimizer=optimizer(args, model.parameters()),
+                                           config=full)
+    return engine
+
+
+def train_engine(engine, args, rank, world):
+    """args.steps steps of a DeepSpeed engine on this file's data: (this rank's losses, Clock)."""
+    clock = Clock()
+    losses = []
+    for step in range(args.steps):
+        x, y = batch(args, step, rank, world)
+        t0 = time.perf_counter()
+        loss = loss_fn(engine(x), y)
+        engine.backward(loss)
+        engine.step()
+        clock.step(t0)
+        losses.append(loss.item())
+    return losses, clock
+
+
 def rank_env():
     """(rank, world size, local rank) from the variables npu-launch and torchrun set."""
     rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")))

@@ -47,30 +47,13 @@ def main():
     deepspeed.init_distributed(dist_backend=args.backend, verbose=False)
     model = common.make_model(args)
     nparams = sum(p.numel() for p in model.parameters())
-    config = {
-        "train_micro_batch_size_per_gpu": args.batch,
-        "gradient_accumulation_steps": 1,
+    engine = common.deepspeed_engine(deepspeed, args, model, {
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": 2},
-        "zero_allow_untested_optimizer": True,  # a torch optimizer, not DeepSpeed's fused ones
         "communication_data_type": {"bfloat16": "bf16", "float32": "fp32"}[
             args.communication_dtype],
-        "steps_per_print": 10 ** 9,
-        "wall_clock_breakdown": False,
-    }
-    engine, _, _, _ = deepspeed.initialize(model=model,
-                                           optimizer=common.optimizer(args, model.parameters()),
-                                           config=config)
-    clock = common.Clock()
-    losses = []
-    for step in range(args.steps):
-        x, y = common.batch(args, step, rank, world)
-        t0 = time.perf_counter()
-        loss = common.loss_fn(engine(x), y)
-        engine.backward(loss)
-        engine.step()
-        clock.step(t0)
-        losses.append(loss.item())
+    })
+    losses, clock = common.train_engine(engine, args, rank, world)
     elapsed = time.perf_counter() - clock.start
 
     hashes = [None] * world

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported
 
@@ -33,27 +32,9 @@ import bf16_common as common  # noqa: E402
 
 def train(deepspeed, args, stage, rank, world):
     model = common.make_model(args)
-    config = {
-        "train_micro_batch_size_per_gpu": args.batch,
-        "gradient_accumulation_steps": 1,
-        "zero_optimization": {"stage": stage},
-        "zero_allow_untested_optimizer": True,  # a torch optimizer, not DeepSpeed's fused ones
-        "steps_per_print": 10 ** 9,
-        "wall_clock_breakdown": False,
-    }
-    engine, _, _, _ = deepspeed.initialize(model=model,
-                                           optimizer=common.optimizer(args, model.parameters()),
-                                           config=config)
-    clock = common.Clock()
-    losses = []
-    for step in range(args.steps):
-        x, y = common.batch(args, step, rank, world)
-        t0 = time.perf_counter()
-        loss = common.loss_fn(engine(x), y)
-        engine.backward(loss)
-        engine.step()
-        clock.step(t0)
-        losses.append(loss.item())
+    engine = common.deepspeed_engine(deepspeed, args, model,
+                                     {"zero_optimization": {"stage": stage}})
+    losses, clock = common.train_engine(engine, args, rank, world)
     params = list(engine.module.parameters())
     with deepspeed.zero.GatheredParameters(params, enabled=stage == 3):
         flat = torch.cat([p.detach().float().reshape(-1).clone() for p in params])
