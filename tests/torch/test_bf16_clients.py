@@ -57,12 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dist_harness as H  # noqa: E402
 import recipes_harness as R  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-CLIENTS = os.path.join(HERE, "clients")
-BUILD_PYTHON = os.environ.get("TORCH_HCCL_PYTHONPATH", "")
-BUILD = os.path.dirname(BUILD_PYTHON) if BUILD_PYTHON else os.path.join(ROOT, "build")
-NPU_LAUNCH = os.path.join(os.environ.get("HCCL_BIN_DIR", os.path.join(BUILD, "bin")), "npu-launch")
+CLIENTS, BUILD_PYTHON, NPU_LAUNCH = R.CLIENTS, R.BUILD_PYTHON, R.NPU_LAUNCH  # one place
 
 RANKS = 2
 STEPS = 40
