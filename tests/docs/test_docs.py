@@ -150,6 +150,7 @@ def main():
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH",
               "HCCL_FLIGHT_RECORDER_DIR"):
         env.pop(k, None)
+    SKIPPED = object()  # what `last` holds after a run block that was skipped
     failures, counts = [], {"run": 0, "no-run": 0, "output": 0, "diff": 0, "skipped": 0}
     try:
         for path in doc_files(src):
@@ -173,7 +174,7 @@ def main():
                     if ("python3" in body and "build/python" in body and not python) or \
                             not all(os.path.exists(os.path.join(root, n)) for n in a["needs"]):
                         counts["skipped"] += 1
-                        last = None
+                        last = SKIPPED
                         continue
                     t0 = time.time()
                     try:
@@ -195,6 +196,8 @@ def main():
                                                                               out[-3000:]))
                 elif kind == "output":
                     counts["output"] += 1
+                    if last is SKIPPED:  # the run block above was skipped: so is its sample
+                        continue
                     if last is None:
                         failures.append("%s: <!-- output --> with no run block above it" % where)
                         continue
