@@ -230,6 +230,29 @@ typedef struct {
 HCCL_API HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
                                       const HcclCommConfig *config, HcclComm *comm);
 
+/* HcclCommShrink's flags, as NCCL's NCCL_SHRINK_*. DEFAULT: comm is healthy and has no call in
+ * progress (a planned exclusion). ABORT: first HcclCommAbort(comm), so a call stuck waiting
+ * for a dead rank fails at once; comm is then unusable (destroy it). */
+#define HCCL_SHRINK_DEFAULT 0
+#define HCCL_SHRINK_ABORT 1
+
+/* NCCL's ncclCommShrink: a new communicator of comm's ranks without excludeRanks[0..count),
+ * the others renumbered in their order (rank r becomes r minus the excluded ranks below it).
+ * Collective over the survivors: every rank not excluded calls it with the same list (in any
+ * order); excluded ranks do not call it and are never waited for. The survivors meet where
+ * comm's ranks met, under keys of their own: rank 0's store again (rank 0 serves it anew at
+ * the same address and port) or the caller's store for HcclCommInitStore, which must still
+ * work. So excluding rank 0 of a communicator made by root info, environment or rank table is
+ * HCCL_E_UNAVAIL (its store died with it): make such jobs with HcclCommInitStore over a store
+ * that outlives rank 0 (torch's). config NULL: comm's settings; else its non-zero fields
+ * replace them. Errors, each one log line naming the value: HCCL_E_PARA for a rank out of
+ * range, a rank listed twice, the caller listed, a bad flag, or survivors whose lists differ
+ * (found on every survivor that meets one); HCCL_E_TIMEOUT naming the survivor that did not
+ * call within the connect timeout. comm itself stays the caller's to destroy. */
+HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCount,
+                                   HcclComm *newcomm, const HcclCommConfig *config,
+                                   int shrinkFlags);
+
 /* ---- collectives ----
  * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
  * sendBuf == recvBuf + rank * count * size for allgather; and

@@ -27,6 +27,13 @@ using BackendBase = c10d::ProcessGroup;
 }
 #endif
 
+/* Backend::shrink and supportsShrinking (dist.shrink_group) came with torch 2.10. */
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 10)
+#define TORCH_HCCL_SHRINK_API 1
+#else
+#define TORCH_HCCL_SHRINK_API 0
+#endif
+
 namespace torch_hccl {
 
 /* Throws the library's failure as torch's own backends do: torch.distributed.DistBackendError

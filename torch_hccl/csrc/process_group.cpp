@@ -190,7 +190,11 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
                                    &cfg, &comm);
   if (r != HCCL_SUCCESS) throwHccl(r, "init (rank " + std::to_string(rank) + " of " +
                                           std::to_string(size) + ")");
-  core_ = std::make_shared<Core>(comm, rank, size);
+  adopt(comm);
+}
+
+void ProcessGroupHCCL::adopt(HcclComm comm) {
+  core_ = std::make_shared<Core>(comm, getRank(), getSize());
   /* The first group fixes the process's device, so later groups (new_group, whose rank is not
    * the launcher's) drive the same one. */
   int32_t dev = -1, set = -1;
@@ -427,6 +431,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::reduce_scatter_tensor_coalesced
 
 void ProcessGroupHCCL::abort() {
   HcclCommAbort(core_->comm());
+}
+#endif
+
+#if TORCH_HCCL_SHRINK_API
+static int rankOf(HcclComm comm, bool size) {
+  uint32_t v = 0;
+  if (size) HcclGetRankSize(comm, &v);
+  else HcclGetRankId(comm, &v);
+  return static_cast<int>(v);
+}
+
+ProcessGroupHCCL::ProcessGroupHCCL(HcclComm comm, std::shared_ptr<void> store,
+                                   std::chrono::milliseconds timeout, const std::string& name)
+    : BackendBase(rankOf(comm, false), rankOf(comm, true)), store_(std::move(store)),
+      timeout_(timeout) {
+  options_ = c10::make_intrusive<Options>("hccl", timeout);
+  options_->group_name = name;
+  adopt(comm);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupHCCL::shrink(
+    const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+    const c10::intrusive_ptr<Options>& opts_override) {
+  std::vector<int> excl;
+  for (int64_t r : ranks_to_exclude) {
+    TORCH_CHECK(r >= 0 && r < getSize(), "hccl shrink: rank ", r,
+                " is not a rank of this group of ", getSize(), " (0-", getSize() - 1, ")");
+    excl.push_back(static_cast<int>(r));
+  }
+  std::chrono::milliseconds timeout = opts_override ? opts_override->timeout : timeout_;
+  HcclCommConfig cfg;
+  HcclCommConfigInit(&cfg);
+  cfg.connectTimeoutMs = timeout.count() > 0 ? timeout.count() : 0;
+  cfg.execTimeoutMs = cfg.connectTimeoutMs;
+  HcclComm comm = core_->comm(), small = nullptr;
+  HcclResult r = HcclCommShrink(comm, excl.data(), static_cast<int>(excl.size()), &small, &cfg,
+                                shrink_flags);
+  if (r != HCCL_SUCCESS) throwHccl(r, "shrink (rank " + std::to_string(getRank()) + ")");
+  /* The new communicator meets again through this group's store view: it keeps it. */
+  return c10::make_intrusive<ProcessGroupHCCL>(small, store_, timeout,
+                                               options_->group_name + ":shrunk");
 }
 #endif
 

@@ -103,8 +103,24 @@ class ProcessGroupHCCL : public BackendBase {
   void abort() override;
   void shutdown() override { core_->close(); }
 #endif
+#if TORCH_HCCL_SHRINK_API
+  /* dist.shrink_group: the ranks that stay make a group without ranks_to_exclude
+   * (HcclCommShrink; shrink_flags 1 = SHRINK_ABORT aborts this group's calls first), over
+   * this group's store; opts_override's timeout, if given, replaces the group's. */
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(
+      const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+      const c10::intrusive_ptr<Options>& opts_override) override;
+
+  /* A group over a communicator shrink made, keeping the store view it meets through (public
+   * only for c10::make_intrusive). */
+  ProcessGroupHCCL(HcclComm comm, std::shared_ptr<void> store, std::chrono::milliseconds timeout,
+                   const std::string& name);
+#endif
 
  private:
+  /* The group's life starts: the core over comm, and the process's device (constructors). */
+  void adopt(HcclComm comm);
   /* blocking: torch waits for the work at once (waitedAtOnce(opts)); see HcclWork::start. */
   c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
                                        std::vector<at::Tensor> outputs, bool blocking = false);

@@ -122,7 +122,10 @@ static HcclResult check_and_place(struct hccl_comm *c) {
     pr[r] = (struct hccl_place_rank){P[r].host_hash, P[r].device, P[r].host, P[r].device_src};
   }
   struct hccl_place pl = {
-      .server_of = server_of, .local_index = c->local_index, .ring = c->world.ring};
+      .server_of = server_of,
+      .local_index = c->local_index,
+      .ring = c->world.ring,
+      .any_count = c->shrunk};
   res = hccl__place(pr, c->nranks, c->cfg.topo_file[0] ? &topo : NULL, &pl, err, sizeof(err));
   if (res != HCCL_SUCCESS) {
     hccl__fail(res, "%s", err);

@@ -51,6 +51,16 @@ struct hccl_comm {
   struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
   bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
   char key_prefix[96];
+  /* Where the job met, for HcclCommShrink (comm_shrink.c) to meet again without the excluded
+   * ranks: rank 0's store address and job token (it serves the store again there), or the
+   * caller's store (store_user.set != NULL); and the shrinks made from this communicator so
+   * far, which name the next one's keys ("<key_prefix>/s<n>") with no message sent. */
+  char store_host[256];
+  uint16_t store_port;
+  char store_token[129];
+  HcclStore store_user;
+  uint32_t shrinks;
+  bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's
@@ -111,6 +121,23 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
 HcclResult hccl__comm_bootstrap(struct hccl_comm *c);
 /* Frees c and everything it made: links, transports, the store (comm.c). */
 void hccl__comm_free(struct hccl_comm *c);
+
+/* What a store server of this job checks (bootstrap/trust.h): token ("" = none), and the
+ * whitelist when HCCL_WHITELIST_DISABLE=0 (comm_init.c). */
+struct hccl_store_trust;
+HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *token,
+                                  struct hccl_store_trust *t);
+/* A config's non-zero fields replace the environment's values in *cfg; HCCL_E_PARA naming the
+ * field when one is out of range (comm_init.c). */
+HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
+
+/* Connects c->store to rank 0's store server at host:port with the job's token, once that
+ * server holds `key` = want[0..len): a server still finishing an earlier communicator's
+ * bootstrap (rank 0 not done with it yet) is left and tried again, until the connect timeout
+ * (HCCL_E_TIMEOUT naming c's keys and the address) (comm_init.c). */
+HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t port,
+                                 const char *token, const char *key, const void *want,
+                                 size_t len);
 
 /* Marks the communicator broken after a failed collective, keeping the last error message,
  * and tells every peer (transport abort) so their waits fail too. */

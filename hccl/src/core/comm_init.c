@@ -40,9 +40,7 @@ static struct pending_server {
 static pthread_mutex_t g_pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned g_env_generation;
 
-/* What this job's store server checks (bootstrap/trust.h): token ("" = none), and the
- * whitelist when HCCL_WHITELIST_DISABLE=0. */
-static HcclResult make_trust(const struct hccl_settings *cfg, const char *token,
+HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *token,
                              struct hccl_store_trust *t) {
   memset(t, 0, sizeof(*t));
   snprintf(t->token, sizeof(t->token), "%s", token);
@@ -68,7 +66,7 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   struct hccl_store_trust trust;
   char token[32];
   root_token(blob.job, token);
-  HCCL_TRY(make_trust(&cfg, token, &trust));
+  HCCL_TRY(hccl__comm_store_trust(&cfg, token, &trust));
   HCCL_TRY(hccl__store_server_start_trusted(addr, 0, &trust, &server, &blob.port));
   pthread_mutex_lock(&g_pending_lock);
   int slot = -1;
@@ -88,6 +86,14 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
   memset(rootInfo, 0, sizeof(*rootInfo));
   memcpy(rootInfo->internal, &blob, sizeof(blob));
   return HCCL_SUCCESS;
+}
+
+/* Where c's job meets, kept for HcclCommShrink (comm.h). */
+static void remember_store(struct hccl_comm *c, const char *host, uint16_t port,
+                           const char *token) {
+  snprintf(c->store_host, sizeof(c->store_host), "%s", host);
+  c->store_port = port;
+  snprintf(c->store_token, sizeof(c->store_token), "%s", token);
 }
 
 static struct hccl_store_server *adopt_server(uint64_t job) {
@@ -130,6 +136,7 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   HcclResult r = HCCL_SUCCESS;
   char token[32];
   root_token(blob.job, token);
+  remember_store(c, blob.host, blob.port, token);
   if (nRanks > 1)
     r = hccl__store_tcp_connect(blob.host, blob.port, cfg.connect_timeout_ms, &c->store);
   if (r == HCCL_SUCCESS && c->store) r = hccl__store_tcp_hello(c->store, token);
@@ -142,16 +149,16 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   return HCCL_SUCCESS;
 }
 
-/* Connects to rank 0's store for generation `gen`: a store still serving the bootstrap of an
- * earlier communicator of the same job (rank 0 has not finished it yet) is left and retried. */
-static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
+HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t port,
+                                 const char *token, const char *key, const void *want,
+                                 size_t len) {
   int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
   for (;;) {
     int64_t left_ms = (deadline - hccl__now_ns()) / 1000000;
     if (left_ms <= 0) break;
     struct hccl_store *s;
-    HCCL_TRY(hccl__store_tcp_connect(c->cfg.master_addr, c->cfg.master_port, left_ms, &s));
-    HcclResult hr = hccl__store_tcp_hello(s, c->cfg.job_token);
+    HCCL_TRY(hccl__store_tcp_connect(host, port, left_ms, &s));
+    HcclResult hr = hccl__store_tcp_hello(s, token);
     if (hr != HCCL_SUCCESS) {
       hccl__store_close(s); /* another job's store: waiting will not help */
       return hr;
@@ -159,9 +166,9 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
     void *val = NULL;
     size_t n = 0;
     hccl__log_quiet(1); /* a store of an earlier communicator may close under us */
-    HcclResult r = hccl__store_get(s, "generation", &val, &n, left_ms < 2000 ? left_ms : 2000);
+    HcclResult r = hccl__store_get(s, key, &val, &n, left_ms < 2000 ? left_ms : 2000);
     hccl__log_quiet(0);
-    if (r == HCCL_SUCCESS && n == sizeof(unsigned) && memcmp(val, &gen, n) == 0) {
+    if (r == HCCL_SUCCESS && n == len && memcmp(val, want, n) == 0) {
       free(val);
       c->store = s;
       return HCCL_SUCCESS;
@@ -172,9 +179,9 @@ static HcclResult env_connect(struct hccl_comm *c, unsigned gen) {
     usleep(50000);
   }
   return hccl__fail(HCCL_E_TIMEOUT,
-                    "rank %u could not join communicator %u at MASTER_ADDR=%s MASTER_PORT=%u "
-                    "within %lld s (HCCL_CONNECT_TIMEOUT): rank 0 never served it",
-                    c->rank, gen, c->cfg.master_addr, c->cfg.master_port,
+                    "rank %u could not join communicator '%s' at %s:%u within %lld s "
+                    "(HCCL_CONNECT_TIMEOUT): rank 0 never served it",
+                    c->rank, c->key_prefix, host, port,
                     (long long)(c->cfg.connect_timeout_ms / 1000));
 }
 
@@ -281,12 +288,13 @@ static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm) {
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
   hccl__log_bind(&c->log);
   snprintf(c->key_prefix, sizeof(c->key_prefix), "env%u", gen);
+  remember_store(c, cfg.master_addr, cfg.master_port, cfg.job_token);
   HcclResult r = HCCL_SUCCESS;
   if (size > 1) {
     if (rank == 0) {
       uint16_t port;
       struct hccl_store_trust trust;
-      r = make_trust(&cfg, cfg.job_token, &trust);
+      r = hccl__comm_store_trust(&cfg, cfg.job_token, &trust);
       if (r == HCCL_SUCCESS)
         r = hccl__store_server_start_trusted(cfg.master_addr, cfg.master_port, &trust, &c->server,
                                              &port);
@@ -299,7 +307,8 @@ static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm) {
       }
       if (r == HCCL_SUCCESS) r = hccl__store_set(s, "generation", &gen, sizeof(gen));
     } else {
-      r = env_connect(c, gen);
+      r = hccl__comm_store_join(c, cfg.master_addr, cfg.master_port, cfg.job_token,
+                                "generation", &gen, sizeof(gen));
     }
   }
   if (r == HCCL_SUCCESS) r = hccl__comm_bootstrap(c);
@@ -317,8 +326,7 @@ void HcclCommConfigInit(HcclCommConfig *config) {
   config->size = sizeof(*config);
 }
 
-/* A config's non-zero fields replace the environment's values in *cfg. */
-static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *cfg) {
+HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg) {
   if (cf->size != sizeof(*cf))
     return hccl__fail(HCCL_E_PARA,
                       "HcclCommConfig.size is %zu, expected %zu: fill the config with "
@@ -360,7 +368,7 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
                       rank, nRanks);
   struct hccl_settings cfg;
   HCCL_TRY(hccl__settings_load_given(&cfg, rank, nRanks));
-  if (config) HCCL_TRY(apply_config(config, &cfg));
+  if (config) HCCL_TRY(hccl__comm_config_apply(config, &cfg));
   struct hccl_comm *c = hccl__comm_alloc(&cfg, rank, nRanks);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
   if (config) {
@@ -372,6 +380,7 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
    * the name keeps two communicators over one store apart. */
   snprintf(c->key_prefix, sizeof(c->key_prefix), "hccl/%s", c->log.name);
   c->store_external = true;
+  c->store_user = *store;
   HcclResult r = hccl__store_ext_new(store, &c->store);
   if (r == HCCL_SUCCESS) r = hccl__comm_bootstrap(c);
   if (r != HCCL_SUCCESS) {

@@ -24,7 +24,7 @@ static HcclResult find_servers(const struct hccl_place_rank *r, uint32_t n, stru
     uint32_t m = count[s], first = 0;
     while (out->server_of[first] != s)
       first++;
-    if (m != 1 && m != 2 && m != 4 && m != 8) {
+    if (!out->any_count && m != 1 && m != 2 && m != 4 && m != 8) {
       snprintf(err, errlen,
                "%u ranks on server %s; a group must have 1, 2, 4 or 8 devices per server", m,
                r[first].host);
@@ -99,7 +99,7 @@ HcclResult hccl__place(struct hccl_place_rank *r, uint32_t n, const struct hccl_
         if (r[k].device > maxdev) maxdev = r[k].device;
       hccl__topo_flat(maxdev + 1 > 8 ? maxdev + 1 : 8, &flat);
     }
-    res = make_ring(r, n, topo ? topo : &flat, topo != NULL, out, err, errlen);
+    res = make_ring(r, n, topo ? topo : &flat, topo && !out->any_count, out, err, errlen);
   }
 out:
   free(count);

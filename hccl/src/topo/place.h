@@ -28,6 +28,9 @@ struct hccl_place {
   uint32_t *server_of;   /* [n], the caller's: server index of each rank */
   uint32_t *local_index; /* [n], the caller's: index among its server's ranks, in rank order */
   uint32_t *ring;        /* [n], the caller's: the rank at each world ring position */
+  /* In: the survivors of a shrink (core/comm_shrink.c), who cannot choose their number: any
+   * count per server, still the same on every server, and no topology device rule. */
+  bool any_count;
 };
 
 /* Places the n ranks of r. topo: the servers' topology (HCCL_TOPO_FILE), whose device rules
