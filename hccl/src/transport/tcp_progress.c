@@ -360,6 +360,20 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     atomic_store_explicit(&p->answered, 1, memory_order_release);
     break;
   }
+  case HCCL_TCP_RX_REACHQ: {
+    int64_t q = hccl__tcp_quiet_ms(st, pump->rx.reach_rank, NULL);
+    struct tcp_frame f = {.type = FRAME_REACHA,
+                          .arg = pump->rx.reach_rank,
+                          .code = (int32_t)(q > INT32_MAX ? INT32_MAX : q)};
+    ctl_queue(l, &f, NULL);
+    break;
+  }
+  case HCCL_TCP_RX_REACHA: {
+    struct tcp_peer *p = &st->peers[l->base.peer];
+    atomic_store(&p->reach_quiet_ms, pump->rx.reach_quiet_ms);
+    atomic_store_explicit(&p->reach_answered, 1, memory_order_release);
+    break;
+  }
   case HCCL_TCP_RX_BYE: {
     struct tcp_peer *p = &st->peers[l->base.peer];
     atomic_store(&pump->bye_heard, true);
@@ -562,15 +576,20 @@ static void queue_aborts(struct tcp_state *st) {
     if (st->all[i]->base.peer != f.arg) ctl_queue(st->all[i], &f, st->abort_reason);
 }
 
-/* Progress queries the algorithm's threads asked for: a PROGQ on the peer's first link. */
+/* Queries the algorithm's threads asked for, on the peer's first link: a PROGQ (progress),
+ * a REACHQ (how the peer's links to a third rank are). */
 static void queue_asks(struct tcp_state *st) {
   for (uint32_t r = 0; r < st->tx->nranks; r++) {
     uint64_t ask = atomic_exchange(&st->peers[r].ask, 0);
-    if (!ask) continue;
+    uint32_t reach = atomic_exchange(&st->peers[r].reach_ask, 0);
+    if (!ask && !reach) continue;
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
     if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
+    if (!l) continue;
     struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
-    if (l) ctl_queue(l, &f, NULL);
+    if (ask) ctl_queue(l, &f, NULL);
+    struct tcp_frame q = {.type = FRAME_REACHQ, .arg = reach - 1};
+    if (reach) ctl_queue(l, &q, NULL);
   }
 }
 
