@@ -555,20 +555,6 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
   return 1;
 }
 
-int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms) {
-  int64_t quiet = -1, data = -1;
-  for (int ch = 0; ch < HCCL_NCHANNELS; ch++) {
-    struct tcp_link *l = atomic_load(&st->peers[peer].link[ch]);
-    struct tcp_info ti;
-    socklen_t tl = sizeof(ti);
-    if (!l || getsockopt(l->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) continue;
-    if (quiet < 0 || ti.tcpi_last_ack_recv < quiet) quiet = ti.tcpi_last_ack_recv;
-    if (data < 0 || ti.tcpi_last_data_recv < data) data = ti.tcpi_last_data_recv;
-  }
-  if (data_ms) *data_ms = data;
-  return quiet;
-}
-
 static int64_t tcp_quiet(struct hccl_tctx *tx, uint32_t peer, int64_t *data_ms, char *addr,
                          size_t addr_len) {
   struct tcp_state *st = state_of(tx);

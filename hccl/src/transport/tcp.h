@@ -429,7 +429,7 @@ void hccl__tcp_serve(struct tcp_state *st);
  * (the kernel's view, TCP_INFO: the host of a stopped process still acknowledges, a cut cable
  * or a dead host does not; keepalive probes every second keep an idle link's view fresh), and
  * in *data_ms (may be NULL) since bytes last came from it; -1 when there is no link. Any
- * thread. (tcp.c) */
+ * thread. (tcp_progress.c) */
 int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms);
 /* Wakes every waiter on every link (an abort). */
 void hccl__tcp_wake_all(struct tcp_state *st);

@@ -21,6 +21,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -574,6 +576,20 @@ static void queue_aborts(struct tcp_state *st) {
   int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
   for (int i = 0; i < n; i++)
     if (st->all[i]->base.peer != f.arg) ctl_queue(st->all[i], &f, st->abort_reason);
+}
+
+int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms) {
+  int64_t quiet = -1, data = -1;
+  for (int ch = 0; ch < HCCL_NCHANNELS; ch++) {
+    struct tcp_link *l = atomic_load(&st->peers[peer].link[ch]);
+    struct tcp_info ti;
+    socklen_t tl = sizeof(ti);
+    if (!l || getsockopt(l->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) continue;
+    if (quiet < 0 || ti.tcpi_last_ack_recv < quiet) quiet = ti.tcpi_last_ack_recv;
+    if (data < 0 || ti.tcpi_last_data_recv < data) data = ti.tcpi_last_data_recv;
+  }
+  if (data_ms) *data_ms = data;
+  return quiet;
 }
 
 /* Queries the algorithm's threads asked for, on the peer's first link: a PROGQ (progress),
