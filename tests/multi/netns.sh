@@ -4,6 +4,7 @@
 #
 #   . tests/multi/netns.sh
 #   netns_up 2            # servers hcs<id>_0, hcs<id>_1 at $NETNS_NET.1, $NETNS_NET.2
+#   netns_up_or_exit 2    # the same, or the test ends: 77 (skipped) / 1 (failed)
 #   netns_exec 1 cmd ...  # runs cmd inside server 1
 #   netns_down            # also run by the EXIT trap netns_up sets
 #
@@ -35,6 +36,15 @@ netns_down() {
   ip netns del "${NETNS_PREFIX}_sw" 2>/dev/null
   NETNS_COUNT=0
   return 0
+}
+
+# netns_up_or_exit N: netns_up N, or ends the calling test, saying why: exit 77 (skipped) where
+# namespaces cannot be made, exit 1 when making them failed.
+netns_up_or_exit() {
+  netns_up "$1"
+  local rc=$?
+  [ $rc = 77 ] && { echo "SKIP: network namespaces cannot be made here"; exit 77; }
+  [ $rc = 0 ] || { echo "FAIL: could not set up $1 pretend servers"; exit 1; }
 }
 
 netns_up() {

@@ -21,10 +21,7 @@ NETNS_PREFIX=cb$$
 NETNS_VETH=cb$$
 . "$here/netns.sh"
 work=$(mktemp -d /tmp/hccl-cable.XXXXXX)
-netns_up 3
-rc=$?
-[ $rc = 77 ] && { echo "SKIP: network namespaces cannot be made here"; exit 77; }
-[ $rc = 0 ] || { echo "FAIL: could not set up the pretend servers"; exit 1; }
+netns_up_or_exit 3
 trap 'netns_down; rm -rf "$work"' EXIT
 port=$((30000 + RANDOM % 25000))
 failures=0
