@@ -185,7 +185,7 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
       bool again = false; /* the chain comes back to a rank that already answered */
       for (uint32_t i = 0; got > 0 && i + 1 < asked && !again; i++)
         again = asked_rank[i] == next;
-      if (got > 0 && p == silent_to) {
+      if (got == 1 && p == silent_to) {
         /* p answers this rank, yet an earlier reporter says p's host is silent on its links. */
         char pa[64], fa[64];
         quiet_of(c, p, NULL, pa, sizeof(pa));
@@ -197,7 +197,7 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
                  silent_said, path);
         return;
       }
-      const char *mark = got > 0 && next < c->nranks ? strstr(answer, SILENT_MARK) : NULL;
+      const char *mark = got == 1 && next < c->nranks ? strstr(answer, SILENT_MARK) : NULL;
       if (mark) {
         /* Its clause, from the "; " before the mark: "; rank q's host (...) has acknowledged
          * nothing on rank p's links for N s (...)". */
@@ -223,11 +223,13 @@ static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *
       }
     }
     if (!pg) {
+      char pa[64];
+      quiet_of(c, p, NULL, pa, sizeof(pa));
       if (out_of_reach) *out_of_reach = p;
       snprintf(buf, len,
-               "the waits lead to rank %u on server %s, which rank %u cannot ask (no link to "
-               "it): it did not reach this call, or is stuck%s",
-               p, c->peers[p].host, c->rank, path);
+               "the waits lead to rank %u on server %s (%s), which rank %u cannot ask (no link "
+               "to it): it did not reach this call, or is stuck%s",
+               p, c->peers[p].host, pa, c->rank, path);
       return;
     }
     uint64_t call = atomic_load_explicit(&pg->call, memory_order_relaxed);

@@ -526,7 +526,7 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
   if (atomic_load(&p->dead)) {
     snprintf(buf, len, "rank %u %s", peer, p->reason);
     *next = UINT32_MAX;
-    return 1;
+    return 2;
   }
   atomic_store(&p->answered, 0);
   atomic_store(&p->ask, (uint64_t)seq + 1);
@@ -540,12 +540,12 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
     if (origin && atomic_load(&st->abort_ready)) {
       snprintf(buf, len, "rank %u failed: %s", origin - 1, st->abort_reason);
       *next = UINT32_MAX;
-      return 1;
+      return 2;
     }
     if (atomic_load(&p->dead)) {
       snprintf(buf, len, "rank %u %s", peer, p->reason);
       *next = UINT32_MAX;
-      return 1;
+      return 2;
     }
     if (hccl__now_ns() >= end) return 0;
     usleep(1000);

@@ -165,8 +165,9 @@ struct hccl_transport_ops {
   /* Asks `peer`'s side of this transport for the peer's own account of where it is, for the
    * message of a timeout (core/progress.c): its text in buf, and in *next the rank on another
    * server its chain of waits leads to (UINT32_MAX: none). Waits up to wait_ms. Returns 1
-   * answered, 0 no answer in time (the peer's process does not run), -1 not reachable this
-   * way (no link). May be NULL. */
+   * answered, 2 a failure heard meanwhile answers for it (an abort, its link's end: the text
+   * is not the peer's own), 0 no answer in time (the peer's process does not run), -1 not
+   * reachable this way (no link). May be NULL. */
   int (*ask_progress)(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,
                       char *buf, size_t len, uint32_t *next);
   /* How long since `peer`'s host last acknowledged anything on this rank's links to it, in ms
