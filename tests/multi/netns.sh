@@ -4,6 +4,7 @@
 #
 #   . tests/multi/netns.sh
 #   netns_up 2            # servers hcs<id>_0, hcs<id>_1 at $NETNS_NET.1, $NETNS_NET.2
+#   netns_up_or_exit 2    # the same, or the test ends: 77 (skipped) / 1 (failed)
 #   netns_exec 1 cmd ...  # runs cmd inside server 1
 #   netns_down            # also run by the EXIT trap netns_up sets
 #
@@ -11,7 +12,10 @@
 # cannot be made, so callers can skip. Traffic stays on the addresses made here.
 
 NETNS_ID=${NETNS_ID:-$$}
-NETNS_PREFIX="hcs${NETNS_ID}"
+# Namespace and veth names: NETNS_PREFIX_<k>, NETNS_PREFIX_sw; <NETNS_VETH>s<k> / p<k> (at most
+# 15 characters). A caller may choose its own, to keep clear of other jobs on the machine.
+NETNS_PREFIX=${NETNS_PREFIX:-hcs${NETNS_ID}}
+NETNS_VETH=${NETNS_VETH:-h${NETNS_ID}}
 # A /24 of its own per test process, inside the namespaces only.
 NETNS_NET=${NETNS_NET:-10.231.$((NETNS_ID % 250)).}
 NETNS_COUNT=0
@@ -34,6 +38,15 @@ netns_down() {
   return 0
 }
 
+# netns_up_or_exit N: netns_up N, or ends the calling test, saying why: exit 77 (skipped) where
+# namespaces cannot be made, exit 1 when making them failed.
+netns_up_or_exit() {
+  netns_up "$1"
+  local rc=$?
+  [ $rc = 77 ] && { echo "SKIP: network namespaces cannot be made here"; exit 77; }
+  [ $rc = 0 ] || { echo "FAIL: could not set up $1 pretend servers"; exit 1; }
+}
+
 netns_up() {
   local n=$1 k sw="${NETNS_PREFIX}_sw"
   if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -50,13 +63,13 @@ netns_up() {
     local ns="${NETNS_PREFIX}_$k"
     ip netns add "$ns" || return 1
     NETNS_COUNT=$((k + 1))
-    ip link add "h${NETNS_ID}s$k" type veth peer name "h${NETNS_ID}p$k" || return 1
-    ip link set "h${NETNS_ID}s$k" netns "$ns" || return 1
-    ip link set "h${NETNS_ID}p$k" netns "$sw" || return 1
-    ip -n "$ns" link set "h${NETNS_ID}s$k" name eth0 || return 1
+    ip link add "${NETNS_VETH}s$k" type veth peer name "${NETNS_VETH}p$k" || return 1
+    ip link set "${NETNS_VETH}s$k" netns "$ns" || return 1
+    ip link set "${NETNS_VETH}p$k" netns "$sw" || return 1
+    ip -n "$ns" link set "${NETNS_VETH}s$k" name eth0 || return 1
     ip -n "$ns" addr add "$(netns_addr "$k")/24" dev eth0 || return 1
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
-    ip -n "$sw" link set "h${NETNS_ID}p$k" master br0 && ip -n "$sw" link set "h${NETNS_ID}p$k" up ||
+    ip -n "$sw" link set "${NETNS_VETH}p$k" master br0 && ip -n "$sw" link set "${NETNS_VETH}p$k" up ||
       return 1
   done
   netns_static_neighbours "$n"

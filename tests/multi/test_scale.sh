@@ -19,10 +19,7 @@ bin=$build/bin
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns.sh"
 work=$(mktemp -d /tmp/hccl-scale.XXXXXX)
-netns_up "$servers"
-rc=$?
-[ $rc = 77 ] && { echo "SKIP: network namespaces cannot be made here"; exit 77; }
-[ $rc = 0 ] || { echo "FAIL: could not set up $servers pretend servers"; exit 1; }
+netns_up_or_exit "$servers"
 trap 'netns_down; rm -rf "$work"' EXIT
 port=$((29000 + NETNS_ID % 1000))
 passed=0

@@ -174,10 +174,13 @@ static void test_frames(void **st) {
   put(&s, FRAME_ABORT, sizeof(reason), 1, HCCL_E_TIMEOUT, reason, sizeof(reason));
   put(&s, FRAME_PROGQ, 0, 57, 0, NULL, 0);
   put(&s, FRAME_PROGA, sizeof(report), 3 + 1, 0, report, sizeof(report));
+  put(&s, FRAME_REACHQ, 0, 1, 0, NULL, 0);
+  put(&s, FRAME_REACHA, 0, 2, 6500, NULL, 0);
   put(&s, FRAME_BYE, 0, 0, 0, NULL, 0);
   static const enum hccl_tcp_rx_event want[] = {
-      HCCL_TCP_RX_DATA,  HCCL_TCP_RX_DATA,  HCCL_TCP_RX_ACK,   HCCL_TCP_RX_DATA, HCCL_TCP_RX_ACK,
-      HCCL_TCP_RX_ABORT, HCCL_TCP_RX_PROGQ, HCCL_TCP_RX_PROGA, HCCL_TCP_RX_BYE};
+      HCCL_TCP_RX_DATA,  HCCL_TCP_RX_DATA,  HCCL_TCP_RX_ACK,    HCCL_TCP_RX_DATA,
+      HCCL_TCP_RX_ACK,   HCCL_TCP_RX_ABORT, HCCL_TCP_RX_PROGQ,  HCCL_TCP_RX_PROGA,
+      HCCL_TCP_RX_REACHQ, HCCL_TCP_RX_REACHA, HCCL_TCP_RX_BYE};
   static const size_t steps[] = {0, 1, 5, 33};
   for (size_t i = 0; i < 4; i++) {
     struct rx_fixture x;
@@ -185,7 +188,7 @@ static void test_frames(void **st) {
     enum hccl_tcp_rx_event ev[16];
     size_t taken;
     int k = feed(&x, &s, steps[i], false, ev, 16, &taken);
-    assert_int_equal(k, 9);
+    assert_int_equal(k, 11);
     assert_memory_equal(ev, want, sizeof(want));
     assert_int_equal(taken, s.n);
     assert_int_equal(x.rx.arrived, 3);
@@ -202,6 +205,8 @@ static void test_frames(void **st) {
     assert_int_equal(x.rx.progq_seq, 57);
     assert_int_equal(x.rx.report_next, 3 + 1);
     assert_string_equal(x.rx.report, report);
+    assert_int_equal(x.rx.reach_rank, 2); /* the REACHA's, after the REACHQ's 1 */
+    assert_int_equal(x.rx.reach_quiet_ms, 6500);
   }
 }
 
@@ -389,6 +394,12 @@ static void test_frame_errors(void **st) {
   broken(&none, 0, FRAME_PROGA, HCCL_REASON_MAX + 1, 0, 0,
          "broke the protocol (frame type 6, 513 bytes)");
   broken(&none, 0, FRAME_PROGA, 4, 9, 0, "broke the protocol (a report naming rank 8 of 8)");
+  /* A reach query and its answer carry nothing and name a rank of the communicator. */
+  broken(&none, 0, FRAME_REACHQ, 4, 1, 0, "broke the protocol (frame type 7, 4 bytes)");
+  broken(&none, 0, FRAME_REACHA, 1, 1, 0, "broke the protocol (frame type 8, 1 bytes)");
+  broken(&none, 0, FRAME_REACHQ, 0, 8, 0, "broke the protocol (a reach query naming rank 8 of 8)");
+  broken(&none, 0, FRAME_REACHA, 0, 0xffffffffu, 0,
+         "broke the protocol (a reach query naming rank 4294967295 of 8)");
 
   /* Released messages free their slots: 8 land, each released, then 8 more. */
   struct stream s = eight;

@@ -32,7 +32,14 @@ void hccl__progress_leave(struct hccl_comm *c);
 /* Writes into buf why this rank's wait for `peer` in its current call may have timed out:
  * which rank is behind and how the waits chain to it. A rank on another server is asked over
  * the transport (ask_progress: its own account, hccl__progress_report), up to 4 servers along
- * the chain; one that does not answer within 1.5 s is named as stopped or frozen. */
+ * the chain. One that does not answer within 1.5 s is named, by its server's host name and
+ * address, as stopped or frozen when its host still acknowledges this rank's link (the
+ * transport's quiet op); else a rank of a third server is asked whether it still reaches it
+ * (ask_reach, up to 2 x 1 s): a network fault between the two servers if so, its server cut
+ * off (or its host dead) if not, this rank's own server cut off when every other server is
+ * silent here. A report whose chain leads to another server whose host is silent on this
+ * rank's links says so, and an asker that then hears that rank answer names the network
+ * between the two. */
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len);
 
 /* This rank's own account, for a peer on another server whose wait for it timed out in call

@@ -405,6 +405,14 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
   }
   struct sockaddr_storage to;
   hccl__tcp_peer_addr(st, peer, &to); /* its address, for the messages of a failure */
+  /* A keepalive probe after each idle second, so the kernel's view of whether the peer's host
+   * answers (hccl__tcp_quiet_ms) is never more than about 2 s old; a cut cable then also ends
+   * the link after 1 + 60 s of silence instead of the retransmissions' 15 minutes. Best effort. */
+  int on = 1, idle = 1, intvl = 1, cnt = 60;
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
   if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     int e = errno;
@@ -518,7 +526,7 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
   if (atomic_load(&p->dead)) {
     snprintf(buf, len, "rank %u %s", peer, p->reason);
     *next = UINT32_MAX;
-    return 1;
+    return 2;
   }
   atomic_store(&p->answered, 0);
   atomic_store(&p->ask, (uint64_t)seq + 1);
@@ -532,12 +540,12 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
     if (origin && atomic_load(&st->abort_ready)) {
       snprintf(buf, len, "rank %u failed: %s", origin - 1, st->abort_reason);
       *next = UINT32_MAX;
-      return 1;
+      return 2;
     }
     if (atomic_load(&p->dead)) {
       snprintf(buf, len, "rank %u %s", peer, p->reason);
       *next = UINT32_MAX;
-      return 1;
+      return 2;
     }
     if (hccl__now_ns() >= end) return 0;
     usleep(1000);
@@ -545,6 +553,40 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
   snprintf(buf, len, "%s", p->report);
   *next = p->report_next;
   return 1;
+}
+
+static int64_t tcp_quiet(struct hccl_tctx *tx, uint32_t peer, int64_t *data_ms, char *addr,
+                         size_t addr_len) {
+  struct tcp_state *st = state_of(tx);
+  if (addr_len) addr[0] = '\0';
+  if (!st || peer >= tx->nranks) return -1;
+  /* The address without its port: the server's, as its links use it. */
+  const char *a = st->peers[peer].addr, *colon = strrchr(a, ':');
+  if (a[0] == '[')
+    snprintf(addr, addr_len, "%.*s", (int)(strchr(a, ']') ? strchr(a, ']') - a - 1 : 0), a + 1);
+  else
+    snprintf(addr, addr_len, "%.*s", (int)(colon ? colon - a : (long)strlen(a)), a);
+  return peer == tx->rank ? -1 : hccl__tcp_quiet_ms(st, peer, data_ms);
+}
+
+static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target,
+                             int64_t wait_ms) {
+  struct tcp_state *st = state_of(tx);
+  if (!st || via >= tx->nranks || target >= tx->nranks) return -2;
+  struct tcp_peer *p = &st->peers[via];
+  if (atomic_load(&p->dead) ||
+      (!atomic_load(&p->link[HCCL_CHANNEL_COLL]) && !atomic_load(&p->link[HCCL_CHANNEL_P2P])))
+    return -2;
+  atomic_store(&p->reach_answered, 0);
+  atomic_store(&p->reach_ask, target + 1);
+  atomic_store(&st->ask_send, 1);
+  poke_always(st);
+  int64_t end = hccl__now_ns() + wait_ms * 1000000LL;
+  while (!atomic_load_explicit(&p->reach_answered, memory_order_acquire)) {
+    if (atomic_load(&p->dead) || hccl__now_ns() >= end) return -2;
+    usleep(1000);
+  }
+  return atomic_load(&p->reach_quiet_ms);
 }
 
 static void tcp_close(struct hccl_link *base) {
@@ -591,6 +633,9 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     /* ... but a timed-out rank asks its peer on another server, whose progress thread answers
      * with its own account (PROGQ / PROGA frames). */
     .ask_progress = tcp_ask_progress,
+    /* ... and, when it does not answer, tells a network fault from a frozen process. */
+    .quiet = tcp_quiet,
+    .ask_reach = tcp_ask_reach,
     .close = tcp_close,
     .teardown = tcp_teardown,
     /* Measured over a veth pair between network namespaces on the 2-core machine: an 8-byte

@@ -169,9 +169,13 @@ void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 /* PROGQ {arg = the asker's call number}: "why are you not there?" (a timeout, progress.c);
  * PROGA {arg = the rank the answerer's chain of waits left its server for, + 1, or 0; a text}:
  * the answer, written by the progress thread, so a rank whose threads are stopped says
- * nothing. */
+ * nothing.
+ * REACHQ {arg = a rank}: "does that rank's host answer you?" (a peer that answered no progress
+ * query, progress.c); REACHA {arg = that rank, code = ms since its host last acknowledged
+ * anything on the answerer's links to it, or -1: no link}: the answer, from the kernel's view
+ * of the answerer's sockets (tcp_quiet_ms). */
 enum { FRAME_DATA = 1, FRAME_ACK = 2, FRAME_ABORT = 3, FRAME_BYE = 4, FRAME_PROGQ = 5,
-       FRAME_PROGA = 6 };
+       FRAME_PROGA = 6, FRAME_REACHQ = 7, FRAME_REACHA = 8 };
 
 struct tcp_frame {
   uint32_t type;
@@ -203,6 +207,8 @@ enum hccl_tcp_rx_event {
   HCCL_TCP_RX_BYE,      /* the peer destroyed its communicator; bye is set */
   HCCL_TCP_RX_PROGQ,    /* the peer asks for this rank's progress report; progq_seq is set */
   HCCL_TCP_RX_PROGA,    /* the peer's progress report: report (NUL-terminated), report_next */
+  HCCL_TCP_RX_REACHQ,   /* the peer asks how this rank's links to reach_rank are */
+  HCCL_TCP_RX_REACHA,   /* the peer's answer: reach_rank, reach_quiet_ms */
   HCCL_TCP_RX_ERROR     /* the peer broke the protocol: why says how; the stream ends here */
 };
 
@@ -238,6 +244,8 @@ struct hccl_tcp_rx {
   uint32_t progq_seq;          /* PROGQ: the asker's call number */
   uint32_t report_next;        /* PROGA: arg */
   char report[HCCL_REASON_MAX]; /* PROGA: its text */
+  uint32_t reach_rank;          /* REACHQ, REACHA: the rank asked about (< nranks) */
+  int32_t reach_quiet_ms;       /* REACHA: code (-1: no link) */
   char why[160]; /* once ERROR: "broke the protocol (...)", said of the peer */
   /* The decoder's own: the frame being read, then its payload's destination. */
   struct tcp_frame cur;
@@ -321,6 +329,11 @@ struct tcp_peer {
   _Atomic int answered;
   uint32_t report_next;
   char report[HCCL_REASON_MAX];
+  /* A reach query through this peer: reach_ask = the rank asked about + 1 until the thread
+   * sent it; reach_answered = 1 once reach_quiet_ms holds the answer. */
+  _Atomic uint32_t reach_ask;
+  _Atomic int reach_answered;
+  _Atomic int32_t reach_quiet_ms;
   _Atomic int downing;                           /* claimed by the one who writes reason */
   _Atomic int dead;                              /* set after reason is written */
   char reason[160];                              /* "closed the connection", ... */
@@ -412,6 +425,12 @@ HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel,
 /* The progress thread's turn at the listener: an acceptor step, then the callbacks it found
  * asked of this rank, each dialled unless its link exists or is being made. */
 void hccl__tcp_serve(struct tcp_state *st);
+/* How long since peer's host last acknowledged anything on this rank's links to it, in ms
+ * (the kernel's view, TCP_INFO: the host of a stopped process still acknowledges, a cut cable
+ * or a dead host does not; keepalive probes every second keep an idle link's view fresh), and
+ * in *data_ms (may be NULL) since bytes last came from it; -1 when there is no link. Any
+ * thread. (tcp_progress.c) */
+int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms);
 /* Wakes every waiter on every link (an abort). */
 void hccl__tcp_wake_all(struct tcp_state *st);
 

@@ -21,6 +21,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -360,6 +362,20 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
     atomic_store_explicit(&p->answered, 1, memory_order_release);
     break;
   }
+  case HCCL_TCP_RX_REACHQ: {
+    int64_t q = hccl__tcp_quiet_ms(st, pump->rx.reach_rank, NULL);
+    struct tcp_frame f = {.type = FRAME_REACHA,
+                          .arg = pump->rx.reach_rank,
+                          .code = (int32_t)(q > INT32_MAX ? INT32_MAX : q)};
+    ctl_queue(l, &f, NULL);
+    break;
+  }
+  case HCCL_TCP_RX_REACHA: {
+    struct tcp_peer *p = &st->peers[l->base.peer];
+    atomic_store(&p->reach_quiet_ms, pump->rx.reach_quiet_ms);
+    atomic_store_explicit(&p->reach_answered, 1, memory_order_release);
+    break;
+  }
   case HCCL_TCP_RX_BYE: {
     struct tcp_peer *p = &st->peers[l->base.peer];
     atomic_store(&pump->bye_heard, true);
@@ -562,15 +578,34 @@ static void queue_aborts(struct tcp_state *st) {
     if (st->all[i]->base.peer != f.arg) ctl_queue(st->all[i], &f, st->abort_reason);
 }
 
-/* Progress queries the algorithm's threads asked for: a PROGQ on the peer's first link. */
+int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms) {
+  int64_t quiet = -1, data = -1;
+  for (int ch = 0; ch < HCCL_NCHANNELS; ch++) {
+    struct tcp_link *l = atomic_load(&st->peers[peer].link[ch]);
+    struct tcp_info ti;
+    socklen_t tl = sizeof(ti);
+    if (!l || getsockopt(l->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) continue;
+    if (quiet < 0 || ti.tcpi_last_ack_recv < quiet) quiet = ti.tcpi_last_ack_recv;
+    if (data < 0 || ti.tcpi_last_data_recv < data) data = ti.tcpi_last_data_recv;
+  }
+  if (data_ms) *data_ms = data;
+  return quiet;
+}
+
+/* Queries the algorithm's threads asked for, on the peer's first link: a PROGQ (progress),
+ * a REACHQ (how the peer's links to a third rank are). */
 static void queue_asks(struct tcp_state *st) {
   for (uint32_t r = 0; r < st->tx->nranks; r++) {
     uint64_t ask = atomic_exchange(&st->peers[r].ask, 0);
-    if (!ask) continue;
+    uint32_t reach = atomic_exchange(&st->peers[r].reach_ask, 0);
+    if (!ask && !reach) continue;
     struct tcp_link *l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_COLL]);
     if (!l) l = atomic_load(&st->peers[r].link[HCCL_CHANNEL_P2P]);
+    if (!l) continue;
     struct tcp_frame f = {.type = FRAME_PROGQ, .arg = (uint32_t)(ask - 1)};
-    if (l) ctl_queue(l, &f, NULL);
+    if (ask) ctl_queue(l, &f, NULL);
+    struct tcp_frame q = {.type = FRAME_REACHQ, .arg = reach - 1};
+    if (reach) ctl_queue(l, &q, NULL);
   }
 }
 

@@ -124,6 +124,17 @@ static enum hccl_tcp_rx_event frame_begin(struct hccl_tcp_rx *rx) {
     if (f->size != 0) break;
     rx->progq_seq = f->arg;
     return HCCL_TCP_RX_PROGQ;
+  case FRAME_REACHQ:
+  case FRAME_REACHA:
+    if (f->size != 0) break;
+    if (f->arg >= rx->nranks) {
+      snprintf(rx->why, sizeof(rx->why), "broke the protocol (a reach query naming rank %u of %u)",
+               f->arg, rx->nranks);
+      return rx_error(rx);
+    }
+    rx->reach_rank = f->arg;
+    rx->reach_quiet_ms = f->code;
+    return f->type == FRAME_REACHQ ? HCCL_TCP_RX_REACHQ : HCCL_TCP_RX_REACHA;
   case FRAME_PROGA:
     if (f->size == 0 || f->size > sizeof(rx->report)) break;
     if (f->arg > rx->nranks) {

@@ -165,10 +165,21 @@ struct hccl_transport_ops {
   /* Asks `peer`'s side of this transport for the peer's own account of where it is, for the
    * message of a timeout (core/progress.c): its text in buf, and in *next the rank on another
    * server its chain of waits leads to (UINT32_MAX: none). Waits up to wait_ms. Returns 1
-   * answered, 0 no answer in time (the peer's process does not run), -1 not reachable this
-   * way (no link). May be NULL. */
+   * answered, 2 a failure heard meanwhile answers for it (an abort, its link's end: the text
+   * is not the peer's own), 0 no answer in time (the peer's process does not run), -1 not
+   * reachable this way (no link). May be NULL. */
   int (*ask_progress)(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,
                       char *buf, size_t len, uint32_t *next);
+  /* How long since `peer`'s host last acknowledged anything on this rank's links to it, in ms
+   * (the host of a stopped process still does; a cut cable or a dead host does not), in
+   * *data_ms since bytes last came from it, and in addr the address its links use (also for
+   * peer = this rank). Returns -1 (data_ms untouched) when there is no link. Never waits. May
+   * be NULL. */
+  int64_t (*quiet)(struct hccl_tctx *tx, uint32_t peer, int64_t *data_ms, char *addr,
+                   size_t addr_len);
+  /* Asks `via` (linked to this rank) how long `target`'s host has been quiet on via's links
+   * (its quiet, in ms); -1 via has no link to it, -2 no answer within wait_ms. May be NULL. */
+  int64_t (*ask_reach)(struct hccl_tctx *tx, uint32_t via, uint32_t target, int64_t wait_ms);
   /* Maps the peer's window w into this process and returns where its buffer starts; the
    * mapping is kept (a few per link) for the peer's next calls. NULL where the transport
    * cannot share memory (tcp). */
