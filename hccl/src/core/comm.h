@@ -51,6 +51,12 @@ struct hccl_comm {
   struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
   bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
   char key_prefix[96];
+  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
+   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
+   * order. NULL: the store's rounds (bootstrap/rounds.c). */
+  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
+  void *round_arg;
+  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's
@@ -109,6 +115,9 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
 /* Runs the bootstrap on c, whose store, rank, size and key prefix are set: the rounds, the
  * placement, the transports, the groups, the links (comm.c). */
 HcclResult hccl__comm_bootstrap(struct hccl_comm *c);
+/* HcclCommConfig's non-zero fields over the settings in *cfg (comm_init.c); HCCL_E_PARA
+ * naming the field and the value when one is out of range. */
+HcclResult hccl__comm_apply_config(const HcclCommConfig *cf, struct hccl_settings *cfg);
 /* Frees c and everything it made: links, transports, the store (comm.c). */
 void hccl__comm_free(struct hccl_comm *c);
 

@@ -318,7 +318,7 @@ void HcclCommConfigInit(HcclCommConfig *config) {
 }
 
 /* A config's non-zero fields replace the environment's values in *cfg. */
-static HcclResult apply_config(const HcclCommConfig *cf, struct hccl_settings *cfg) {
+HcclResult hccl__comm_apply_config(const HcclCommConfig *cf, struct hccl_settings *cfg) {
   if (cf->size != sizeof(*cf))
     return hccl__fail(HCCL_E_PARA,
                       "HcclCommConfig.size is %zu, expected %zu: fill the config with "
@@ -360,7 +360,7 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
                       rank, nRanks);
   struct hccl_settings cfg;
   HCCL_TRY(hccl__settings_load_given(&cfg, rank, nRanks));
-  if (config) HCCL_TRY(apply_config(config, &cfg));
+  if (config) HCCL_TRY(hccl__comm_apply_config(config, &cfg));
   struct hccl_comm *c = hccl__comm_alloc(&cfg, rank, nRanks);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
   if (config) {
