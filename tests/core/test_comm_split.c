@@ -28,14 +28,6 @@
 #define NR 8
 #define C 37
 
-static void base_env(void) {
-  unsetenv("HCCL_ALGO");
-  unsetenv("HCCL_BUFFSIZE");
-  unsetenv("DEVICE_ID");
-  setenv("HCCL_EXEC_TIMEOUT", "30", 1);
-  setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
-}
-
 /* A colouring of NR parent ranks: colour and key of each. */
 struct colouring {
   const char *name;
@@ -171,7 +163,7 @@ static int split_case(HcclComm parent, int rank, const struct colouring *k, Hccl
 }
 
 static int colourings_body(int rank, int nranks, void *arg) {
-  base_env();
+  harness_base_env();
   HcclComm parent = NULL;
   HcclResult rc = HcclCommInitFromEnv(&parent);
   RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
@@ -202,7 +194,7 @@ static void test_split_colourings(void **st) {
 /* The errors: every rank gets the same code, promptly, and the parent still works after a
  * refused split (nothing was made); a split of an aborted parent fails on every rank. */
 static int errors_body(int rank, int nranks, void *arg) {
-  base_env();
+  harness_base_env();
   HcclComm parent = NULL;
   HcclResult rc = HcclCommInitFromEnv(&parent);
   RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
