@@ -170,3 +170,11 @@ int harness_run_ranks_signal(int nranks, int timeout_s, harness_rank_fn fn, void
                              int after_ms, int signo) {
   return run(nranks, timeout_s, fn, arg, victim, after_ms, signo);
 }
+
+void harness_base_env(void) {
+  unsetenv("HCCL_ALGO");
+  unsetenv("HCCL_BUFFSIZE");
+  unsetenv("DEVICE_ID");
+  setenv("HCCL_EXEC_TIMEOUT", "30", 1);
+  setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
+}

@@ -53,6 +53,10 @@ uint16_t harness_free_port(void);
  * frees its own regions before it returns. */
 int harness_links_left(void);
 
+/* The environment most multi-process tests start from: no HCCL_ALGO, HCCL_BUFFSIZE or
+ * DEVICE_ID from the caller's shell, and 30 s exec and connect timeouts. */
+void harness_base_env(void);
+
 /* Reports a failed check inside a rank body and returns 1 from it. */
 #define RANK_CHECK(cond, ...)                                                                      \
   do {                                                                                             \

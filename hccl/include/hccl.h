@@ -253,6 +253,37 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
                                    HcclComm *newcomm, const HcclCommConfig *config,
                                    int shrinkFlags);
 
+/* Not in any group of an HcclCommSplit: that rank's *newcomm is set to NULL. */
+#define HCCL_SPLIT_NOCOLOR (-1)
+
+/* Makes communicators from a parent by colour and key, as ncclCommSplit does: collective over
+ * every rank of comm (each calls it once, in the same order as its other calls on comm); the
+ * ranks that pass the same color >= 0 form one new communicator, ordered by key (>= 0; ties by
+ * their rank in comm), and *newcomm is this rank's; a negative color (HCCL_SPLIT_NOCOLOR) joins
+ * none and gets NULL. config may be NULL (the parent's settings); its non-zero fields apply to
+ * the new communicator, and every rank of one colour must give the same values.
+ *
+ * The bootstrap runs over comm's own collectives (an allgather of every rank's colour and key,
+ * then of the new communicators' records), never a store: no port is opened and no store
+ * server is met, however many groups a job makes. The new communicator then has links of its
+ * own and is a full communicator (every call, HcclCommAbort, HcclCommDestroy) independent of
+ * comm: either may be used while the other is, and destroyed first.
+ *
+ * Errors, on every rank of comm alike: HCCL_E_PARA for a key below 0 or an invalid config on
+ * any rank, or ranks at different splits of comm (the message names the rank and the value);
+ * HCCL_E_REMOTE when comm is broken or aborted; a new communicator's own checks (1, 2, 4 or 8
+ * ranks per server, matching settings) fail every rank of its colour.
+ *
+ * Why NCCL's shape and not HCCL's HcclCreateSubCommConfig(comm, rankNum, rankIds, subCommId,
+ * subCommRankId, config, subComm): HCCL's is called by the new group's members only, so it
+ * cannot use the parent's collectives (the other ranks are not there), and each rank list
+ * must be agreed out of band; colour and key need nothing but the call, make every group of
+ * a layout in one collective call, and are what torch's split_group and new_group ask for.
+ * HcclCreateSubCommConfig's subset form needs a meeting among the members alone (a store
+ * round, as HcclCommInitStore does), which is what this call avoids. */
+HCCL_API HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *newcomm,
+                                  const HcclCommConfig *config);
+
 /* ---- collectives ----
  * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
  * sendBuf == recvBuf + rank * count * size for allgather; and

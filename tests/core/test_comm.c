@@ -50,14 +50,6 @@ static int wait_flag(int k, double max_s) {
   return 1;
 }
 
-static void base_env(void) {
-  unsetenv("HCCL_ALGO");
-  unsetenv("HCCL_BUFFSIZE");
-  unsetenv("DEVICE_ID");
-  setenv("HCCL_EXEC_TIMEOUT", "30", 1);
-  setenv("HCCL_CONNECT_TIMEOUT", "30", 1);
-}
-
 /* One int32 sum allreduce of (rank + 1) * (i + 1) + salt; checks every element. */
 static int allreduce_works(HcclComm comm, int rank, int nranks, int salt) {
   enum { C = 257 };
@@ -107,7 +99,7 @@ static int check_getters(HcclComm comm, int rank, int nranks, int32_t device) {
 
 static int env_body(int rank, int nranks, void *argp) {
   const struct env_arg *arg = argp;
-  base_env();
+  harness_base_env();
   HcclComm comm = NULL;
   HcclResult rc = HcclCommInitFromEnv(&comm);
   RANK_CHECK(rc == HCCL_SUCCESS && comm, "init: %d %s", rc, HcclGetLastErrorMessage());
@@ -163,7 +155,7 @@ static void test_init_env_8(void **st) {
 static int bare_body(int rank, int nranks, void *argp) {
   (void)argp;
   (void)nranks;
-  base_env();
+  harness_base_env();
   static const char *const vars[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                      "MASTER_ADDR", "MASTER_PORT", "RANK_ID",    "RANK_SIZE"};
   for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++)
@@ -187,7 +179,7 @@ static void test_init_no_variables(void **st) {
  * WORLD_SIZE. */
 static int rank_id_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   char buf[16];
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
@@ -214,7 +206,7 @@ static void test_init_rank_id(void **st) {
  * collectives interleaved, each with its own data. */
 static int two_comms_body(int rank, int nranks, void *argp) {
   const struct env_arg *arg = argp;
-  base_env();
+  harness_base_env();
   HcclComm a = NULL, b = NULL;
   HcclResult rc = HcclCommInitFromEnv(&a);
   RANK_CHECK(rc == HCCL_SUCCESS, "init A: %d %s", rc, HcclGetLastErrorMessage());
@@ -279,7 +271,7 @@ static int read_full(int fd, void *p, size_t n, int timeout_ms) {
 
 static int rootinfo_body(int rank, int nranks, void *argp) {
   struct rootinfo_arg *arg = argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
   /* The root info alone must be enough: no launcher variables. */
   static const char *const vars[] = {"RANK",        "WORLD_SIZE",  "LOCAL_RANK",
@@ -334,7 +326,7 @@ static void test_init_root_info(void **st) {
 
 static int refused_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
   HcclComm comm = NULL;
   double t0 = cc_now();
@@ -365,7 +357,7 @@ static void test_refused_6(void **st) {
 
 static int bad_vars_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "5", 1);
   char rank_bad[16];
   snprintf(rank_bad, sizeof(rank_bad), "%d", nranks + rank); /* RANK >= WORLD_SIZE */
@@ -436,7 +428,7 @@ static int never_joins_body(int rank, int nranks, void *argp) {
     RANK_CHECK(wait_flag(FLAG_DONE, 20), "rank 0 never gave up");
     return 0;
   }
-  base_env();
+  harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "2", 1);
   HcclComm comm = NULL;
   double t0 = cc_now();
@@ -464,7 +456,7 @@ static void test_rank_never_joins(void **st) {
 
 static int dead_peer_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_EXEC_TIMEOUT", "60", 1);
   float *buf = malloc(DEAD_COUNT * sizeof(float));
   for (uint32_t i = 0; i < DEAD_COUNT; i++)
@@ -524,7 +516,7 @@ struct missing_arg {
 
 static int missing_peer_body(int rank, int nranks, void *argp) {
   const struct missing_arg *arg = argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_EXEC_TIMEOUT", "2", 1);
   HcclComm comm = NULL;
   HcclResult rc = HcclCommInitFromEnv(&comm);
@@ -602,7 +594,7 @@ static void test_late_peer_after_timeout(void **st) {
 
 static int peer_destroys_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   HcclComm comm = NULL;
   HcclResult rc = HcclCommInitFromEnv(&comm);
   RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
@@ -645,7 +637,7 @@ static int expect_rc(HcclResult got, HcclResult want, const char *what, const ch
 
 static int bad_args_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   HcclComm comm = NULL;
   HcclResult rc = HcclCommInitFromEnv(&comm);
   RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
@@ -741,7 +733,7 @@ static void test_bad_arguments(void **st) {
 
 static int repeat_body(int rank, int nranks, void *argp) {
   (void)argp;
-  base_env();
+  harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "20", 1);
   double t0 = cc_now();
   for (int k = 0; k < REPEATS; k++) {

@@ -2,7 +2,9 @@
 """test_init.py - how a torch_hccl job starts: env://, tcp:// and file:// init, under
 npu-launch and under a plain shell loop; several communicators per process (the default group
 and new_group subgroups, which follow the 1/2/4/8-per-server rule and are refused on every
-member otherwise); a gloo script run unchanged with backend hccl.
+member otherwise); the groups of a 3D layout split from the default group's communicator (or
+over the store when any rank sets TORCH_HCCL_SPLIT=0, or for use_local_synchronization); a gloo
+script run unchanged with backend hccl.
 """
 import datetime
 import os
@@ -73,6 +75,67 @@ def refused_subgroup_case():
     print("rank %d ok" % rank)
 
 
+def layout_case():
+    """The groups of a tensor x pipeline x data layout (TEST_LAYOUT "tp,pp,dp"; rank =
+    (d * pp + p) * tp + t): every rank makes every group, in the same order; each group's
+    communicator was made as TEST_MADE_BY says (split, or store), and its allreduce,
+    allgather and broadcast give the members' values; a group this rank is not in is
+    NON_GROUP_MEMBER. TEST_SPLIT_OFF names a rank that sets TORCH_HCCL_SPLIT=0 alone
+    (every rank must then take the store). Then a use_local_synchronization group (torch 2.x)
+    is made over the store, and the default group still works."""
+    rank = int(os.environ["RANK"])
+    if os.environ.get("TEST_SPLIT_OFF") == str(rank):
+        os.environ["TORCH_HCCL_SPLIT"] = "0"
+    import torch
+    import torch.distributed as dist
+    import torch_hccl
+    rank, n = H.init()
+    tp, pp, dp = (int(x) for x in os.environ["TEST_LAYOUT"].split(","))
+    assert tp * pp * dp == n, (tp, pp, dp, n)
+    coord = lambda r: (r % tp, r // tp % pp, r // (tp * pp))  # noqa: E731
+    want = os.environ["TEST_MADE_BY"]
+    dims = {"tp": 0, "pp": 1, "dp": 2}
+    mine = {}
+    for name, axis in dims.items():  # every group of every dimension, on every rank
+        keys = sorted({tuple(c for i, c in enumerate(coord(r)) if i != axis) for r in range(n)})
+        for key in keys:
+            ranks = [r for r in range(n)
+                     if tuple(c for i, c in enumerate(coord(r)) if i != axis) == key]
+            g = dist.new_group(ranks)
+            if rank in ranks:
+                mine[name] = (g, ranks)
+            else:
+                assert g == dist.GroupMember.NON_GROUP_MEMBER, (rank, ranks, g)
+    for name, (g, ranks) in mine.items():
+        assert torch_hccl.made_by(g) == want, (name, torch_hccl.made_by(g), want)
+        assert dist.get_world_size(g) == len(ranks) and dist.get_rank(g) == ranks.index(rank)
+        t = torch.full((3,), float(rank + 1))
+        dist.all_reduce(t, group=g)
+        assert t.tolist() == [float(sum(r + 1 for r in ranks))] * 3, (name, t)
+        out = [torch.zeros(2, dtype=torch.int64) for _ in ranks]
+        dist.all_gather(out, torch.tensor([rank, 10 * rank]), group=g)
+        assert [o.tolist() for o in out] == [[r, 10 * r] for r in ranks], (name, out)
+        t = torch.tensor([rank], dtype=torch.int32)
+        dist.broadcast(t, src=ranks[-1], group=g)
+        assert t.item() == ranks[-1], (name, t)
+    if torch.__version__ >= "2":
+        evens = [r for r in range(n) if r % 2 == 0]
+        g = dist.new_group(evens, use_local_synchronization=True)
+        if rank in evens:
+            assert torch_hccl.made_by(g) == "store"
+            t = torch.ones(1)
+            dist.all_reduce(t, group=g)
+            assert t.item() == len(evens)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert t.tolist() == [float(n)] * 2
+    print("rank %d layout ok: %s" % (rank, " ".join(
+        "%s=%s" % (k, torch_hccl.made_by(g)) for k, (g, _) in sorted(mine.items()))))
+    for g, _ in mine.values():
+        dist.destroy_process_group(g)
+    dist.destroy_process_group()
+
+
 def gloo_script_case():
     """A gloo script that runs unchanged on hccl: only the backend string and the import."""
     import torch
@@ -89,7 +152,8 @@ def gloo_script_case():
     dist.destroy_process_group()
 
 
-CASES = {"basic": basic_case, "refused": refused_subgroup_case, "gloo_script": gloo_script_case}
+CASES = {"basic": basic_case, "refused": refused_subgroup_case, "layout": layout_case,
+         "gloo_script": gloo_script_case}
 
 
 class TestInit(unittest.TestCase):
@@ -106,6 +170,19 @@ class TestInit(unittest.TestCase):
 
     def test_8_ranks_env(self):
         self.ok(H.run_ranks(__file__, "basic", 8, timeout=180), 8)
+
+    def test_layout_split(self):
+        """2x2x2 at 8 ranks through the split; 2x2x1 at 4 ranks with rank 2 alone setting
+        TORCH_HCCL_SPLIT=0, so every rank makes every group over the store."""
+        for layout, n, env in (("2,2,2", 8, {"TEST_MADE_BY": "split"}),
+                               ("2,2,1", 4, {"TEST_MADE_BY": "store",
+                                             "TEST_SPLIT_OFF": "2"})):
+            with self.subTest(layout=layout):
+                env = dict(env, TEST_LAYOUT=layout)
+                res = H.run_ranks(__file__, "layout", n, env=env, timeout=180)
+                self.ok(res, n)
+                for r in range(n):
+                    self.assertIn("rank %d layout ok" % r, res.outputs[r])
 
     def test_refused_subgroup(self):
         res = H.run_ranks(__file__, "refused", 4, timeout=120)

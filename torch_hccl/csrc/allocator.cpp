@@ -391,11 +391,11 @@ bool parse_bytes(const char* v, size_t* out) {
 
 namespace {
 
-/* Every TORCH_HCCL_* variable something reads: the two above, and the test suite's (ctest sets
- * it for tests/torch). Any other name is a typo or a setting of another version, and is
+/* Every TORCH_HCCL_* variable something reads: the two above, TORCH_HCCL_SPLIT
+ * (read_split_setting), and the test suite's (ctest sets it for tests/torch). Any other name is a typo or a setting of another version, and is
  * ignored with a warning, as libhccl does for HCCL_* (hccl__settings_known). */
 const char* const kKnownSettings[] = {"TORCH_HCCL_ALLOCATOR", "TORCH_HCCL_ALLOCATOR_MIN_BYTES",
-                                      "TORCH_HCCL_PYTHONPATH"};
+                                      "TORCH_HCCL_SPLIT", "TORCH_HCCL_PYTHONPATH"};
 
 /* Edit distance (insert, delete, substitute, swap two neighbours), letters compared without
  * case, as libhccl's settings.c measures it. */
@@ -470,6 +470,17 @@ AllocatorSettings read_allocator_settings() {
                                 "\": it must be a whole number of bytes from 0 to 1099511627776 "
                                 "(1T), optionally with a K, M or G suffix (64K = 65536)");
   return s;
+}
+
+bool read_split_setting() {
+  const char* on = std::getenv("TORCH_HCCL_SPLIT");
+  if (!on || !*on) return true;
+  if (std::strcmp(on, "0") != 0 && std::strcmp(on, "1") != 0)
+    throw std::invalid_argument(std::string("TORCH_HCCL_SPLIT=\"") + on +
+                                "\": it must be 0 (every group over torch's store) or 1 "
+                                "(new_group splits the default group's communicator, the "
+                                "default)");
+  return on[0] == '1';
 }
 
 bool install_allocator() {

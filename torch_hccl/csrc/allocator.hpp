@@ -30,6 +30,12 @@ struct AllocatorSettings {
  * rule when one is malformed. */
 AllocatorSettings read_allocator_settings();
 
+/* TORCH_HCCL_SPLIT: 1 (default), new_group splits the default group's communicator when it
+ * can (torch_hccl/_split.py); 0, every group is made over torch's store. Throws
+ * std::invalid_argument naming the value and the rule. Read here beside the allocator's, so
+ * that torch_hccl's settings are read in one file. */
+bool read_split_setting();
+
 /* Warns on stderr, one line each, of every TORCH_HCCL_* name in env that torch_hccl does not
  * read, naming the nearest known one when it looks like a typo; HCCL_LOG_LEVEL=error
  * silences it. Returns how many names are unknown. install_allocator calls it once. */

@@ -28,7 +28,26 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
            "Joins the group's communicator through `store` (blocks until every rank has "
-           "joined, or raises with libhccl's reason).");
+           "joined, or raises with libhccl's reason).")
+      .def(py::init([](torch_hccl::ProcessGroupHCCL& parent, int rank, int size,
+                       std::chrono::duration<float> timeout, const std::string& name) {
+             return c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
+                 parent, rank, size,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name);
+           }),
+           py::arg("parent"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
+           "Splits the group's communicator from parent's (HcclCommSplit, colour 0, key = "
+           "rank): every rank of parent takes part, those outside the group by split_out().")
+      .def("split_out", &torch_hccl::ProcessGroupHCCL::splitOut,
+           py::call_guard<py::gil_scoped_release>(),
+           "This rank's part, as a non-member, in a split that other ranks make.")
+      .def("agree", &torch_hccl::ProcessGroupHCCL::agree, py::arg("mine"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Collective: whether every rank of the group passed True.")
+      .def_property_readonly("alive", &torch_hccl::ProcessGroupHCCL::alive)
+      .def_property_readonly("made_by", &torch_hccl::ProcessGroupHCCL::madeBy,
+                             "\"store\" (HcclCommInitStore) or \"split\" (HcclCommSplit).");
   m.def("set_device", &torch_hccl::setDevice, py::arg("device"),
         "The device this process drives, for process groups made after the call "
         "(HcclSetDevice).");
@@ -39,6 +58,9 @@ PYBIND11_MODULE(_C, m) {
         "bad value) and, when enabled, makes the shared-memory allocator torch's CPU "
         "allocator. Returns whether it is installed.");
   m.def("_allocator_is_current", &torch_hccl::allocator_is_current);
+  m.def("_split_setting", &torch_hccl::read_split_setting,
+        "Reads TORCH_HCCL_SPLIT (ValueError naming a bad value): whether new_group may split "
+        "the default group's communicator.");
   m.def("_memory_stats", &torch_hccl::allocator_stats);
   m.def("_empty_cache", &torch_hccl::allocator_empty_cache);
   m.def("_allocator_arenas", &torch_hccl::allocator_arenas);

@@ -164,10 +164,6 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
                                    int size, std::chrono::milliseconds timeout,
                                    const std::string& name)
     : BackendBase(rank, size), timeout_(timeout) {
-#if TORCH_HCCL_BACKEND_API
-  options_ = c10::make_intrusive<Options>("hccl", timeout);
-  options_->group_name = name;
-#endif
   int64_t instance = 0;
   try {
     instance = (store->add("hccl_instances", 1) - 1) / (size > 0 ? size : 1);
@@ -179,18 +175,69 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   auto view = std::make_shared<StoreView>(StoreView{store, "hccl" + std::to_string(instance) + "/"});
   store_ = view;
   HcclStore hs{view.get(), storeSet, storeGet};
-  HcclCommConfig cfg;
-  HcclCommConfigInit(&cfg);
-  int64_t ms = timeout.count() > 0 ? timeout.count() : 0;
-  cfg.connectTimeoutMs = ms;
-  cfg.execTimeoutMs = ms;
-  std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", name.empty() ? "" : ("pg" + name).c_str());
+  HcclCommConfig cfg = config(name);
   HcclComm comm = nullptr;
   HcclResult r = HcclCommInitStore(&hs, static_cast<uint32_t>(size), static_cast<uint32_t>(rank),
                                    &cfg, &comm);
   if (r != HCCL_SUCCESS) throwHccl(r, "init (rank " + std::to_string(rank) + " of " +
                                           std::to_string(size) + ")");
   adopt(comm);
+}
+
+ProcessGroupHCCL::ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size,
+                                   std::chrono::milliseconds timeout, const std::string& name)
+    : BackendBase(rank, size), timeout_(timeout), madeBy_("split") {
+  HcclCommConfig cfg = config(name);
+  HcclComm comm = nullptr;
+  std::string what = "split (rank " + std::to_string(rank) + " of " + std::to_string(size) + ")";
+  {
+    auto held = parent.core_->hold(); /* the parent stays open during the call */
+    HcclComm pc = parent.core_->comm();
+    if (!pc) throwBackendError("hccl " + what + ": the default group is shut down");
+    HcclResult r = HcclCommSplit(pc, 0, rank, &comm, &cfg);
+    if (r != HCCL_SUCCESS) throwHccl(r, what);
+  }
+  uint32_t got = 0, n = 0;
+  HcclGetRankId(comm, &got);
+  HcclGetRankSize(comm, &n);
+  if (got != static_cast<uint32_t>(rank) || n != static_cast<uint32_t>(size)) {
+    HcclCommDestroy(comm);
+    throwBackendError("hccl " + what + ": the split made rank " + std::to_string(got) + " of " +
+                      std::to_string(n) + "; every rank of the default group must make the "
+                      "same new_group calls in the same order");
+  }
+  adopt(comm);
+}
+
+void ProcessGroupHCCL::splitOut() {
+  auto held = core_->hold();
+  HcclComm none = nullptr;
+  if (!core_->comm()) throwBackendError("hccl split (not a member): the default group is shut down");
+  checkHccl(HcclCommSplit(core_->comm(), HCCL_SPLIT_NOCOLOR, 0, &none, nullptr),
+            "split (not a member)");
+}
+
+bool ProcessGroupHCCL::agree(bool mine) {
+  auto held = core_->hold();
+  if (!core_->comm()) throwBackendError("hccl split vote: the default group is shut down");
+  int32_t v = mine ? 1 : 0;
+  checkHccl(HcclAllReduce(&v, &v, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN, core_->comm(), nullptr),
+            "split vote");
+  return v == 1;
+}
+
+HcclCommConfig ProcessGroupHCCL::config(const std::string& name) {
+#if TORCH_HCCL_BACKEND_API
+  options_ = c10::make_intrusive<Options>("hccl", timeout_);
+  options_->group_name = name;
+#endif
+  HcclCommConfig cfg;
+  HcclCommConfigInit(&cfg);
+  int64_t ms = timeout_.count() > 0 ? timeout_.count() : 0;
+  cfg.connectTimeoutMs = ms;
+  cfg.execTimeoutMs = ms;
+  std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", name.empty() ? "" : ("pg" + name).c_str());
+  return cfg;
 }
 
 void ProcessGroupHCCL::adopt(HcclComm comm) {
@@ -445,7 +492,7 @@ static int rankOf(HcclComm comm, bool size) {
 ProcessGroupHCCL::ProcessGroupHCCL(HcclComm comm, std::shared_ptr<void> store,
                                    std::chrono::milliseconds timeout, const std::string& name)
     : BackendBase(rankOf(comm, false), rankOf(comm, true)), store_(std::move(store)),
-      timeout_(timeout) {
+      timeout_(timeout), madeBy_("shrink") {
   options_ = c10::make_intrusive<Options>("hccl", timeout);
   options_->group_name = name;
   adopt(comm);

@@ -8,7 +8,9 @@
  * one contiguous buffer where the library needs one, and calls the one libhccl function that
  * does the work. No collective logic lives here. The communicator is made over the c10d store
  * torch passes to the creator (HcclCommInitStore), so env://, tcp:// and file:// all work and
- * no port of our own is opened; the creator's timeout bounds every operation.
+ * no port of our own is opened; or, for a new_group when the default group is alive, split
+ * from the default group's communicator (HcclCommSplit; torch_hccl/_split.py decides which).
+ * The creator's timeout bounds every operation.
  */
 #pragma once
 
@@ -37,7 +39,24 @@ class ProcessGroupHCCL : public BackendBase {
    * throws RuntimeError with the library's reason (e.g. a group of 3 ranks on one server). */
   ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, const std::string& name);
+  /* Split from parent's communicator (HcclCommSplit, colour 0, key = rank): collective over
+   * every rank of parent, whose ranks outside the new group call splitOut at the same point.
+   * No store. Throws as the other constructor. */
+  ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size,
+                   std::chrono::milliseconds timeout, const std::string& name);
   ~ProcessGroupHCCL() override;
+
+  /* A parent rank outside the group being split off (HcclCommSplit with
+   * HCCL_SPLIT_NOCOLOR): its part of the collective call the members make in the constructor
+   * above. Throws RuntimeError with the library's reason. */
+  void splitOut();
+  /* Collective over this group: true when every rank passes true (an allreduce MIN of one
+   * int); how the ranks agree to split before anyone starts. Throws as a collective does. */
+  bool agree(bool mine);
+  /* Whether the communicator is open (not shut down). */
+  bool alive() const { return core_->comm() != nullptr; }
+  /* How the communicator was made: "store" (HcclCommInitStore) or "split" (HcclCommSplit). */
+  const std::string& madeBy() const { return madeBy_; }
 
   const std::string getBackendName() const override { return "hccl"; }
 
@@ -122,6 +141,10 @@ class ProcessGroupHCCL : public BackendBase {
   /* The group's life starts: the core over comm, and the process's device (constructors). */
   void adopt(HcclComm comm);
   /* blocking: torch waits for the work at once (waitedAtOnce(opts)); see HcclWork::start. */
+  /* The communicator's settings from torch's timeout and group name. */
+  HcclCommConfig config(const std::string& name);
+  /* Takes comm as this group's: its core, and the process's device (the first group's). */
+  void adopt(HcclComm comm);
   c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
                                        std::vector<at::Tensor> outputs, bool blocking = false);
   c10::intrusive_ptr<c10d::Work> reduceCall(c10d::OpType type, const char* what,
@@ -137,6 +160,7 @@ class ProcessGroupHCCL : public BackendBase {
   std::shared_ptr<void> store_; /* the store view the communicator was made over */
   std::chrono::milliseconds timeout_;
   uint64_t seq_ = 0;
+  std::string madeBy_ = "store";
 #if TORCH_HCCL_BACKEND_API
   c10::intrusive_ptr<Options> options_;
 #endif

@@ -8,8 +8,10 @@ _torch_hccl_autoload.py, registers the name at `import torch` and imports this m
 first "hccl" group is made.)
 
 Every process group made with backend "hccl" (the default group and each new_group) is one
-libhccl communicator, made over the c10d store torch passes in, so env://, tcp:// and file://
-init methods all work. The group's timeout bounds every operation. See docs/pytorch.md.
+libhccl communicator. The default group's is made over the c10d store torch passes in, so
+env://, tcp:// and file:// init methods all work; a new_group's is split from the default
+group's (HcclCommSplit) while that is open, else made over the store too (_split.py says when;
+made_by(group) says which). The group's timeout bounds every operation. See docs/pytorch.md.
 
 Importing also makes torch's CPU allocator a caching allocator over libhccl's shared memory
 for tensors of TORCH_HCCL_ALLOCATOR_MIN_BYTES (64 KiB) and more, so that their allreduces can
@@ -44,7 +46,10 @@ from . import _C  # noqa: E402
 # read here, and a malformed value fails the import with a ValueError naming it.
 _C._allocator_install()
 
-__all__ = ["ProcessGroupHCCL", "set_device", "current_device", "memory_stats", "empty_cache"]
+from . import _split  # noqa: E402
+
+__all__ = ["ProcessGroupHCCL", "set_device", "current_device", "memory_stats", "empty_cache",
+           "made_by"]
 ProcessGroupHCCL = _C.ProcessGroupHCCL
 
 
@@ -76,9 +81,26 @@ def current_device():
 
 
 def _create(opts, pg_options=None):
-    """torch's creator for backend "hccl" (extended form: the group's name comes along)."""
+    """torch's creator for backend "hccl" (extended form: the group's name and ranks come
+    along): split from the default group's communicator when _split arranged it with every
+    rank, else over torch's store."""
+    parent = _split.take(opts)
+    if parent is not None:
+        return _C.ProcessGroupHCCL(parent, opts.group_rank, opts.group_size, opts.timeout,
+                                   str(opts.group_id))
     return _C.ProcessGroupHCCL(opts.store, opts.group_rank, opts.group_size, opts.timeout,
                                str(opts.group_id))
+
+
+def made_by(group=None):
+    """How this rank's communicator of an "hccl" process group (default: the default group)
+    was made: "split" (from the default group's, HcclCommSplit) or "store" (over torch's c10d
+    store). ValueError for a group that is not torch_hccl's on this rank."""
+    pg = _split.backend_of(group if group is not None
+                           else dist.distributed_c10d._get_default_group())
+    if pg is None:
+        raise ValueError("torch_hccl.made_by(%r): not an hccl process group of this rank" % (group,))
+    return pg.made_by
 
 
 def _register():
@@ -100,6 +122,7 @@ def _register():
 
 
 _register()
+_split.install()
 
 
 def memory_stats():

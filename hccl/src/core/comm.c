@@ -258,14 +258,22 @@ static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
                               .connect_timeout_ms = c->cfg.connect_timeout_ms};
 }
 
+/* One round of the bootstrap: through the store, or the parent's collectives for a
+ * communicator split from one (c->round_fn). */
+static HcclResult round_allgather(const struct hccl_comm *c, const char *round, const void *mine,
+                                  size_t len, void *all) {
+  if (c->round_fn) return c->round_fn(c->round_arg, round, mine, len, all);
+  const struct hccl_rounds rd = rounds_of(c);
+  return hccl__round_allgather(&rd, round, mine, len, all);
+}
+
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   if (c->nranks > 1) {
-    const struct hccl_rounds rd = rounds_of(c);
-    HCCL_TRY(hccl__round_allgather(&rd, "conn", self, sizeof(*self), c->peers));
+    HCCL_TRY(round_allgather(c, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
@@ -281,8 +289,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
     uint32_t one = 1;
-    const struct hccl_rounds rd = rounds_of(c);
-    HcclResult r = hccl__round_allgather(&rd, "ready", &one, sizeof(one), ready);
+    HcclResult r = round_allgather(c, "ready", &one, sizeof(one), ready);
     free(ready);
     HCCL_TRY(r);
   }
@@ -308,7 +315,7 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   HcclResult r = HCCL_SUCCESS;
   struct hccl_rounds rd = rounds_of(c);
   if (c->nranks > 1)
-    r = hccl__round_allgather(&rd, "info", &self, sizeof(self), c->peers);
+    r = round_allgather(c, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;

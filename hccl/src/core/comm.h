@@ -61,6 +61,12 @@ struct hccl_comm {
   HcclStore store_user;
   uint32_t shrinks;
   bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
+  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
+   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
+   * order. NULL: the store's rounds (bootstrap/rounds.c). */
+  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
+  void *round_arg;
+  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's

@@ -326,6 +326,7 @@ void HcclCommConfigInit(HcclCommConfig *config) {
   config->size = sizeof(*config);
 }
 
+/* A config's non-zero fields replace the environment's values in *cfg. */
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg) {
   if (cf->size != sizeof(*cf))
     return hccl__fail(HCCL_E_PARA,

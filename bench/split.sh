@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# split.sh - the time to make the groups of a 3D layout (tensor x pipeline x data), HcclCommSplit
+# against today's bootstrap per group (bench/split_probe.c): at 8 ranks on this server, then,
+# when servers are given, across S pretend servers x D devices (network namespaces,
+# tests/multi/netns.sh, as bench/scale.sh; needs root). One line per run from split_probe.
+# --torch: the same layout made through torch's new_group at 8 ranks (bench/torch_split.py):
+# hccl's split, hccl over the store (TORCH_HCCL_SPLIT=0), and gloo; one line each.
+#
+# usage: bash bench/split.sh [build] ["64 128" servers] [D=1] [TP=2] [PP=2]
+#        bash bench/split.sh --torch [build] [TP=2] [PP=2]
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+--torch)
+  BUILD=$(cd "${2:-build}" && pwd)
+  TP=${3:-2} PP=${4:-2}
+  port=$((30000 + RANDOM % 20000))
+  status=0
+  for run in "hccl 1" "hccl 0" "gloo 1"; do
+    set -- $run
+    port=$((port + 1))
+    PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}" TORCH_HCCL_SPLIT=$2 OMP_NUM_THREADS=1 \
+      timeout -k 5 300 "$BUILD/bin/npu-launch" --master-port "$port" \
+      --device-list 0,1,2,3,4,5,6,7 -- "$(cat "$BUILD/python/INTERPRETER" 2>/dev/null || echo python3)" \
+      "$HERE/torch_split.py" "$1" "$TP" "$PP" 2>&1 | grep "^torch_split:" || status=1
+  done
+  exit $status ;;
+-*) echo "split.sh: unknown option '$1'; see bash bench/split.sh --help" >&2; exit 2 ;;
+esac
+BUILD=$(cd "${1:-build}" && pwd)
+SERVERS=${2:-}
+D=${3:-1}
+TP=${4:-2}
+PP=${5:-2}
+port=$((30000 + RANDOM % 20000))
+status=0
+for mode in split init; do
+  port=$((port + 1))
+  timeout -k 5 300 "$BUILD/bin/npu-launch" --master-port "$port" --device-list 0,1,2,3,4,5,6,7 \
+    -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" 2>/dev/null || status=1
+done
+[ -n "$SERVERS" ] || exit $status
+. "$HERE/../tests/multi/netns.sh"
+devs=$(seq -s, 0 $((D - 1)))
+for S in $SERVERS; do
+  netns_up "$S" || exit $?
+  for mode in split init; do
+    port=$((port + 1))
+    pids=()
+    for ((k = 0; k < S; k++)); do
+      netns_exec "$k" env HCCL_IF_IP="$(netns_addr "$k")" HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 timeout -k 5 600 \
+        "$BUILD/bin/npu-launch" --nnodes "$S" --node-rank "$k" --master-addr "$(netns_addr 0)" \
+        --master-port "$port" --device-list "$devs" -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" \
+        2>/dev/null | grep "^split_probe:" &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || status=1; done
+  done
+  netns_down
+done
+exit $status

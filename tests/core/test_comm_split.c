@@ -1,0 +1,241 @@
+/*
+ * test_comm_split.c - HcclCommSplit (core/comm_split.c) across 8 real processes: several
+ * colourings of one parent (even/odd, blocks of 2, blocks of 4 with keys reversing the order,
+ * one rank NOCOLOR beside groups of 4, 2 and 1); on each new communicator its size, rank and
+ * member order (an allgather of parent ranks) and every collective checked element by element,
+ * while a non-blocking allreduce on the parent runs at the same time; destroy in either order
+ * (the last group outlives its parent). Then the errors, on every rank alike and at once: a
+ * negative key on one rank (names the rank and the key), and a split of an aborted parent.
+ * The parent's store server is gone after its bootstrap, so a split that needed the store
+ * could not succeed here at all.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "coll_check.h"
+#include "harness.h"
+#include "hccl.h"
+
+#define RUN_TIMEOUT_S 90
+#define NR 8
+#define C 37
+
+/* A colouring of NR parent ranks: colour and key of each. */
+struct colouring {
+  const char *name;
+  int32_t color[NR], key[NR];
+};
+
+static const struct colouring g_cases[] = {
+    {"even/odd", {0, 1, 0, 1, 0, 1, 0, 1}, {0, 1, 2, 3, 4, 5, 6, 7}},
+    {"blocks of 2", {0, 0, 1, 1, 2, 2, 3, 3}, {0, 0, 0, 0, 0, 0, 0, 0}}, /* ties: parent order */
+    {"blocks of 4, keys reversed", {0, 0, 0, 0, 1, 1, 1, 1}, {7, 6, 5, 4, 3, 2, 1, 0}},
+    {"one NOCOLOR, groups of 4, 2, 1",
+     {5, 5, 5, 5, 9, 9, 2, HCCL_SPLIT_NOCOLOR},
+     {3, 2, 1, 0, 0, 1, 0, 0}},
+};
+
+/* The parent ranks of rank r's group in key order (ties by parent rank); returns its size
+ * and sets *me to r's index. */
+static int expected_members(const struct colouring *k, int r, int *members, int *me) {
+  int n = 0;
+  for (int key = 0; key < NR; key++)
+    for (int p = 0; p < NR; p++)
+      if (k->color[p] == k->color[r] && k->key[p] == key) {
+        if (p == r) *me = n;
+        members[n++] = p;
+      }
+  return n;
+}
+
+/* Every collective on comm (rank of n), each result checked. */
+static int check_all(HcclComm comm, int rank, int n, const char *what) {
+  int32_t in[NR * C], out[NR * C];
+  HcclResult rc;
+#define OK(call)                                                                                   \
+  rc = (call);                                                                                     \
+  RANK_CHECK(rc == HCCL_SUCCESS, "%s: %s: %d %s", what, #call, rc, HcclGetLastErrorMessage())
+  for (int i = 0; i < C; i++)
+    in[i] = (rank + 1) * (i + 1);
+  OK(HcclAllReduce(in, out, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL));
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(out[i] == n * (n + 1) / 2 * (i + 1), "%s: allreduce[%d] = %d", what, i, out[i]);
+  memset(out, 0, sizeof(out));
+  OK(HcclReduce(in, out, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MAX, 0, comm, NULL));
+  for (int i = 0; rank == 0 && i < C; i++)
+    RANK_CHECK(out[i] == n * (i + 1), "%s: reduce[%d] = %d", what, i, out[i]);
+  for (int i = 0; i < C; i++)
+    out[i] = rank == n - 1 ? 1000 + i : -1;
+  OK(HcclBroadcast(out, C, HCCL_DATA_TYPE_INT32, (uint32_t)(n - 1), comm, NULL));
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(out[i] == 1000 + i, "%s: broadcast[%d] = %d", what, i, out[i]);
+  for (int i = 0; i < C; i++)
+    in[i] = rank * 100 + i;
+  OK(HcclAllGather(in, out, C, HCCL_DATA_TYPE_INT32, comm, NULL));
+  for (int j = 0; j < n * C; j++)
+    RANK_CHECK(out[j] == j / C * 100 + j % C, "%s: allgather[%d] = %d", what, j, out[j]);
+  memset(out, 0, sizeof(out));
+  OK(HcclGather(in, out, C, HCCL_DATA_TYPE_INT32, 0, comm, NULL));
+  for (int j = 0; rank == 0 && j < n * C; j++)
+    RANK_CHECK(out[j] == j / C * 100 + j % C, "%s: gather[%d] = %d", what, j, out[j]);
+  for (int j = 0; j < n * C; j++)
+    in[j] = rank + j;
+  OK(HcclReduceScatter(in, out, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, comm, NULL));
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(out[i] == n * (n - 1) / 2 + n * (rank * C + i), "%s: reduce-scatter[%d] = %d",
+               what, i, out[i]);
+  for (int j = 0; j < n * C; j++)
+    in[j] = j / C * 100 + j % C + 7;
+  OK(HcclScatter(in, out, C, HCCL_DATA_TYPE_INT32, 0, comm, NULL));
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(out[i] == rank * 100 + i + 7, "%s: scatter[%d] = %d", what, i, out[i]);
+  for (int j = 0; j < n * C; j++)
+    in[j] = rank * 10000 + j;
+  OK(HcclAlltoAll(in, C, HCCL_DATA_TYPE_INT32, out, C, HCCL_DATA_TYPE_INT32, comm, NULL));
+  for (int j = 0; j < n * C; j++)
+    RANK_CHECK(out[j] == j / C * 10000 + rank * C + j % C, "%s: alltoall[%d] = %d", what, j,
+               out[j]);
+  OK(HcclBarrier(comm, NULL));
+  if (n > 1) { /* a ring of sends: to the next rank, from the previous */
+    HcclRequest sreq = NULL;
+    for (int i = 0; i < C; i++)
+      in[i] = rank * 31 + i;
+    OK(HcclSend(in, C, HCCL_DATA_TYPE_INT32, (uint32_t)((rank + 1) % n), comm, &sreq));
+    OK(HcclRecv(out, C, HCCL_DATA_TYPE_INT32, (uint32_t)((rank + n - 1) % n), comm, NULL));
+    OK(HcclRequestWait(sreq));
+    for (int i = 0; i < C; i++)
+      RANK_CHECK(out[i] == (rank + n - 1) % n * 31 + i, "%s: recv[%d] = %d", what, i, out[i]);
+  }
+#undef OK
+  return 0;
+}
+
+/* One colouring: split, check the group's shape and every collective while the parent runs an
+ * allreduce of its own; the group is destroyed unless keep. */
+static int split_case(HcclComm parent, int rank, const struct colouring *k, HcclComm *keep) {
+  HcclComm child = (HcclComm)1;
+  HcclResult rc = HcclCommSplit(parent, k->color[rank], k->key[rank], &child, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS, "%s: split: %d %s", k->name, rc, HcclGetLastErrorMessage());
+  /* The parent's own allreduce in flight (every rank, NOCOLOR too) while the group works. */
+  int32_t pbuf[C];
+  for (int i = 0; i < C; i++)
+    pbuf[i] = rank + i;
+  HcclRequest preq = NULL;
+  rc = HcclAllReduce(pbuf, pbuf, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, parent, &preq);
+  RANK_CHECK(rc == HCCL_SUCCESS, "%s: parent allreduce: %s", k->name, HcclGetLastErrorMessage());
+  if (k->color[rank] < 0) {
+    RANK_CHECK(child == NULL, "%s: NOCOLOR rank got a communicator", k->name);
+  } else {
+    int members[NR], me = -1, n = expected_members(k, rank, members, &me);
+    uint32_t size = 0, id = 99;
+    RANK_CHECK(child && HcclGetRankSize(child, &size) == HCCL_SUCCESS &&
+                   HcclGetRankId(child, &id) == HCCL_SUCCESS,
+               "%s: getters", k->name);
+    RANK_CHECK(size == (uint32_t)n && id == (uint32_t)me, "%s: rank %u of %u, expected %d of %d",
+               k->name, id, size, me, n);
+    int32_t who = rank, all[NR];
+    rc = HcclAllGather(&who, all, 1, HCCL_DATA_TYPE_INT32, child, NULL);
+    RANK_CHECK(rc == HCCL_SUCCESS, "%s: order: %s", k->name, HcclGetLastErrorMessage());
+    for (int i = 0; i < n; i++)
+      RANK_CHECK(all[i] == members[i], "%s: rank %d of the group is parent rank %d, expected %d",
+                 k->name, i, all[i], members[i]);
+    if (check_all(child, me, n, k->name)) return 1;
+  }
+  RANK_CHECK(HcclRequestWait(preq) == HCCL_SUCCESS, "%s: parent allreduce: %s", k->name,
+             HcclGetLastErrorMessage());
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(pbuf[i] == NR * (NR - 1) / 2 + NR * i, "%s: parent allreduce[%d] = %d", k->name, i,
+               pbuf[i]);
+  if (keep) {
+    *keep = child;
+    return 0;
+  }
+  RANK_CHECK(HcclCommDestroy(child) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static int colourings_body(int rank, int nranks, void *arg) {
+  harness_base_env();
+  HcclComm parent = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&parent);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  size_t ncases = sizeof(g_cases) / sizeof(g_cases[0]);
+  for (size_t i = 0; i + 1 < ncases; i++)
+    if (split_case(parent, rank, &g_cases[i], NULL)) return 1;
+  /* The last group outlives its parent. */
+  HcclComm last = NULL;
+  if (split_case(parent, rank, &g_cases[ncases - 1], &last)) return 1;
+  RANK_CHECK(HcclCommDestroy(parent) == HCCL_SUCCESS, "destroy parent");
+  if (last) {
+    uint32_t n = 0, me = 0;
+    HcclGetRankSize(last, &n);
+    HcclGetRankId(last, &me);
+    if (check_all(last, (int)me, (int)n, "after the parent's destroy")) return 1;
+    RANK_CHECK(HcclCommDestroy(last) == HCCL_SUCCESS, "destroy");
+  }
+  return 0;
+}
+
+static void test_split_colourings(void **st) {
+  double t0 = cc_now();
+  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, colourings_body, NULL);
+  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
+  assert_int_equal(failed, 0);
+}
+
+/* The errors: every rank gets the same code, promptly, and the parent still works after a
+ * refused split (nothing was made); a split of an aborted parent fails on every rank. */
+static int errors_body(int rank, int nranks, void *arg) {
+  harness_base_env();
+  HcclComm parent = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&parent);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  HcclComm child = (HcclComm)1;
+  double t0 = cc_now();
+  rc = HcclCommSplit(parent, rank % 2, rank == 3 ? -4 : rank, &child, NULL);
+  const char *msg = HcclGetLastErrorMessage();
+  RANK_CHECK(rc == HCCL_E_PARA && child == NULL, "negative key: %d, child %p", rc, (void *)child);
+  RANK_CHECK(strstr(msg, "rank 3") && strstr(msg, "-4"), "message names neither: %s", msg);
+  RANK_CHECK(cc_now() - t0 < 5, "negative key took %.1f s", cc_now() - t0);
+  rc = HcclCommSplit(NULL, 0, 0, &child, NULL);
+  RANK_CHECK(rc == HCCL_E_PTR, "NULL parent: %d", rc);
+  /* The parent is intact: a split now succeeds. */
+  rc = HcclCommSplit(parent, rank / 4, 0, &child, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS && child, "split after a refused one: %s",
+             HcclGetLastErrorMessage());
+  if (check_all(child, rank % 4, 4, "after a refused split")) return 1;
+  HcclCommDestroy(child);
+  /* An aborted parent: rank 0 aborts it, every rank's split then fails. */
+  if (rank == 0) HcclCommAbort(parent);
+  t0 = cc_now();
+  rc = HcclCommSplit(parent, 0, 0, &child, NULL);
+  RANK_CHECK(rc != HCCL_SUCCESS && child == NULL, "split of an aborted parent: %d", rc);
+  RANK_CHECK(cc_now() - t0 < 10, "split of an aborted parent took %.1f s", cc_now() - t0);
+  msg = HcclGetLastErrorMessage();
+  RANK_CHECK(strstr(msg, "abort"), "the message does not say the parent was aborted: %s", msg);
+  HcclCommDestroy(parent);
+  return 0;
+}
+
+static void test_split_errors(void **st) {
+  double t0 = cc_now();
+  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, errors_body, NULL);
+  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
+  assert_int_equal(failed, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_split_colourings),
+      cmocka_unit_test(test_split_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
