@@ -138,13 +138,11 @@ class ProcessGroupHCCL : public BackendBase {
 #endif
 
  private:
-  /* The group's life starts: the core over comm, and the process's device (constructors). */
-  void adopt(HcclComm comm);
-  /* blocking: torch waits for the work at once (waitedAtOnce(opts)); see HcclWork::start. */
   /* The communicator's settings from torch's timeout and group name. */
   HcclCommConfig config(const std::string& name);
   /* Takes comm as this group's: its core, and the process's device (the first group's). */
   void adopt(HcclComm comm);
+  /* blocking: torch waits for the work at once (waitedAtOnce(opts)); see HcclWork::start. */
   c10::intrusive_ptr<HcclWork> newWork(c10d::OpType type, const char* what,
                                        std::vector<at::Tensor> outputs, bool blocking = false);
   c10::intrusive_ptr<c10d::Work> reduceCall(c10d::OpType type, const char* what,
