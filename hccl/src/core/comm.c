@@ -6,7 +6,7 @@
  * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
- * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
+ * Bootstrap rounds, each an allgather over the tree of sockets the store introduces (rounds.h):
  *   info  - rank, size, pid, server identity, device, settings that must agree; rank 0's
  *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
@@ -30,6 +30,7 @@
 #include "progress.h"
 #include "rounds.h"
 #include "store.h"
+#include "tcp.h"
 #include "topo.h"
 #include "trace.h"
 #include "wait.h"
@@ -244,25 +245,33 @@ void hccl__comm_free(struct hccl_comm *c) {
   free(c);
 }
 
-/* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read. */
+/* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read, and
+ * where this rank's bootstrap listener binds: the address its TCP links will use. */
 static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
+  struct sockaddr_storage bind = {0};
+  char why[64];
+  hccl__log_quiet(1); /* the TCP transport's setup reports a bad address itself */
+  if (c->nranks > 1 && hccl__tcp_local_addr(&c->cfg, &bind, why, sizeof(why)) != HCCL_SUCCESS)
+    memset(&bind, 0, sizeof(bind));
+  hccl__log_quiet(0);
   return (struct hccl_rounds){.store = c->store,
                               .server = c->server,
                               .store_external = c->store_external,
                               .key_prefix = c->key_prefix,
                               .rank = c->rank,
                               .nranks = c->nranks,
-                              .connect_timeout_ms = c->cfg.connect_timeout_ms};
+                              .connect_timeout_ms = c->cfg.connect_timeout_ms,
+                              .bind = bind};
 }
 
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
-static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
+static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
+                                 struct hccl_peer_info *self) {
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   if (c->nranks > 1) {
-    const struct hccl_rounds rd = rounds_of(c);
-    HCCL_TRY(hccl__round_allgather(&rd, "conn", self, sizeof(*self), c->peers));
+    HCCL_TRY(hccl__round_allgather(rd, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
@@ -278,8 +287,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
     uint32_t one = 1;
-    const struct hccl_rounds rd = rounds_of(c);
-    HcclResult r = hccl__round_allgather(&rd, "ready", &one, sizeof(one), ready);
+    HcclResult r = hccl__round_allgather(rd, "ready", &one, sizeof(one), ready);
     free(ready);
     HCCL_TRY(r);
   }
@@ -310,7 +318,7 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
-  if (all_joined) r = bootstrap_rest(c, &self);
+  if (all_joined) r = bootstrap_rest(c, &rd, &self);
   /* closes the store, stops rank 0's server */
   hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
   c->store = NULL;
