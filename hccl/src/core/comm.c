@@ -265,8 +265,11 @@ static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
 }
 
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
+/* The bootstrap's phases end at ph_ns[1] (placement, setup, "conn"), [2] (links), [3]
+ * ("ready"); [0] is the start of "info", [1] its end until the phase ends. */
 static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
-                                 struct hccl_peer_info *self) {
+                                 struct hccl_peer_info *self, int64_t *ph_ns) {
+  ph_ns[1] = hccl__now_ns();
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
@@ -275,6 +278,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
+  ph_ns[2] = hccl__now_ns();
   bool *need = calloc(c->nranks, sizeof(bool));
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);
@@ -283,6 +287,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   free(need);
   HCCL_TRY(lr);
   HCCL_TRY(measure_groups(c));
+  ph_ns[3] = hccl__now_ns();
   if (c->nranks > 1) {
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
@@ -292,6 +297,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     HCCL_TRY(r);
   }
   HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(&c->tx);
+  ph_ns[4] = hccl__now_ns();
   return HCCL_SUCCESS;
 }
 
@@ -312,13 +318,14 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
 
   HcclResult r = HCCL_SUCCESS;
   struct hccl_rounds rd = rounds_of(c);
+  int64_t ph[5] = {hccl__now_ns(), 0, 0, 0, 0};
   if (c->nranks > 1)
     r = hccl__round_allgather(&rd, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
-  if (all_joined) r = bootstrap_rest(c, &rd, &self);
+  if (all_joined) r = bootstrap_rest(c, &rd, &self, ph);
   /* closes the store, stops rank 0's server */
   hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
   c->store = NULL;
@@ -327,6 +334,9 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   HCCL_TRY(hccl__trace_open(c));
   HCCL_TRY(hccl__fr_open(c));
   hccl__comm_waiter_init(c);
+  /* bench/scale.sh reads this line: where init's time goes as n grows. */
+  HCCL_INFO("bootstrap phases ms: info %.2f conn %.2f links %.2f ready %.2f", (ph[1] - ph[0]) / 1e6,
+            (ph[2] - ph[1]) / 1e6, (ph[3] - ph[2]) / 1e6, (ph[4] - ph[3]) / 1e6);
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);
   return HCCL_SUCCESS;
