@@ -405,7 +405,8 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
     if (r == HCCL_SUCCESS)
       r = frame_in(rd, round, tag, t->parent, pr, all, (size_t)n * len, 0, n, deadline);
   }
-  for (uint32_t i = 0; i < t->nchild && r == HCCL_SUCCESS; i++)
+  /* The largest subtree first: the broadcast's critical path is log2(n) sends, not the sum */
+  for (uint32_t i = t->nchild; i-- > 0 && r == HCCL_SUCCESS;)
     r = frame_out(rd, round, tag, t->child_fd[i], t->child[i], all, (size_t)n * len, deadline);
   if (r != HCCL_SUCCESS) {
     /* Its neighbours see the sockets close and fail at once, naming what this rank named. */
