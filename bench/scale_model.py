@@ -10,6 +10,12 @@ Constants (defaults: measured here, docs/scaling.md says how):
   alpha_shm  one hop inside a server (us)                beta_shm  one byte inside (ns)
   connect    making one TCP link (ms)                    request   one store request (us)
   record     one rank's bootstrap record (bytes)         store_gbs what rank 0's store sends
+  served     bytes rank 0's store serves a rank with the tree of sockets (bench/scale.sh's B_per_rk)
+The bootstrap over a tree of sockets (now): the store serves `served` bytes and 4 requests a
+rank (its tree record SET, its parent's GET, the "done" mark and rank 0's read of it); each
+round ("info" and "conn" of `record` bytes, "ready" of 4) gathers up a binomial tree (log2 n
+hops, the whole table into rank 0) and sends the whole down it (log2 n sends of the table on
+the critical path, largest subtree first).
 Allreduce forms of n bytes over p = S x L ranks (the same as algo/plan.c's):
   flat ring          2(p-1) a_tcp + 2(p-1)/p n b_tcp
   two-level + X      2[(L-1) a_shm + (L-1)/L n b_shm] + X over S servers of n/L bytes
@@ -53,6 +59,17 @@ def forms(c, p, L, n):
     return out, pick, cands[pick]
 
 
+def tree_round(c, p, rec):
+    table = p * rec * c.beta_tcp * 1e-9  # s, one table over one link
+    return 2 * lg(p) * c.alpha_tcp * 1e-6 + table + lg(p) * table
+
+
+def init_tree(c, p):
+    """(store requests s, store bytes s, tree rounds s) of the bootstrap over a tree."""
+    rounds = 2 * tree_round(c, p, c.record) + tree_round(c, p, 4)
+    return 4 * p * c.request * 1e-6, p * c.served / (c.store_gbs * 1e9), rounds
+
+
 def init(c, p, L, mesh):
     S = p // L
     links = 2 * (p - p // S) if mesh else 2 * lg(p) + 2  # partners at +-2^k, H-D, cross group
@@ -72,8 +89,10 @@ def main():
     ap.add_argument("--request", type=float, default=80.0)
     ap.add_argument("--record", type=float, default=384.0)
     ap.add_argument("--store-gbs", type=float, default=1.25)
+    ap.add_argument("--served", type=float, default=233.0)
     c = ap.parse_args()
     shapes = [(128, 1), (1000, 8), (8000, 8)]
+    big = [(128, 1), (1000, 8), (8000, 8), (32000, 8), (100000, 8)]
 
     print("## Init at n ranks (D a server)\n")
     print("| n | D | design | links / rank | links s | store requests s | store bytes s |")
@@ -82,6 +101,16 @@ def main():
         for mesh, name in ((True, "full mesh, flat rounds"), (False, "partners, tree rounds")):
             links, ls, rq, by = init(c, p, L, mesh)
             print("| %d | %d | %s | %d | %.3g | %.3g | %.3g |" % (p, L, name, links, ls, rq, by))
+
+    print("\n## Init's store and rounds with the tree of sockets, to 100,000 ranks\n")
+    print("| n | D | links / rank | links s | store requests s | store bytes | store bytes s "
+          "| tree rounds s | before: store bytes s |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for p, L in big:
+        links, ls, _, before = init(c, p, L, False)
+        rq, by, tr = init_tree(c, p)
+        print("| %d | %d | %d | %.3g | %.3g | %.3g | %.3g | %.3g | %.3g |" % (
+            p, L, links, ls, rq, p * c.served, by, tr, before))
 
     print("\n## Allreduce at n ranks (ms)\n")
     sizes = [(4 << 10, "4 KiB"), (1 << 20, "1 MiB"), (64 << 20, "64 MiB")]

@@ -18,7 +18,7 @@ def rows(path):
     out = []
     for line in open(path):
         f = line.split()
-        if len(f) == 9 and f[0].isdigit() and f[1].isdigit():
+        if len(f) >= 9 and f[0].isdigit() and f[1].isdigit():  # scale.sh adds columns after
             s, d, n = int(f[0]), int(f[1]), int(f[2])
             out.append(dict(servers=s, d=d, n=n, init=float(f[4]), first=float(f[5]),
                             sockets=int(f[6]), others=int(f[7]), rss=int(f[8])))

@@ -1,10 +1,13 @@
 /*
- * test_rounds.c - hccl/src/bootstrap/rounds.c: the bootstrap's allgather through the store, run
- * by n threads (one per rank) over one in-memory store wrapped in a counter of requests.
- * Every rank must get every rank's record for n = 1 to 37 and 64; the store must serve at most
- * 4n requests a round (every rank reading every record served n^2 + n: 4160 at 64, against
- * 256 allowed here); a rank that never joins must be named, on the ranks waiting in its
- * subtree and on the others alike, within the connect timeout. After a bootstrap that failed
+ * test_rounds.c - hccl/src/bootstrap/rounds.c: the bootstrap's allgather over its tree of
+ * sockets, run by n threads (one per rank) over one in-memory store wrapped in a counter of
+ * requests and of the bytes its GETs return. Every rank must get every rank's record in two
+ * rounds for n = 1 to 37 and 64; the store must serve at most 4n requests in all, rounds and
+ * finish (every rank reading every record served n^2 + n a round: 4160 at 64, against 256
+ * allowed here), and its bytes must grow linearly: at most 256 a rank, and 32 ranks at most
+ * 2.2x 16 ranks' (every rank reading the whole table, as before, made it 4x); a rank that
+ * never joins must be named, on the ranks waiting in its subtree and on the others alike,
+ * within the connect timeout. After a bootstrap that failed
  * over the caller's store, rank 0 returns only once every rank has read what it needs, so rank
  * 0's process may end (and take torch's TCPStore with it) without another rank losing the store.
  */
@@ -12,6 +15,7 @@
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,7 +34,7 @@
 struct counting {
   struct hccl_store base;
   struct hccl_store *inner;
-  _Atomic long requests;
+  _Atomic long requests, bytes;
 };
 
 static HcclResult c_set(struct hccl_store *s, const char *k, const void *v, size_t n) {
@@ -41,7 +45,9 @@ static HcclResult c_set(struct hccl_store *s, const char *k, const void *v, size
 static HcclResult c_get(struct hccl_store *s, const char *k, void **v, size_t *n, int64_t ms) {
   struct counting *c = (struct counting *)s;
   c->requests++;
-  return hccl__store_get(c->inner, k, v, n, ms);
+  HcclResult r = hccl__store_get(c->inner, k, v, n, ms);
+  if (r == HCCL_SUCCESS) c->bytes += (long)*n;
+  return r;
 }
 static HcclResult c_add(struct hccl_store *s, const char *k, int64_t d, int64_t *r) {
   struct counting *c = (struct counting *)s;
@@ -62,7 +68,8 @@ struct record {
 struct rank_arg {
   struct hccl_rounds rd;
   char key_prefix[16];
-  struct record all[MAXN];
+  struct record all[MAXN], all2[MAXN];
+  bool two_rounds; /* then the finish too (the test of the caller's store runs its own) */
   HcclResult result;
   char msg[1024];
   double seconds;
@@ -73,14 +80,22 @@ static void *rank_main(void *p) {
   struct record mine = {a->rd.rank, a->rd.rank * 2654435761u, {0}};
   double t0 = hccl__now_ns() / 1e9;
   a->result = hccl__round_allgather(&a->rd, "info", &mine, sizeof(mine), a->all);
+  if (a->result == HCCL_SUCCESS && a->two_rounds) {
+    /* A second round over the same tree, as the bootstrap's "conn" */
+    mine.check = ~mine.check;
+    a->result = hccl__round_allgather(&a->rd, "conn", &mine, sizeof(mine), a->all2);
+  }
+  if (a->two_rounds) hccl__round_finish(&a->rd, a->result == HCCL_SUCCESS, false);
   a->seconds = hccl__now_ns() / 1e9 - t0;
   snprintf(a->msg, sizeof(a->msg), "%s", a->result ? HcclGetLastErrorMessage() : "");
   return NULL;
 }
 
-/* Runs ranks 0..n-1 except `absent` (or none: n); returns the store's request count. */
-static long run(uint32_t n, uint32_t absent, int64_t timeout_ms, struct rank_arg *args) {
-  struct counting store = {{&counting_ops}, NULL, 0};
+/* Runs ranks 0..n-1 except `absent` (or none: n), two rounds and the finish each; returns
+ * the store's request count, and the bytes its GETs returned in *bytes. */
+static long run(uint32_t n, uint32_t absent, int64_t timeout_ms, struct rank_arg *args,
+                long *bytes) {
+  struct counting store = {{&counting_ops}, NULL, 0, 0};
   assert_int_equal(hccl__store_mem_new(&store.inner), HCCL_SUCCESS);
   pthread_t th[MAXN];
   for (uint32_t r = 0; r < n; r++) {
@@ -91,30 +106,41 @@ static long run(uint32_t n, uint32_t absent, int64_t timeout_ms, struct rank_arg
                                       .rank = r,
                                       .nranks = n,
                                       .connect_timeout_ms = timeout_ms};
+    args[r].two_rounds = true;
     if (r != absent) assert_int_equal(pthread_create(&th[r], NULL, rank_main, &args[r]), 0);
   }
   for (uint32_t r = 0; r < n; r++)
     if (r != absent) pthread_join(th[r], NULL);
   store.inner->ops->close(store.inner);
+  if (bytes) *bytes = store.bytes;
   return store.requests;
 }
 
 static void test_every_size(void **state) {
   (void)state;
   static struct rank_arg args[MAXN];
+  long bytes_at[MAXN + 1] = {0};
   for (uint32_t n = 1; n <= MAXN; n = n < 37 ? n + 1 : MAXN) {
-    long requests = run(n, n, 10000, args);
+    long bytes;
+    long requests = run(n, n, 10000, args, &bytes);
     for (uint32_t r = 0; r < n; r++) {
-      assert_int_equal(args[r].result, HCCL_SUCCESS);
+      if (args[r].result != HCCL_SUCCESS) fail_msg("n %u rank %u: %s", n, r, args[r].msg);
       for (uint32_t k = 0; k < n; k++) {
         assert_int_equal(args[r].all[k].rank, k);
         assert_int_equal(args[r].all[k].check, k * 2654435761u);
+        assert_int_equal(args[r].all2[k].check, ~(k * 2654435761u));
       }
     }
-    print_message("n %u: %ld store requests\n", n, requests);
+    print_message("n %u: %ld store requests, %ld bytes served\n", n, requests, bytes);
     assert_true(requests <= 4L * n);
+    assert_true(bytes <= 256L * n);
+    bytes_at[n] = bytes;
     if (n == MAXN) break;
   }
+  /* O(n): the bytes at 32 ranks are about twice 16 ranks' (n^2 would make them 4x). */
+  print_message("bytes served: 16 ranks %ld, 32 ranks %ld (x%.2f)\n", bytes_at[16], bytes_at[32],
+                (double)bytes_at[32] / bytes_at[16]);
+  assert_true(bytes_at[32] * 10 <= bytes_at[16] * 22);
 }
 
 static void test_missing_rank_named(void **state) {
@@ -122,7 +148,7 @@ static void test_missing_rank_named(void **state) {
   static struct rank_arg args[16];
   /* Rank 6 never joins: ranks 4 (its parent) and 0 (its subtree's root) wait for it in the
    * tree, the others for the whole; each names rank 6 after the 1 s timeout. */
-  run(16, 6, 1000, args);
+  run(16, 6, 1000, args, NULL);
   for (uint32_t r = 0; r < 16; r++) {
     if (r == 6) continue;
     assert_int_equal(args[r].result, HCCL_E_TIMEOUT);
@@ -131,7 +157,7 @@ static void test_missing_rank_named(void **state) {
   }
 }
 
-/* The caller's store, as rank `rank` reaches it: rank 1's read of a round's whole is slow
+/* The caller's store, as rank `rank` reaches it: rank 1's read of its parent's record is slow
  * (a loaded machine), and the store is gone once `gone` is set (rank 0's process ended). */
 struct caller_store {
   struct hccl_store base;
@@ -147,7 +173,7 @@ static HcclResult cs_set(struct hccl_store *s, const char *k, const void *v, siz
 static HcclResult cs_get(struct hccl_store *s, const char *k, void **v, size_t *n, int64_t ms) {
   struct caller_store *c = (struct caller_store *)s;
   size_t kl = strlen(k);
-  if (c->rank == 1 && kl > 4 && strcmp(k + kl - 4, "/all") == 0) usleep(300 * 1000);
+  if (c->rank == 1 && kl > 7 && strcmp(k + kl - 7, "/tree/0") == 0) usleep(300 * 1000);
   if (atomic_load(c->gone)) return hccl__fail(HCCL_E_NETWORK, "the store is gone");
   return hccl__store_get(c->inner, k, v, n, ms);
 }

@@ -16,11 +16,15 @@ NETNS_ID=${NETNS_ID:-$$}
 # 15 characters). A caller may choose its own, to keep clear of other jobs on the machine.
 NETNS_PREFIX=${NETNS_PREFIX:-hcs${NETNS_ID}}
 NETNS_VETH=${NETNS_VETH:-h${NETNS_ID}}
-# A /24 of its own per test process, inside the namespaces only.
+# A /24 of its own per test process, inside the namespaces only; more than 250 servers take
+# a /16 (10.232.k/250.k%250+1), which is as private: each set of namespaces has its own bridge.
 NETNS_NET=${NETNS_NET:-10.231.$((NETNS_ID % 250)).}
 NETNS_COUNT=0
+NETNS_WIDE=0
 
-netns_addr() { echo "${NETNS_NET}$(($1 + 1))"; }
+netns_addr() {
+  if [ "$NETNS_WIDE" = 1 ]; then echo "10.232.$(($1 / 250)).$(($1 % 250 + 1))"; else echo "${NETNS_NET}$(($1 + 1))"; fi
+}
 
 netns_exec() {
   local k=$1
@@ -58,6 +62,9 @@ netns_up() {
     return 77
   fi
   trap netns_down EXIT
+  local mask=24
+  NETNS_WIDE=0
+  [ "$n" -gt 250 ] && NETNS_WIDE=1 mask=16
   ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || return 1
   for ((k = 0; k < n; k++)); do
     local ns="${NETNS_PREFIX}_$k"
@@ -67,7 +74,7 @@ netns_up() {
     ip link set "${NETNS_VETH}s$k" netns "$ns" || return 1
     ip link set "${NETNS_VETH}p$k" netns "$sw" || return 1
     ip -n "$ns" link set "${NETNS_VETH}s$k" name eth0 || return 1
-    ip -n "$ns" addr add "$(netns_addr "$k")/24" dev eth0 || return 1
+    ip -n "$ns" addr add "$(netns_addr "$k")/$mask" dev eth0 || return 1
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || return 1
     ip -n "$sw" link set "${NETNS_VETH}p$k" master br0 && ip -n "$sw" link set "${NETNS_VETH}p$k" up ||
       return 1

@@ -1,12 +1,20 @@
 /*
- * rounds.c - the bootstrap's rounds through the store (rounds.h): a server's identity, the
- * allgather of one record per rank, and the end of the store's part.
+ * rounds.c - the bootstrap's rounds (rounds.h): a server's identity, the binomial tree of
+ * sockets the ranks meet in through the store, the allgather of one record per rank over it,
+ * and the end of the store's part.
  */
+#define _GNU_SOURCE
 #include "rounds.h"
 
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,102 +55,365 @@ static int64_t left_ms(int64_t deadline_ns) {
   return ms > 0 ? ms : 0;
 }
 
-/* After a timeout inside ranks [lo, hi): the first rank there that has not published its own
- * record of this round (UINT32_MAX if all have: one of them is slow, not missing). Costs one
- * short GET per rank, on the failure path only. */
-static uint32_t first_missing(const struct hccl_rounds *rd, const char *round, uint32_t lo,
-                              uint32_t hi) {
+/* After a timeout inside ranks [lo, hi): the first rank there that has not published its
+ * tree record (UINT32_MAX if all have: one of them is slow, not missing). Costs one short GET
+ * per rank, on the failure path only. */
+static uint32_t first_missing(const struct hccl_rounds *rd, uint32_t lo, uint32_t hi) {
   char key[160];
   for (uint32_t k = lo; k < hi; k++) {
     void *val = NULL;
     size_t n;
-    snprintf(key, sizeof(key), "%s/%s/%u", rd->key_prefix, round, k);
+    snprintf(key, sizeof(key), "%s/tree/%u", rd->key_prefix, k);
+    hccl__log_quiet(1);
     HcclResult res = hccl__store_get(rd->store, key, &val, &n, 1);
+    hccl__log_quiet(0);
     free(val);
     if (res != HCCL_SUCCESS) return k;
   }
   return UINT32_MAX;
 }
 
-/* GETs key into buf (want bytes) by the deadline; on failure, the message names who is behind:
- * the first of ranks [lo, hi) that has not joined. */
-static HcclResult get_blob(const struct hccl_rounds *rd, const char *round, const char *key,
-                           void *buf, size_t want, size_t len, int64_t deadline_ns, uint32_t lo,
-                           uint32_t hi) {
-  void *val = NULL;
-  size_t n = 0;
-  /* The store's own message lacks the bootstrap's context: keep it quiet, log ours once. */
-  hccl__log_quiet(1);
-  HcclResult res = hccl__store_get(rd->store, key, &val, &n, left_ms(deadline_ns));
-  uint32_t missing = res == HCCL_E_TIMEOUT ? first_missing(rd, round, lo, hi) : UINT32_MAX;
-  hccl__log_quiet(0);
-  if (res != HCCL_SUCCESS && res != HCCL_E_TIMEOUT) {
-    char why[1024];
-    snprintf(why, sizeof(why), "%s", hccl__quiet_error());
-    return hccl__fail(res, "rank %u lost the bootstrap store while waiting for '%s': %s",
-                      rd->rank, key, why);
-  }
-  if (res == HCCL_E_TIMEOUT) {
-    const char *how = rd->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT";
-    const char *same = rd->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT";
-    if (missing == UINT32_MAX)
-      return hccl__fail(res,
-                        "rank %u waited %lld s (%s) for the bootstrap records of ranks %u-%u of "
-                        "%u; each has joined, but one of them did not pass its part on in time",
-                        rd->rank, (long long)(rd->connect_timeout_ms / 1000), how, lo, hi - 1,
-                        rd->nranks);
-    return hccl__fail(res,
+/* The failure of a wait for ranks [lo, hi) (a tree record, a child, a subtree, the whole) in
+ * round `round`: res is HCCL_E_TIMEOUT, or HCCL_E_TCP_TRANSFER when `peer` closed its socket
+ * (it failed: the rank it waited for, if one is missing, is named then too). */
+static HcclResult fail_wait(const struct hccl_rounds *rd, const char *round, HcclResult res,
+                            uint32_t peer, uint32_t lo, uint32_t hi) {
+  uint32_t missing = first_missing(rd, lo, hi);
+  if (res != HCCL_E_TIMEOUT && missing == UINT32_MAX) missing = first_missing(rd, 0, rd->nranks);
+  const char *how = rd->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT";
+  const char *same = rd->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT";
+  if (missing != UINT32_MAX)
+    return hccl__fail(HCCL_E_TIMEOUT,
                       "rank %u waited %lld s (%s) for rank %u to join the communicator of %u "
                       "ranks; check that every rank was started with the same %s and that rank "
                       "%u is running",
                       rd->rank, (long long)(rd->connect_timeout_ms / 1000), how, missing,
                       rd->nranks, same, missing);
+  if (res != HCCL_E_TIMEOUT)
+    return hccl__fail(HCCL_E_REMOTE,
+                      "rank %u lost its bootstrap peer rank %u in round '%s' (rank %u failed or "
+                      "ended; its log says why)",
+                      rd->rank, peer, round, peer);
+  return hccl__fail(res,
+                    "rank %u waited %lld s (%s) for the bootstrap records of ranks %u-%u of "
+                    "%u; each has joined, but one of them did not pass its part on in time",
+                    rd->rank, (long long)(rd->connect_timeout_ms / 1000), how, lo, hi - 1,
+                    rd->nranks);
+}
+
+/* ---- the tree's sockets: blocking calls bounded by poll and a deadline ---- */
+
+#define TREE_MAGIC 0x6565727474636368ULL /* "hccttree" in little-endian memory */
+#define TREE_MAXCHILD 32
+
+/* What a rank publishes at "<prefix>/tree/<rank>": where its listener is, and a nonce its
+ * children present, so only a reader of the store (a holder of the job token) may join. */
+struct tree_record {
+  uint64_t magic, nonce;
+  uint32_t rank, nranks;
+  struct sockaddr_storage addr;
+};
+
+/* A child's first bytes to its parent. */
+struct tree_hello {
+  uint64_t magic, nonce;
+  uint32_t rank, nranks;
+};
+
+/* Before each record set on a socket: the round's hash and the bytes that follow. */
+struct tree_frame {
+  uint32_t tag, len;
+};
+
+struct hccl_tree {
+  int parent;                  /* -1 on rank 0 */
+  uint32_t nchild;
+  uint32_t child[TREE_MAXCHILD]; /* their ranks, ascending */
+  int child_fd[TREE_MAXCHILD];
+};
+
+static int poll_fd(int fd, short ev, int64_t deadline_ns) {
+  for (;;) {
+    int64_t ms = (deadline_ns - hccl__now_ns() + 999999) / 1000000;
+    if (ms <= 0) return 0;
+    struct pollfd p = {fd, ev, 0};
+    int r = poll(&p, 1, ms > 1000 ? 1000 : (int)ms);
+    if (r > 0) return 1;
+    if (r < 0 && errno != EINTR) return -1;
   }
-  if (n != want) {
-    free(val);
-    if (n % len == 0 && want == (size_t)rd->nranks * len)
-      return hccl__fail(HCCL_E_PARA,
-                        "rank %u was started for %u ranks but rank 0 for %zu; every rank must "
-                        "be given the same world size",
-                        rd->rank, rd->nranks, n / len);
-    return hccl__fail(HCCL_E_INTERNAL,
-                      "rank %u read a %zu-byte '%s' where %zu were expected (a different libhccl "
-                      "version?)",
-                      rd->rank, n, key, want);
+}
+
+/* Moves all len bytes (wr: out, else in) by the deadline: HCCL_E_TIMEOUT, or
+ * HCCL_E_TCP_TRANSFER when the peer closed or reset it. Not logged: the caller names the peer. */
+static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadline_ns) {
+  char *p = buf;
+  while (len) {
+    int w = poll_fd(fd, wr ? POLLOUT : POLLIN, deadline_ns);
+    if (w == 0) return HCCL_E_TIMEOUT;
+    if (w < 0) return HCCL_E_TCP_TRANSFER;
+    ssize_t k = wr ? send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, len, MSG_DONTWAIT);
+    if (k == 0 && !wr) return HCCL_E_TCP_TRANSFER;
+    if (k < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return HCCL_E_TCP_TRANSFER;
+    }
+    p += k;
+    len -= (size_t)k;
   }
-  memcpy(buf, val, n);
-  free(val);
   return HCCL_SUCCESS;
 }
 
-/* A gather up the binomial tree and a broadcast of the whole from rank 0, through the store:
- * about 4n requests a round in all (each rank's own record, its subtree's, a GET per child and
- * one of the whole), where every rank reading every record made n^2. The bytes are still
- * n^2 records (each rank reads the whole). */
-HcclResult hccl__round_allgather(const struct hccl_rounds *rd, const char *round,
-                                 const void *mine, size_t len, void *all) {
+static socklen_t sa_len(const struct sockaddr_storage *a) {
+  return a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+/* Connects to `to` by the deadline, retrying refusals (a listener's full backlog). -1 on
+ * failure, errno set. */
+static int sock_connect(const struct sockaddr_storage *to, int64_t deadline_ns) {
+  for (;;) {
+    int fd = socket(to->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int rc = connect(fd, (const struct sockaddr *)to, sa_len(to));
+    if (rc != 0 && errno == EINPROGRESS && poll_fd(fd, POLLOUT, deadline_ns) == 1) {
+      socklen_t el = sizeof(rc);
+      if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &el) != 0) rc = errno;
+      errno = rc;
+    } else if (rc != 0 && errno == EINPROGRESS) {
+      errno = ETIMEDOUT;
+      rc = -1;
+    }
+    if (rc == 0) return fd;
+    int e = errno;
+    close(fd);
+    errno = e;
+    if ((e != ECONNREFUSED && e != EAGAIN) || hccl__now_ns() >= deadline_ns) return -1;
+    usleep(10000);
+  }
+}
+
+static void tree_close(struct hccl_tree *t) {
+  if (!t) return;
+  if (t->parent >= 0) close(t->parent);
+  for (uint32_t i = 0; i < t->nchild; i++)
+    if (t->child_fd[i] >= 0) close(t->child_fd[i]);
+  free(t);
+}
+
+/* Accepts this rank's children on lfd by the deadline: a connection that does not present the
+ * nonce and a child's rank in time is closed (one WARN); a child started for another world
+ * size fails this rank. */
+static HcclResult accept_children(struct hccl_rounds *rd, struct hccl_tree *t, int lfd,
+                                  uint64_t nonce, int64_t deadline_ns) {
+  uint32_t got = 0, span = subtree_span(rd->rank, rd->nranks);
+  while (got < t->nchild) {
+    int w = poll_fd(lfd, POLLIN, deadline_ns);
+    if (w <= 0) {
+      for (uint32_t i = 0; i < t->nchild; i++)
+        if (t->child_fd[i] < 0)
+          return fail_wait(rd, "info", HCCL_E_TIMEOUT, t->child[i], t->child[i],
+                           rd->rank + span);
+    }
+    struct sockaddr_storage from;
+    socklen_t fl = sizeof(from);
+    int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    struct tree_hello h;
+    int64_t hello_dl = hccl__now_ns() + 1000000000LL;
+    HcclResult r = sock_all(fd, &h, sizeof(h), false, hello_dl < deadline_ns ? hello_dl : deadline_ns);
+    uint32_t i = 0;
+    while (r == HCCL_SUCCESS && i < t->nchild && t->child[i] != h.rank)
+      i++;
+    if (r != HCCL_SUCCESS || h.magic != TREE_MAGIC || h.nonce != nonce || i == t->nchild ||
+        t->child_fd[i] >= 0) {
+      HCCL_WARN("rank %u's bootstrap listener refused a connection that is not one of its "
+                "children of this communicator (%s)",
+                rd->rank, r != HCCL_SUCCESS ? "no hello in time" : "wrong hello, rank or job");
+      close(fd);
+      continue;
+    }
+    if (h.nranks != rd->nranks) {
+      close(fd);
+      return hccl__fail(HCCL_E_PARA,
+                        "rank %u was started for %u ranks but rank %u for %u; every rank must "
+                        "be given the same world size",
+                        h.rank, h.nranks, rd->rank, rd->nranks);
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    t->child_fd[i] = fd;
+    got++;
+  }
+  return HCCL_SUCCESS;
+}
+
+/* The rank's place in the tree: a listener on rd->bind, its record in the store, a socket to
+ * its parent (me with its lowest set bit cleared, whatever the world size) and one from each
+ * child; the listener is closed once every child is in. */
+static HcclResult tree_open(struct hccl_rounds *rd, int64_t deadline_ns) {
+  uint32_t me = rd->rank, n = rd->nranks, span = subtree_span(me, n);
+  struct hccl_tree *t = calloc(1, sizeof(*t));
+  if (!t) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
+  t->parent = -1;
+  for (uint32_t step = 1; step < span && t->nchild < TREE_MAXCHILD; step <<= 1) {
+    t->child_fd[t->nchild] = -1;
+    t->child[t->nchild++] = me + step;
+  }
+  struct tree_record rec = {.magic = TREE_MAGIC, .rank = me, .nranks = n};
+  if (getrandom(&rec.nonce, sizeof(rec.nonce), GRND_NONBLOCK) != sizeof(rec.nonce))
+    rec.nonce = (uint64_t)hccl__now_ns() ^ (uint64_t)getpid() << 40;
+  rec.addr = rd->bind;
+  if (rec.addr.ss_family != AF_INET && rec.addr.ss_family != AF_INET6) {
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&rec.addr;
+    memset(&rec.addr, 0, sizeof(rec.addr));
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  ((struct sockaddr_in *)&rec.addr)->sin_port = 0; /* the same place in sockaddr_in6 */
+  int lfd = -1;
+  HcclResult r = HCCL_SUCCESS;
+  if (t->nchild) {
+    socklen_t al = sa_len(&rec.addr);
+    lfd = socket(rec.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&rec.addr, al) != 0 || listen(lfd, 128) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&rec.addr, &al) != 0) {
+      char a[80] = "?";
+      getnameinfo((struct sockaddr *)&rec.addr, sa_len(&rec.addr), a, sizeof(a), NULL, 0,
+                  NI_NUMERICHOST);
+      r = hccl__fail(HCCL_E_SYSCALL,
+                     "rank %u cannot listen for its bootstrap peers on %s: %s; set HCCL_IF_IP "
+                     "or HCCL_SOCKET_IFNAME to this server's address",
+                     me, a, strerror(errno));
+      goto out;
+    }
+  }
+  char key[160];
+  snprintf(key, sizeof(key), "%s/tree/%u", rd->key_prefix, me);
+  r = hccl__store_set(rd->store, key, &rec, sizeof(rec));
+  if (r != HCCL_SUCCESS) goto out;
+  if (me != 0) {
+    uint32_t pr = me & (me - 1);
+    struct tree_record prec;
+    void *val = NULL;
+    size_t got = 0;
+    snprintf(key, sizeof(key), "%s/tree/%u", rd->key_prefix, pr);
+    hccl__log_quiet(1); /* the store's own message lacks the bootstrap's context */
+    r = hccl__store_get(rd->store, key, &val, &got, left_ms(deadline_ns));
+    hccl__log_quiet(0);
+    if (r == HCCL_SUCCESS && got == sizeof(prec)) memcpy(&prec, val, sizeof(prec));
+    free(val);
+    if (r == HCCL_E_TIMEOUT) {
+      r = fail_wait(rd, "info", r, pr, pr, pr + 1);
+      goto out;
+    }
+    if (r != HCCL_SUCCESS) {
+      char why[1024];
+      snprintf(why, sizeof(why), "%s", hccl__quiet_error());
+      r = hccl__fail(r, "rank %u lost the bootstrap store while waiting for '%s': %s", me, key,
+                     why);
+      goto out;
+    }
+    if (got != sizeof(prec) || prec.magic != TREE_MAGIC) {
+      r = hccl__fail(HCCL_E_INTERNAL,
+                     "rank %u read a %zu-byte '%s' where %zu were expected (a different "
+                     "libhccl version?)",
+                     me, got, key, sizeof(prec));
+      goto out;
+    }
+    if (prec.nranks != n) {
+      r = hccl__fail(HCCL_E_PARA,
+                     "rank %u was started for %u ranks but rank %u for %u; every rank must be "
+                     "given the same world size",
+                     me, n, pr, prec.nranks);
+      goto out;
+    }
+    t->parent = sock_connect(&prec.addr, deadline_ns);
+    struct tree_hello h = {TREE_MAGIC, prec.nonce, me, n};
+    if (t->parent < 0 ||
+        sock_all(t->parent, &h, sizeof(h), true, deadline_ns) != HCCL_SUCCESS) {
+      char a[80] = "?";
+      getnameinfo((struct sockaddr *)&prec.addr, sa_len(&prec.addr), a, sizeof(a), NULL, 0,
+                  NI_NUMERICHOST);
+      r = hccl__fail(HCCL_E_TCP_CONNECT,
+                     "rank %u cannot reach its bootstrap peer rank %u at %s port %u: %s; check "
+                     "that the servers reach each other on that address (HCCL_IF_IP, "
+                     "HCCL_SOCKET_IFNAME)",
+                     me, pr, a, ntohs(((struct sockaddr_in *)&prec.addr)->sin_port),
+                     strerror(errno));
+      goto out;
+    }
+  }
+  if (t->nchild) r = accept_children(rd, t, lfd, rec.nonce, deadline_ns);
+out:
+  if (lfd >= 0) close(lfd);
+  if (r != HCCL_SUCCESS) {
+    tree_close(t);
+    return r;
+  }
+  rd->tree = t;
+  return HCCL_SUCCESS;
+}
+
+/* One frame of `want` bytes from peer (fd) into buf; failures named (fail_wait, or a frame
+ * of another round or size). */
+static HcclResult frame_in(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
+                           uint32_t peer, void *buf, size_t want, uint32_t lo, uint32_t hi,
+                           int64_t deadline_ns) {
+  struct tree_frame f;
+  HcclResult r = sock_all(fd, &f, sizeof(f), false, deadline_ns);
+  if (r == HCCL_SUCCESS && (f.tag != tag || f.len != want))
+    return hccl__fail(HCCL_E_INTERNAL,
+                      "rank %u read %u bytes of round %08x from rank %u where %zu of round '%s' "
+                      "were expected (a different libhccl version?)",
+                      rd->rank, f.len, f.tag, peer, want, round);
+  if (r == HCCL_SUCCESS) r = sock_all(fd, buf, want, false, deadline_ns);
+  return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, lo, hi);
+}
+
+static HcclResult frame_out(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
+                            uint32_t peer, const void *buf, size_t len, int64_t deadline_ns) {
+  struct tree_frame f = {tag, (uint32_t)len};
+  HcclResult r = sock_all(fd, &f, sizeof(f), true, deadline_ns);
+  if (r == HCCL_SUCCESS) r = sock_all(fd, (void *)buf, len, true, deadline_ns);
+  return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, peer, peer + 1);
+}
+
+/* A gather up the binomial tree and a broadcast of the whole down it, over the tree's
+ * sockets: the store serves only the first round's two small requests a rank. A rank sends
+ * its subtree's records up and the whole down to its children (rank 0 sends n records to
+ * each of its log2(n) children), so no one link carries more than log2(n) whole tables. */
+HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, const void *mine,
+                                 size_t len, void *all) {
   uint32_t me = rd->rank, n = rd->nranks;
   int64_t deadline = hccl__now_ns() + rd->connect_timeout_ms * 1000000LL;
-  char key[160];
-  /* Its own record first: it says "joined", for the message that names a missing rank. */
-  snprintf(key, sizeof(key), "%s/%s/%u", rd->key_prefix, round, me);
-  HCCL_TRY(hccl__store_set(rd->store, key, mine, len));
   memcpy((char *)all + (size_t)me * len, mine, len);
-  uint32_t span = subtree_span(me, n);
-  for (uint32_t step = 1; step < span; step <<= 1) {
-    uint32_t child = me + step, cspan = subtree_span(child, n);
-    snprintf(key, sizeof(key), "%s/%s/sub/%u", rd->key_prefix, round, child);
-    HCCL_TRY(get_blob(rd, round, key, (char *)all + (size_t)child * len, (size_t)cspan * len, len,
-                      deadline, child, child + cspan));
+  if (n == 1) return HCCL_SUCCESS;
+  if (!rd->tree) HCCL_TRY(tree_open(rd, deadline));
+  struct hccl_tree *t = rd->tree;
+  uint32_t tag = (uint32_t)hccl__fnv1a(HCCL_FNV1A_SEED, round, strlen(round));
+  HcclResult r = HCCL_SUCCESS;
+  for (uint32_t i = 0; i < t->nchild && r == HCCL_SUCCESS; i++) {
+    uint32_t c = t->child[i], cspan = subtree_span(c, n);
+    r = frame_in(rd, round, tag, t->child_fd[i], c, (char *)all + (size_t)c * len,
+                 (size_t)cspan * len, c, c + cspan, deadline);
   }
-  if (me != 0) {
-    snprintf(key, sizeof(key), "%s/%s/sub/%u", rd->key_prefix, round, me);
-    HCCL_TRY(hccl__store_set(rd->store, key, (char *)all + (size_t)me * len, (size_t)span * len));
-    snprintf(key, sizeof(key), "%s/%s/all", rd->key_prefix, round);
-    return get_blob(rd, round, key, all, (size_t)n * len, len, deadline, 0, n);
+  if (r == HCCL_SUCCESS && me != 0) {
+    uint32_t pr = me & (me - 1);
+    r = frame_out(rd, round, tag, t->parent, pr, (char *)all + (size_t)me * len,
+                  (size_t)subtree_span(me, n) * len, deadline);
+    if (r == HCCL_SUCCESS)
+      r = frame_in(rd, round, tag, t->parent, pr, all, (size_t)n * len, 0, n, deadline);
   }
-  snprintf(key, sizeof(key), "%s/%s/all", rd->key_prefix, round);
-  return hccl__store_set(rd->store, key, all, (size_t)n * len);
+  /* The largest subtree first: the broadcast's critical path is log2(n) sends, not the sum */
+  for (uint32_t i = t->nchild; i-- > 0 && r == HCCL_SUCCESS;)
+    r = frame_out(rd, round, tag, t->child_fd[i], t->child[i], all, (size_t)n * len, deadline);
+  if (r != HCCL_SUCCESS) {
+    /* Its neighbours see the sockets close and fail at once, naming what this rank named. */
+    tree_close(rd->tree);
+    rd->tree = NULL;
+  }
+  return r;
 }
 
 /* Ends the store's part, on success and on failure alike: each other rank says "done" as its
@@ -177,6 +448,8 @@ void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed) {
       }
     }
   }
+  tree_close(rd->tree);
+  rd->tree = NULL;
   hccl__store_close(rd->store);
   rd->store = NULL;
   hccl__store_server_stop(rd->server);

@@ -1,8 +1,11 @@
 /*
- * rounds.h - the bootstrap's rounds through the store: each rank publishes one record under
- * "<prefix>/<round>/<rank>" and reads every rank's, and the store's part ends with a "done"
- * handshake so no rank loses the store while it still reads. core/comm.c runs the rounds
- * ("info", "conn", "ready") and decides what the records hold.
+ * rounds.h - the bootstrap's rounds: each rank gives one record and gets every rank's. The
+ * store only introduces the ranks: each publishes the address of a bootstrap listener of its
+ * own under "<prefix>/tree/<rank>" and reads its parent's in a binomial tree; the records then
+ * move over the tree's sockets (gathered up, the whole sent down), so rank 0's store serves
+ * O(n) bytes in all, not n^2 records. The store's part ends with a "done" handshake so no
+ * rank loses the store while it still reads. core/comm.c runs the rounds ("info", "conn",
+ * "ready") and decides what the records hold.
  */
 #ifndef HCCL_ROUNDS_H
 #define HCCL_ROUNDS_H
@@ -10,11 +13,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "hccl.h"
 
 struct hccl_store;
 struct hccl_store_server;
+struct hccl_tree;
 
 /* What the rounds are given of a communicator, and all they read: its store, the prefix of its
  * keys, who this rank is among how many, and how long to wait. core/comm.c fills one where it
@@ -28,19 +33,28 @@ struct hccl_rounds {
   const char *key_prefix;           /* keys are "<key_prefix>/<round>/..." */
   uint32_t rank, nranks;
   int64_t connect_timeout_ms; /* each round's deadline, and each "done" wait's */
+  /* The address (port ignored) this rank's bootstrap listener binds, where its peers reach
+   * it; AF_UNSPEC (zeroed): 127.0.0.1 (one host: tests). */
+  struct sockaddr_storage bind;
+  /* This rank's sockets to its tree parent and children: made by the first round, closed by
+   * hccl__round_finish. NULL until then. */
+  struct hccl_tree *tree;
 };
 
 /* Same value for every process of one server (host name, boot id, network namespace); the
  * host name is written to host. */
 uint64_t hccl__host_identity(char *host, size_t len);
 
-/* Publishes `mine` (len bytes) for round `round` and fills all[r * len] with every rank's, in
- * rank order. Waits up to the connect timeout for each; the failure names the rank missing. */
-HcclResult hccl__round_allgather(const struct hccl_rounds *rd, const char *round,
-                                 const void *mine, size_t len, void *all);
+/* Gives `mine` (len bytes, the same len on every rank) for round `round` and fills
+ * all[r * len] with every rank's, in rank order. The first round opens rd->tree (one store SET
+ * and one GET a rank). Waits up to the connect timeout for the round; the failure names the
+ * rank missing, or the world size that differs, on every rank (a rank that fails closes its
+ * sockets, so its tree neighbours fail at once rather than wait). */
+HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, const void *mine,
+                                 size_t len, void *all);
 
-/* Ends the store's part of the bootstrap, on success and on failure alike, closing rd->store
- * and stopping rd->server (rank 0's), and setting both to NULL: the caller forgets its own
+/* Ends the store's part of the bootstrap, on success and on failure alike, closing rd->tree
+ * and rd->store and stopping rd->server (rank 0's), and setting them to NULL: the caller forgets its own
  * pointers to them too. all_joined: every rank published its "info" record; failed: the
  * bootstrap failed after that (the same checks fail on every rank). */
 void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed);

@@ -128,6 +128,9 @@ struct hccl_store_server {
   unsigned nunproven;
   uv_timer_t sweep; /* request deadlines; runs while a connection has one */
   unsigned long evicted;
+  /* What the server sent, headers and values (the loop thread's own): the bootstrap's bytes
+   * at rank 0, O(n) for n ranks (docs/scaling.md); logged at INFO when it stops. */
+  unsigned long long served_bytes, replies;
   char where[300];
   struct hccl_store_trust trust;
 };
@@ -304,6 +307,9 @@ static void reply(struct conn *c, uint8_t status, uint64_t arg, struct hccl_stor
   struct hccl_store_header h = {.op = status, .key_len = 0, .arg = arg};
   hccl__store_header_pack(&h, w->hdr);
   bufs[0] = uv_buf_init((char *)w->hdr, sizeof(w->hdr));
+  c->srv->replies++;
+  for (unsigned i = 0; i < nbufs; i++)
+    c->srv->served_bytes += bufs[i].len;
   int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
   if (rc < 0) {
     hccl__store_blob_unref(w->val);
@@ -759,6 +765,8 @@ void hccl__store_server_stop(struct hccl_store_server *server) {
   if (!server) return;
   uv_async_send(&server->stop_async);
   pthread_join(server->thread, NULL);
+  HCCL_INFO("store server %s served %llu bytes in %llu replies", server->where,
+            server->served_bytes, server->replies);
   int rc = uv_loop_close(&server->loop);
   if (rc != 0)
     HCCL_WARN("store server %s: event loop still had handles at stop: %s", server->where,

@@ -6,7 +6,7 @@
  * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
- * Bootstrap rounds, each an allgather through the store (keys "<prefix>/<round>/<rank>"):
+ * Bootstrap rounds, each an allgather over the tree of sockets the store introduces (rounds.h):
  *   info  - rank, size, pid, server identity, device, settings that must agree; rank 0's
  *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
@@ -30,6 +30,7 @@
 #include "progress.h"
 #include "rounds.h"
 #include "store.h"
+#include "tcp.h"
 #include "topo.h"
 #include "trace.h"
 #include "wait.h"
@@ -247,36 +248,48 @@ void hccl__comm_free(struct hccl_comm *c) {
   free(c);
 }
 
-/* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read. */
+/* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read, and
+ * where this rank's bootstrap listener binds: the address its TCP links will use. */
 static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
+  struct sockaddr_storage bind = {0};
+  char why[64];
+  hccl__log_quiet(1); /* the TCP transport's setup reports a bad address itself */
+  if (c->nranks > 1 && hccl__tcp_local_addr(&c->cfg, &bind, why, sizeof(why)) != HCCL_SUCCESS)
+    memset(&bind, 0, sizeof(bind));
+  hccl__log_quiet(0);
   return (struct hccl_rounds){.store = c->store,
                               .server = c->server,
                               .store_external = c->store_external,
                               .key_prefix = c->key_prefix,
                               .rank = c->rank,
                               .nranks = c->nranks,
-                              .connect_timeout_ms = c->cfg.connect_timeout_ms};
+                              .connect_timeout_ms = c->cfg.connect_timeout_ms,
+                              .bind = bind};
 }
 
 /* One round of the bootstrap: through the store, or the parent's collectives for a
  * communicator split from one (c->round_fn). */
-static HcclResult round_allgather(const struct hccl_comm *c, const char *round, const void *mine,
-                                  size_t len, void *all) {
+static HcclResult round_allgather(const struct hccl_comm *c, struct hccl_rounds *rd,
+                                  const char *round, const void *mine, size_t len, void *all) {
   if (c->round_fn) return c->round_fn(c->round_arg, round, mine, len, all);
-  const struct hccl_rounds rd = rounds_of(c);
-  return hccl__round_allgather(&rd, round, mine, len, all);
+  return hccl__round_allgather(rd, round, mine, len, all);
 }
 
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
-static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *self) {
+/* The bootstrap's phases end at ph_ns[1] (placement, setup, "conn"), [2] (links), [3]
+ * ("ready"); [0] is the start of "info", [1] its end until the phase ends. */
+static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
+                                 struct hccl_peer_info *self, int64_t *ph_ns) {
+  ph_ns[1] = hccl__now_ns();
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   if (c->nranks > 1) {
-    HCCL_TRY(round_allgather(c, "conn", self, sizeof(*self), c->peers));
+    HCCL_TRY(round_allgather(c, rd, "conn", self, sizeof(*self), c->peers));
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   }
+  ph_ns[2] = hccl__now_ns();
   bool *need = calloc(c->nranks, sizeof(bool));
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);
@@ -285,15 +298,17 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_peer_info *sel
   free(need);
   HCCL_TRY(lr);
   HCCL_TRY(measure_groups(c));
+  ph_ns[3] = hccl__now_ns();
   if (c->nranks > 1) {
     uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
     uint32_t one = 1;
-    HcclResult r = round_allgather(c, "ready", &one, sizeof(one), ready);
+    HcclResult r = round_allgather(c, rd, "ready", &one, sizeof(one), ready);
     free(ready);
     HCCL_TRY(r);
   }
   HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(&c->tx);
+  ph_ns[4] = hccl__now_ns();
   return HCCL_SUCCESS;
 }
 
@@ -314,13 +329,14 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
 
   HcclResult r = HCCL_SUCCESS;
   struct hccl_rounds rd = rounds_of(c);
+  int64_t ph[5] = {hccl__now_ns(), 0, 0, 0, 0};
   if (c->nranks > 1)
-    r = round_allgather(c, "info", &self, sizeof(self), c->peers);
+    r = round_allgather(c, &rd, "info", &self, sizeof(self), c->peers);
   else
     c->peers[0] = self;
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
-  if (all_joined) r = bootstrap_rest(c, &self);
+  if (all_joined) r = bootstrap_rest(c, &rd, &self, ph);
   /* closes the store, stops rank 0's server */
   hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
   c->store = NULL;
@@ -329,6 +345,9 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   HCCL_TRY(hccl__trace_open(c));
   HCCL_TRY(hccl__fr_open(c));
   hccl__comm_waiter_init(c);
+  /* bench/scale.sh reads this line: where init's time goes as n grows. */
+  HCCL_INFO("bootstrap phases ms: info %.2f conn %.2f links %.2f ready %.2f", (ph[1] - ph[0]) / 1e6,
+            (ph[2] - ph[1]) / 1e6, (ph[3] - ph[2]) / 1e6, (ph[4] - ph[3]) / 1e6);
   HCCL_INFO("communicator ready: rank %u of %u, device %d, %u per server, chunk %zu bytes", c->rank,
             c->nranks, c->device, c->local_nranks, c->world.chunk_bytes);
   return HCCL_SUCCESS;
