@@ -177,6 +177,11 @@ HCCL_API HcclResult HcclCommDestroy(HcclComm comm);
  * on it; that frees everything. */
 HCCL_API HcclResult HcclCommAbort(HcclComm comm);
 
+/* HCCL's HcclGetCommAsyncError (NCCL's ncclCommGetAsyncError): *asyncError is HCCL_SUCCESS
+ * while comm works, else the code that broke it (a failed or timed-out call, a peer's failure,
+ * HcclCommAbort); HcclGetLastErrorMessage is not changed. It waits for nothing. */
+HCCL_API HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError);
+
 HCCL_API HcclResult HcclGetRankSize(HcclComm comm, uint32_t *rankSize);
 HCCL_API HcclResult HcclGetRankId(HcclComm comm, uint32_t *rank);
 /* The logical device this rank drives: see HcclSetDevice for the rule. */

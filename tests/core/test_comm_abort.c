@@ -41,6 +41,9 @@ static int abort_body(int rank, int n, void *arg) {
   HcclComm comm = NULL;
   RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   RANK_CHECK(HcclBarrier(comm, NULL) == HCCL_SUCCESS, "barrier: %s", HcclGetLastErrorMessage());
+  HcclResult async = HCCL_E_INTERNAL;
+  RANK_CHECK(HcclGetCommAsyncError(comm, &async) == HCCL_SUCCESS && async == HCCL_SUCCESS,
+             "rank %d: a working communicator's async error is %d", rank, async);
   int32_t x[256] = {0}, y[256] = {0};
   pthread_t th;
   if (rank == 1) RANK_CHECK(pthread_create(&th, NULL, aborter, comm) == 0, "thread");
@@ -70,6 +73,9 @@ static int abort_body(int rank, int n, void *arg) {
   RANK_CHECK(rc != HCCL_SUCCESS && strstr(HcclGetLastErrorMessage(), "HcclCommAbort on rank 1"),
              "rank %d: a call after the abort gave %d: %s", rank, rc, HcclGetLastErrorMessage());
   RANK_CHECK(HcclCommAbort(NULL) == HCCL_E_PTR, "abort(NULL)");
+  RANK_CHECK(HcclGetCommAsyncError(comm, &async) == HCCL_SUCCESS && async == HCCL_E_REMOTE,
+             "rank %d: after the abort the async error is %d, want HCCL_E_REMOTE", rank, async);
+  RANK_CHECK(HcclGetCommAsyncError(NULL, &async) == HCCL_E_PTR, "HcclGetCommAsyncError(NULL)");
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;
 }

@@ -54,7 +54,12 @@ class ProcessGroupHCCL : public BackendBase {
    * int); how the ranks agree to split before anyone starts. Throws as a collective does. */
   bool agree(bool mine);
   /* Whether the communicator is open (not shut down). */
-  bool alive() const { return core_->comm() != nullptr; }
+  /* Open and not broken (a failed call, a peer's failure, an abort): a new_group may split it. */
+  bool alive() const {
+    HcclResult broken = HCCL_SUCCESS;
+    return core_->comm() != nullptr && HcclGetCommAsyncError(core_->comm(), &broken) == HCCL_SUCCESS &&
+           broken == HCCL_SUCCESS;
+  }
   /* How the communicator was made: "store" (HcclCommInitStore) or "split" (HcclCommSplit). */
   const std::string& madeBy() const { return madeBy_; }
 

@@ -87,7 +87,11 @@ def _wrap(helper, sig, enabled):
     def wrapped(*args, **kwargs):
         bound = sig.bind(*args, **kwargs).arguments
         parent = _parent(bound)
-        if parent is None or not parent.agree(enabled):
+        try:
+            agreed = parent is not None and parent.agree(enabled)
+        except RuntimeError:  # the default group broke since: its other ranks fail the vote too
+            agreed = False
+        if not agreed:
             return helper(*args, **kwargs)
         ranks = list(bound["global_ranks_in_group"])
         if dist.get_rank() not in ranks:

@@ -381,6 +381,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
     *out = (type)(expr);                                                                           \
     return HCCL_SUCCESS;                                                                           \
   }
+GETTER(HcclGetCommAsyncError, HcclResult, atomic_load(&comm->broken))
 GETTER(HcclGetRankSize, uint32_t, comm->nranks)
 GETTER(HcclGetRankId, uint32_t, comm->rank)
 GETTER(HcclGetDeviceId, int32_t, comm->device)
