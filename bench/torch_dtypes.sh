@@ -61,7 +61,7 @@ def table(path):
         return rows
     for line in open(path):
         f = line.split()
-        if line.startswith("#") or len(f) < 13:
+        if len(f) < 13 or not f[0].isdigit():
             continue
         rows[f[2]] = (float(f[9]), float(f[11]))
     return rows
