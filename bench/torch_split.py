@@ -10,7 +10,7 @@ group's allreduce is checked (the sum of its members), so a broken group fails t
 
 usage: python3 bench/torch_split.py BACKEND [TP=2] [PP=2]
 """
-import sys
+import argparse
 import time
 
 import torch
@@ -18,9 +18,18 @@ import torch.distributed as dist
 
 
 def main():
-    backend = sys.argv[1]
-    tp = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    pp = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    ap = argparse.ArgumentParser(
+        prog="torch_split.py", description="the time to make a 3D layout's groups through "
+        "dist.new_group; run one process per rank under npu-launch (bench/split.sh --torch)")
+    ap.add_argument("backend", nargs="?", choices=["hccl", "gloo"])
+    ap.add_argument("tp", nargs="?", type=int, default=2, help="tensor-parallel size (2)")
+    ap.add_argument("pp", nargs="?", type=int, default=2, help="pipeline-parallel size (2)")
+    args, extra = ap.parse_known_args()
+    if extra:
+        ap.error("unrecognized arguments: %s" % " ".join(extra))
+    if args.backend is None:
+        ap.error("the backend (hccl or gloo) is required")
+    backend, tp, pp = args.backend, args.tp, args.pp
     if backend == "hccl":
         import torch_hccl  # noqa: F401
     dist.init_process_group(backend)
