@@ -29,16 +29,18 @@ PYBIND11_MODULE(_C, m) {
            py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
            "Joins the group's communicator through `store` (blocks until every rank has "
            "joined, or raises with libhccl's reason).")
-      .def(py::init([](torch_hccl::ProcessGroupHCCL& parent, int rank, int size,
+      .def(py::init([](torch_hccl::ProcessGroupHCCL& parent, int rank, int size, int32_t color,
                        std::chrono::duration<float> timeout, const std::string& name) {
              return c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
-                 parent, rank, size,
+                 parent, rank, size, color,
                  std::chrono::duration_cast<std::chrono::milliseconds>(timeout), name);
            }),
-           py::arg("parent"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-           py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
-           "Splits the group's communicator from parent's (HcclCommSplit, colour 0, key = "
-           "rank): every rank of parent takes part, those outside the group by split_out().")
+           py::arg("parent"), py::arg("rank"), py::arg("size"), py::arg("color"),
+           py::arg("timeout"), py::arg("name") = "", py::call_guard<py::gil_scoped_release>(),
+           "Splits the group's communicator from parent's (HcclCommSplit, key = rank; color "
+           "names the group's rank list, so groups made at the same call on different ranks "
+           "stay apart): every rank of parent takes part, those outside any group by "
+           "split_out().")
       .def("split_out", &torch_hccl::ProcessGroupHCCL::splitOut,
            py::call_guard<py::gil_scoped_release>(),
            "This rank's part, as a non-member, in a split that other ranks make.")

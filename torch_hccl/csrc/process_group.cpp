@@ -184,7 +184,7 @@ ProcessGroupHCCL::ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store,
   adopt(comm);
 }
 
-ProcessGroupHCCL::ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size,
+ProcessGroupHCCL::ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size, int32_t color,
                                    std::chrono::milliseconds timeout, const std::string& name)
     : BackendBase(rank, size), timeout_(timeout), madeBy_("split") {
   HcclCommConfig cfg = config(name);
@@ -194,7 +194,7 @@ ProcessGroupHCCL::ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size,
     auto held = parent.core_->hold(); /* the parent stays open during the call */
     HcclComm pc = parent.core_->comm();
     if (!pc) throwBackendError("hccl " + what + ": the default group is shut down");
-    HcclResult r = HcclCommSplit(pc, 0, rank, &comm, &cfg);
+    HcclResult r = HcclCommSplit(pc, color, rank, &comm, &cfg);
     if (r != HCCL_SUCCESS) throwHccl(r, what);
   }
   uint32_t got = 0, n = 0;

@@ -39,10 +39,12 @@ class ProcessGroupHCCL : public BackendBase {
    * throws RuntimeError with the library's reason (e.g. a group of 3 ranks on one server). */
   ProcessGroupHCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                    std::chrono::milliseconds timeout, const std::string& name);
-  /* Split from parent's communicator (HcclCommSplit, colour 0, key = rank): collective over
+  /* Split from parent's communicator (HcclCommSplit with color, key = rank): collective over
    * every rank of parent, whose ranks outside the new group call splitOut at the same point.
-   * No store. Throws as the other constructor. */
-  ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size,
+   * color (>= 0) names the group's rank list: ranks that make different groups at the same
+   * call (torch's new_subgroups with a group) land in different communicators. No store.
+   * Throws as the other constructor. */
+  ProcessGroupHCCL(ProcessGroupHCCL& parent, int rank, int size, int32_t color,
                    std::chrono::milliseconds timeout, const std::string& name);
   ~ProcessGroupHCCL() override;
 

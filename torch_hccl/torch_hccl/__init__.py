@@ -86,7 +86,8 @@ def _create(opts, pg_options=None):
     rank, else over torch's store."""
     parent = _split.take(opts)
     if parent is not None:
-        return _C.ProcessGroupHCCL(parent, opts.group_rank, opts.group_size, opts.timeout,
+        return _C.ProcessGroupHCCL(parent, opts.group_rank, opts.group_size,
+                                   _split.color_of(opts.global_ranks_in_group), opts.timeout,
                                    str(opts.group_id))
     return _C.ProcessGroupHCCL(opts.store, opts.group_rank, opts.group_size, opts.timeout,
                                str(opts.group_id))

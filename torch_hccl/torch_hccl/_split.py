@@ -28,6 +28,7 @@ Per call, on every rank, from arguments torch requires to be the same on every r
 import functools
 import inspect
 import threading
+import zlib
 
 import torch
 import torch.distributed as dist
@@ -69,6 +70,14 @@ def _parent(args):
             return None
     parent = backend_of(c10d._get_default_group())
     return parent if parent is not None and parent.alive else None
+
+
+def color_of(ranks):
+    """The split colour of a group: its global ranks' CRC-32 in 31 bits, so the ranks that
+    make different groups at the same new_group call (new_subgroups over a subgroup: [0] on
+    rank 0, [2] on rank 2) split into different communicators; a collision of two lists made
+    at one call would join them, and the constructor's check of rank and size names it."""
+    return zlib.crc32(",".join(str(r) for r in ranks).encode()) & 0x7FFFFFFF
 
 
 def take(opts):
