@@ -172,6 +172,9 @@ static bool frame_allowed(const struct link *l, const struct tcp_frame *f) {
     return f->size == 0;
   case FRAME_PROGA:
     return f->size >= 1 && f->size <= HCCL_REASON_MAX && f->arg <= NRANKS;
+  case FRAME_REACHQ:
+  case FRAME_REACHA:
+    return f->size == 0 && f->arg < NRANKS;
   default:
     return false;
   }
@@ -216,8 +219,10 @@ static void check_event(struct link *l, const struct hccl_tcp_rx *before, enum h
                                      [HCCL_TCP_RX_ABORT] = FRAME_ABORT,
                                      [HCCL_TCP_RX_BYE] = FRAME_BYE,
                                      [HCCL_TCP_RX_PROGQ] = FRAME_PROGQ,
-                                     [HCCL_TCP_RX_PROGA] = FRAME_PROGA};
-  FUZZ_CHECK(ev <= HCCL_TCP_RX_PROGA && type_of[ev] == f.type, "event %d for frame type %u", ev,
+                                     [HCCL_TCP_RX_PROGA] = FRAME_PROGA,
+                                     [HCCL_TCP_RX_REACHQ] = FRAME_REACHQ,
+                                     [HCCL_TCP_RX_REACHA] = FRAME_REACHA};
+  FUZZ_CHECK(ev <= HCCL_TCP_RX_REACHA && type_of[ev] == f.type, "event %d for frame type %u", ev,
              f.type);
   switch (ev) {
   case HCCL_TCP_RX_DATA: {
@@ -265,6 +270,13 @@ static void check_event(struct link *l, const struct hccl_tcp_rx *before, enum h
     mix(d, l->rx.report, len);
     break;
   }
+  case HCCL_TCP_RX_REACHQ:
+  case HCCL_TCP_RX_REACHA:
+    FUZZ_CHECK(l->rx.reach_rank == f.arg && l->rx.reach_quiet_ms == f.code,
+               "reach frame about rank %u (%d ms) recorded as rank %u (%d ms)", f.arg, f.code,
+               l->rx.reach_rank, l->rx.reach_quiet_ms);
+    mix(d, &f.arg, sizeof(f.arg));
+    break;
   default:
     FUZZ_CHECK(0, "event %d", ev);
   }
