@@ -22,8 +22,9 @@ Per call, on every rank, from arguments torch requires to be the same on every r
             and not use_local_synchronization (torch 2.x; non-members do not come then; seen
             as a group name other than the next of torch's group counter: a hashed name);
   then:     every rank votes on the default group (one allreduce MIN) with TORCH_HCCL_SPLIT;
-            all 1: members split (colour 0, key = group rank) in the creator, non-members call
-            split_out after torch returns them NON_GROUP_MEMBER; any 0: the store, on all.
+            all 1: members split (colour color_of(ranks), key = group rank) in the creator,
+            non-members call split_out after torch returns them NON_GROUP_MEMBER; any 0: the
+            store, on all.
 """
 import functools
 import inspect
