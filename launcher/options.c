@@ -7,8 +7,6 @@
  */
 #include "launch.h"
 
-#include "hostlist.h"
-#include "spelling.h"
 
 #include <errno.h>
 #include <getopt.h>
