@@ -222,18 +222,7 @@ def tree_circles(root):
     for f, (defs, protos, bodies, macros) in scans.items():
         if f.endswith(HEADER_EXT):
             continue
-        own = {nm for nm, v in defs.items() if v[1]} | set(macros)
-        refs = {}
-        for r in list(bodies.values()) + list(macros.values()):
-            refs.update({k: v for k, v in r.items() if k not in refs})
-        todo, seen = sorted(refs), set()
-        while todo:
-            x = todo.pop()
-            if x in seen or x in own:
-                continue
-            seen.add(x)
-            if x in inline and x not in defined:
-                todo.extend(inline[x])
+        seen, _ = test_layers.names_used(defs, bodies, macros, inline, defined)
         for x in seen:
             homes = defined.get(x, [])
             top = [h for h in homes if h.split(os.sep)[0] == f.split(os.sep)[0]]
