@@ -19,8 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "half.h"
-#include "reduce.h"
+#include "hccl_iface.h"
 
 static double now(void) {
   struct timespec ts;

@@ -32,8 +32,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "store.h"
-#include "thread.h"
+#include "hccl_iface.h"
 
 #define POLL_US 100000
 #define CONNECT_MS 60000

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "topo.h"
+#include "hccl_iface.h"
 
 #define LAUNCH_EXIT_USAGE 2       /* refused before anything started */
 #define LAUNCH_EXIT_NOT_FOUND 127 /* the program cannot be run (as sh and env do) */

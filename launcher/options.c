@@ -7,8 +7,6 @@
  */
 #include "launch.h"
 
-#include "hostlist.h"
-#include "spelling.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -153,7 +151,12 @@ static int usage_error(char *err, size_t errlen, const char *fmt, ...) {
   return -1;
 }
 
-int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err, size_t errlen) {
+/* What the command line gave, for the checks that fill in the rest from Slurm. */
+struct given {
+  bool nnodes, node_rank, master;
+};
+
+static void set_defaults(struct launch_opts *o) {
   memset(o, 0, sizeof(*o));
   o->nnodes = 1;
   o->node_rank = 0;
@@ -161,129 +164,130 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   o->master_port = LAUNCH_DEFAULT_PORT;
   o->cpu_bind = LAUNCH_BIND_BLOCK;
   o->grace_s = LAUNCH_DEFAULT_GRACE_S;
-  bool node_rank_given = false, nnodes_given = false, master_given = false;
+}
 
-  opterr = 0; /* we word the messages ourselves */
-  optind = 1;
-  int c, idx;
+/* The options that say where this server is in the job: ranks per server, servers, this
+ * one's number, server 0's address and port. 0, or -1 with the message in err. */
+static int take_placement(int c, struct launch_opts *o, struct given *g, char *err,
+                          size_t errlen) {
   long v;
-  while ((c = getopt_long(argc, argv, "+:hV", long_options, &idx)) != -1) {
-    const char *name = argv[optind - 1]; /* the option itself for ':' and '?' */
-    switch (c) {
-    case OPT_DEVICE_LIST:
-      o->device_list = optarg;
-      break;
-    case OPT_NPROC:
-      if (!launch_parse_long(optarg, 1, 1000000, &v))
-        return usage_error(err, errlen,
-                           "--nproc-per-node '%s' is not a positive whole number of ranks", optarg);
-      o->nproc_per_node = (int)v;
-      break;
-    case OPT_NNODES:
-      if (!launch_parse_long(optarg, 1, 65536, &v))
-        return usage_error(err, errlen, "--nnodes '%s' must be a whole number from 1 to 65536",
-                           optarg);
-      o->nnodes = (int)v;
-      nnodes_given = true;
-      break;
-    case OPT_NODE_RANK:
-      if (!launch_parse_long(optarg, 0, 65535, &v))
-        return usage_error(err, errlen, "--node-rank '%s' must be a whole number, 0 or more",
-                           optarg);
-      o->node_rank = (int)v;
-      node_rank_given = true;
-      break;
-    case OPT_MASTER_ADDR:
-      if (!*optarg)
-        return usage_error(err, errlen, "--master-addr is empty; give server 0's IPv4 address");
-      o->master_addr = optarg;
-      master_given = true;
-      break;
-    case OPT_MASTER_PORT:
-      if (!launch_parse_long(optarg, 1, 65535, &v))
-        return usage_error(err, errlen, "--master-port '%s' must be a port number from 1 to 65535",
-                           optarg);
-      o->master_port = (int)v;
-      break;
-    case OPT_CPU_BIND:
-      if (strcmp(optarg, "block") == 0) {
-        o->cpu_bind = LAUNCH_BIND_BLOCK;
-      } else if (strcmp(optarg, "none") == 0) {
-        o->cpu_bind = LAUNCH_BIND_NONE;
-      } else {
-        o->cpu_bind = LAUNCH_BIND_LIST; /* checked by cpubind.c against the rank count */
-        o->cpu_bind_list = optarg;
-      }
-      break;
-    case OPT_REPORT_BINDINGS:
-      o->report_bindings = true;
-      break;
-    case OPT_LOG_DIR:
-      if (!*optarg)
-        return usage_error(err, errlen, "--log-dir is empty; give a directory for the rank logs");
-      o->log_dir = optarg;
-      break;
-    case OPT_TAG_OUTPUT:
-      o->tag_output = true;
-      break;
-    case OPT_DRY_RUN:
-      o->dry_run = true;
-      break;
-    case OPT_TOPOLOGY:
-      o->topology = optarg;
-      o->topology_from_option = true;
-      break;
-    case OPT_MAX_RESTARTS: {
-      long restarts;
-      if (!launch_parse_long(optarg, 0, 1000, &restarts))
-        return usage_error(err, errlen, "--max-restarts '%s' must be a whole number from 0 to 1000",
-                           optarg);
-      o->max_restarts = (int)restarts;
-      break;
-    }
-    case OPT_GRACE: {
-      char *end;
-      errno = 0;
-      double g = strtod(optarg, &end);
-      if (errno || end == optarg || *end || !(g >= 0 && g <= 3600))
-        return usage_error(
-            err, errlen, "--grace-period '%s' must be a number of seconds from 0 to 3600", optarg);
-      o->grace_s = g;
-      break;
-    }
-    case 'h':
-      fputs(usage_text, stdout);
-      return 1;
-    case 'V':
-      printf("npu-launch %s\n", NPU_LAUNCH_VERSION);
-      return 1;
-    case ':':
-      return usage_error(err, errlen, "option %s needs a value; see npu-launch --help", name);
-    default:
-      if (optopt && optopt < 256)
-        return usage_error(err, errlen, "unknown option '-%c'; see npu-launch --help", optopt);
-      if (closest_option(name))
-        return usage_error(err, errlen, "unknown option '%.*s' (did you mean --%s?); see "
-                           "npu-launch --help", (int)strcspn(name, "="), name,
-                           closest_option(name));
-      return usage_error(err, errlen, "unknown option '%s'; see npu-launch --help", name);
-    }
+  switch (c) {
+  case OPT_NPROC:
+    if (!launch_parse_long(optarg, 1, 1000000, &v))
+      return usage_error(err, errlen,
+                         "--nproc-per-node '%s' is not a positive whole number of ranks", optarg);
+    o->nproc_per_node = (int)v;
+    break;
+  case OPT_NNODES:
+    if (!launch_parse_long(optarg, 1, 65536, &v))
+      return usage_error(err, errlen, "--nnodes '%s' must be a whole number from 1 to 65536",
+                         optarg);
+    o->nnodes = (int)v;
+    g->nnodes = true;
+    break;
+  case OPT_NODE_RANK:
+    if (!launch_parse_long(optarg, 0, 65535, &v))
+      return usage_error(err, errlen, "--node-rank '%s' must be a whole number, 0 or more",
+                         optarg);
+    o->node_rank = (int)v;
+    g->node_rank = true;
+    break;
+  case OPT_MASTER_ADDR:
+    if (!*optarg)
+      return usage_error(err, errlen, "--master-addr is empty; give server 0's IPv4 address");
+    o->master_addr = optarg;
+    g->master = true;
+    break;
+  case OPT_MASTER_PORT:
+    if (!launch_parse_long(optarg, 1, 65535, &v))
+      return usage_error(err, errlen, "--master-port '%s' must be a port number from 1 to 65535",
+                         optarg);
+    o->master_port = (int)v;
+    break;
   }
+  return 0;
+}
 
-  if (optind >= argc) {
-    snprintf(err, errlen,
-             "no program given; usage: npu-launch [options] [--] program [args...], e.g. "
-             "npu-launch --device-list 0,1 -- python3 train.py");
-    return -1;
+/* The options that say how the ranks run: devices, CPU binding, output, topology, restarts,
+ * grace period. 0, or -1 with the message in err. */
+static int take_run(int c, struct launch_opts *o, char *err, size_t errlen) {
+  switch (c) {
+  case OPT_DEVICE_LIST:
+    o->device_list = optarg;
+    break;
+  case OPT_CPU_BIND:
+    if (strcmp(optarg, "block") == 0) {
+      o->cpu_bind = LAUNCH_BIND_BLOCK;
+    } else if (strcmp(optarg, "none") == 0) {
+      o->cpu_bind = LAUNCH_BIND_NONE;
+    } else {
+      o->cpu_bind = LAUNCH_BIND_LIST; /* checked by cpubind.c against the rank count */
+      o->cpu_bind_list = optarg;
+    }
+    break;
+  case OPT_REPORT_BINDINGS:
+    o->report_bindings = true;
+    break;
+  case OPT_LOG_DIR:
+    if (!*optarg)
+      return usage_error(err, errlen, "--log-dir is empty; give a directory for the rank logs");
+    o->log_dir = optarg;
+    break;
+  case OPT_TAG_OUTPUT:
+    o->tag_output = true;
+    break;
+  case OPT_DRY_RUN:
+    o->dry_run = true;
+    break;
+  case OPT_TOPOLOGY:
+    o->topology = optarg;
+    o->topology_from_option = true;
+    break;
+  case OPT_MAX_RESTARTS: {
+    long restarts;
+    if (!launch_parse_long(optarg, 0, 1000, &restarts))
+      return usage_error(err, errlen, "--max-restarts '%s' must be a whole number from 0 to 1000",
+                         optarg);
+    o->max_restarts = (int)restarts;
+    break;
   }
-  o->argv = argv + optind;
+  case OPT_GRACE: {
+    char *end;
+    errno = 0;
+    double g = strtod(optarg, &end);
+    if (errno || end == optarg || *end || !(g >= 0 && g <= 3600))
+      return usage_error(
+          err, errlen, "--grace-period '%s' must be a number of seconds from 0 to 3600", optarg);
+    o->grace_s = g;
+    break;
+  }
+  }
+  return 0;
+}
 
-  /* Under srun (one npu-launch per server), Slurm says what the flags did not. */
+/* An option getopt_long refused (name: as written): a value missing, or an unknown option,
+ * with the documented spelling it is closest to. Always -1. */
+static int refuse_option(int c, const char *name, char *err, size_t errlen) {
+  if (c == ':')
+    return usage_error(err, errlen, "option %s needs a value; see npu-launch --help", name);
+  if (optopt && optopt < 256)
+    return usage_error(err, errlen, "unknown option '-%c'; see npu-launch --help", optopt);
+  if (closest_option(name))
+    return usage_error(err, errlen, "unknown option '%.*s' (did you mean --%s?); see "
+                       "npu-launch --help", (int)strcspn(name, "="), name,
+                       closest_option(name));
+  return usage_error(err, errlen, "unknown option '%s'; see npu-launch --help", name);
+}
+
+/* Under srun (one npu-launch per server), Slurm says what the flags did not: the servers, this
+ * one's number, server 0's host. Refuses an srun that started several npu-launch per server.
+ * 0, or -1 with the message in err. */
+static int take_slurm(struct launch_opts *o, struct given *g, char *err, size_t errlen) {
   const char *nn = getenv("SLURM_NNODES"), *nid = getenv("SLURM_NODEID");
   const char *nodes = getenv("SLURM_JOB_NODELIST");
   const char *steptasks = getenv("SLURM_STEP_NUM_TASKS"), *stepnodes = getenv("SLURM_STEP_NUM_NODES");
-  long ntasks_step, nnodes_step;
-  if (!nnodes_given && !node_rank_given && steptasks && stepnodes &&
+  long ntasks_step, nnodes_step, v;
+  if (!g->nnodes && !g->node_rank && steptasks && stepnodes &&
       launch_parse_long(steptasks, 1, 1 << 24, &ntasks_step) &&
       launch_parse_long(stepnodes, 1, 65536, &nnodes_step) && ntasks_step > nnodes_step)
     return usage_error(err, errlen,
@@ -294,19 +298,19 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
                        "themselves (srun --ntasks-per-node 8 ./train); --nnodes and --node-rank "
                        "given on the command line skip this check",
                        ntasks_step, nnodes_step, nnodes_step > 1 ? "s" : "", steptasks, stepnodes);
-  if (!nnodes_given && nn && *nn) {
+  if (!g->nnodes && nn && *nn) {
     if (!launch_parse_long(nn, 1, 65536, &v))
       return usage_error(err, errlen, "SLURM_NNODES='%s' is not a number of servers", nn);
     o->nnodes = (int)v;
-    nnodes_given = true;
+    g->nnodes = true;
   }
-  if (!node_rank_given && nid && *nid && o->nnodes > 1) {
+  if (!g->node_rank && nid && *nid && o->nnodes > 1) {
     if (!launch_parse_long(nid, 0, 65535, &v))
       return usage_error(err, errlen, "SLURM_NODEID='%s' is not a server number", nid);
     o->node_rank = (int)v;
-    node_rank_given = true;
+    g->node_rank = true;
   }
-  if (!master_given && nodes && *nodes && o->nnodes > 1) {
+  if (!g->master && nodes && *nodes && o->nnodes > 1) {
     if (hccl__hostlist_first(nodes, o->slurm_master, sizeof(o->slurm_master)) != 0)
       return usage_error(err, errlen,
                          "SLURM_JOB_NODELIST='%s' does not start with a host; give "
@@ -314,6 +318,13 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
                          nodes);
     o->master_addr = o->slurm_master;
   }
+  return 0;
+}
+
+/* The servers agree with each other: this one's number below their count, given whenever
+ * there are several, and room for the launchers' port above --master-port. */
+static int check_servers(const struct launch_opts *o, const struct given *g, char *err,
+                         size_t errlen) {
   if (o->node_rank >= o->nnodes) {
     snprintf(err, errlen, "--node-rank %d is not below --nnodes %d; servers are numbered 0-%d",
              o->node_rank, o->nnodes, o->nnodes - 1);
@@ -321,7 +332,7 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   }
   /* Taking server 0 by default made a second "server 0" on every other server, and the job
    * failed after HCCL_CONNECT_TIMEOUT with a message about MASTER_ADDR. */
-  if (o->nnodes > 1 && !node_rank_given)
+  if (o->nnodes > 1 && !g->node_rank)
     return usage_error(err, errlen,
                        "--nnodes %d without --node-rank: each server must say which it is; give "
                        "--node-rank K (0-%d) on each, or start npu-launch under srun, whose "
@@ -332,7 +343,11 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
                        "--max-restarts %d with --nnodes %d: the launchers meet on --master-port + "
                        "1, and --master-port is %d; choose a lower one",
                        o->max_restarts, o->nnodes, o->master_port);
+  return 0;
+}
 
+/* The topology (the option, else HCCL_TOPO_FILE) fits, and some devices were named. */
+static int check_devices(struct launch_opts *o, char *err, size_t errlen) {
   if (!o->topology) {
     const char *env = getenv("HCCL_TOPO_FILE");
     if (env && *env) o->topology = env;
@@ -349,4 +364,46 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
     return -1;
   }
   return 0;
+}
+
+int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err, size_t errlen) {
+  set_defaults(o);
+  struct given g = {false, false, false};
+
+  opterr = 0; /* we word the messages ourselves */
+  optind = 1;
+  int c, idx;
+  while ((c = getopt_long(argc, argv, "+:hV", long_options, &idx)) != -1) {
+    const char *name = argv[optind - 1]; /* the option itself for ':' and '?' */
+    switch (c) {
+    case OPT_NPROC:
+    case OPT_NNODES:
+    case OPT_NODE_RANK:
+    case OPT_MASTER_ADDR:
+    case OPT_MASTER_PORT:
+      if (take_placement(c, o, &g, err, errlen) != 0) return -1;
+      break;
+    case 'h':
+      fputs(usage_text, stdout);
+      return 1;
+    case 'V':
+      printf("npu-launch %s\n", NPU_LAUNCH_VERSION);
+      return 1;
+    case ':':
+    case '?':
+      return refuse_option(c, name, err, errlen);
+    default:
+      if (take_run(c, o, err, errlen) != 0) return -1;
+    }
+  }
+
+  if (optind >= argc) {
+    snprintf(err, errlen,
+             "no program given; usage: npu-launch [options] [--] program [args...], e.g. "
+             "npu-launch --device-list 0,1 -- python3 train.py");
+    return -1;
+  }
+  o->argv = argv + optind;
+  if (take_slurm(o, &g, err, errlen) != 0 || check_servers(o, &g, err, errlen) != 0) return -1;
+  return check_devices(o, err, errlen);
 }

@@ -9,7 +9,7 @@
  * do the tails and the whole run elsewhere, and give the same bits as F16C.
  */
 #include "ddp_int.h"
-#include "half.h"
+#include "hccl_iface.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -26,8 +26,21 @@ whose map is one table with "may use" as its last column:
 Fails, naming the file, the line and the rule, when:
   - a quoted include is not the component's own header and its row does not allow it (the
     message says where the header lives, and what the row allows);
+  - an include in angle brackets names a private header of the project outside the component
+    (one not in an include/ folder: a project header is one however it is written), unless
+    the system has one of that name;
   - a row names a file that does not exist, or a source file has no row, or two rows;
-  - a "may use" entry is not a file of the repository, or is the component's own header.
+  - a "may use" entry is not a file of the repository, or is the component's own header, or
+    is a header of hccl/src: the components reach libhccl's sources only through its internal
+    interface, hccl/iface/hccl_iface.h (CMake target hccl_iface; nothing else of hccl/src is on
+    their include path);
+  - anywhere else in the tree outside hccl/ and tests/ (perf/, bench/, examples/, whatever
+    comes), a C or C++ file includes a header of hccl/src, quoted or in angle brackets;
+  - in the whole tree outside hccl/src (which test_layers.py checks by its own, stricter
+    rules), C and C++ files make a circle: headers that include each other, or files that use
+    each other's functions (test_layers.py's C reader: a non-static name defined in a .c or
+    .cpp file and used in another, directly or through a header's inline function or macro;
+    it reads file-scope C, so C++ inside a namespace adds no uses, only its includes).
 
 Usage: test_components.py [--root DIR] [-v] [COMPONENT ...]
   --root      the repository (default: two folders above this script)
@@ -46,8 +59,17 @@ SOURCE_EXT = (".c", ".h", ".cc", ".cpp", ".hpp", ".py")
 HEADER_EXT = (".h", ".hpp")
 C_EXT = (".c", ".h", ".cc", ".cpp", ".hpp")
 PUBLIC = {"hccl.h": "hccl/include/hccl.h"}  # the short names a "may use" cell may use
+PRIVATE_TREE = "hccl/src/"  # reached from outside hccl/ only through IFACE
+IFACE = "hccl/iface/hccl_iface.h"
+IFACE_HINT = f"; libhccl's sources are reached only through {IFACE}"
+SYSTEM_DIRS = ("/usr/include", "/usr/local/include")
+TREE_SKIP = ("hccl", "tests")  # hccl/ has test_layers.py; tests/ are white-box
 SKIP_DIRS = ("__pycache__",)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+ANGLE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_layers  # noqa: E402  (its C reader and find_cycle)
 
 
 class Malformed(Exception):
@@ -108,6 +130,119 @@ def walk_files(top, exts, skip_tests=False):
     return out
 
 
+def angle_private(line, where, comp):
+    """(name, home) when line includes in angle brackets a header of the project outside comp
+    that the system does not have; else None."""
+    m = ANGLE.match(line)
+    if not m:
+        return None
+    inc = m.group(1)
+    homes = [h for h in where.get(os.path.basename(inc), [])
+             if h.endswith(inc) and not h.startswith(comp + "/") and "/include/" not in h]
+    if not homes or any(os.path.exists(os.path.join(d, inc)) for d in SYSTEM_DIRS):
+        return None
+    return inc, ", ".join(homes)
+
+
+def tree_files(root):
+    """The C and C++ files of the tree outside TREE_SKIP, relative to root."""
+    return [f for f in walk_files(root, C_EXT)
+            if f.split(os.sep)[0] not in TREE_SKIP and os.sep in f]
+
+
+def tree_private(root, where):
+    """Problems: a file outside hccl/ and tests/ including a header of hccl/src."""
+    problems = []
+    for f in tree_files(root):
+        if f.split(os.sep)[0] in COMPONENTS:
+            continue  # their maps' rule says it (and names hccl_iface.h)
+        with open(os.path.join(root, f), encoding="utf-8") as src:
+            for k, line in enumerate(src, 1):
+                m = INCLUDE.match(line) or ANGLE.match(line)
+                if not m:
+                    continue
+                inc = m.group(1)
+                homes = [h for h in where.get(os.path.basename(inc), [])
+                         if h.startswith(PRIVATE_TREE) and h.endswith(inc)]
+                if homes and not (line.lstrip("# \t").startswith("include <") and any(
+                        os.path.exists(os.path.join(d, inc)) for d in SYSTEM_DIRS)):
+                    problems.append(f"{f}:{k}: includes \"{inc}\" ({homes[0]}), a private "
+                                    f"header of libhccl: outside hccl/ and tests/, its sources "
+                                    f"are reached only through {IFACE} (target hccl_iface)")
+    return problems
+
+
+def tree_circles(root):
+    """Problems: circles of files in the tree outside hccl/src (its own check is
+    test_layers.py): headers including each other, or files using each other's names."""
+    files = [f for f in walk_files(root, C_EXT, skip_tests=True)
+             if not f.startswith(os.path.join("hccl", "src") + os.sep)]
+    by_name = {}
+    for f in files:
+        by_name.setdefault(os.path.basename(f), []).append(f)
+
+    def resolve(f, inc):
+        # the header a quoted include of f means: beside f, else the only one of that name in
+        # f's top folder, else the only one in the tree
+        near = os.path.normpath(os.path.join(os.path.dirname(f), inc))
+        if near in by_name.get(os.path.basename(inc), []):
+            return near
+        cands = [h for h in by_name.get(os.path.basename(inc), []) if h.endswith(inc)]
+        top = [h for h in cands if h.split(os.sep)[0] == f.split(os.sep)[0]]
+        pick = top if len(top) == 1 else cands
+        return pick[0] if len(pick) == 1 else None
+
+    inc_edges, scans = {}, {}
+    for f in files:
+        with open(os.path.join(root, f), encoding="utf-8") as src:
+            for line in src:
+                m = INCLUDE.match(line)
+                h = m and resolve(f, m.group(1))
+                if h and h != f:
+                    inc_edges.setdefault(f, set()).add(h)
+        scans[f] = test_layers.scan(os.path.join(root, f))
+    problems = []
+    headers = {f: {h for h in t if h.endswith(HEADER_EXT)}
+               for f, t in inc_edges.items() if f.endswith(HEADER_EXT)}
+    cycle = test_layers.find_cycle(headers)
+    if cycle:
+        problems.append("headers include each other in a circle: " + " -> ".join(cycle))
+
+    # name -> the files defining it (non-static, in a .c or .cpp file), per top folder
+    defined, inline = {}, {}
+    for f, (defs, protos, bodies, macros) in scans.items():
+        if f.endswith(HEADER_EXT):
+            for nm, refs in list(bodies.items()) + list(macros.items()):
+                inline.setdefault(nm, refs)
+            continue
+        for nm, (ln, static, _) in defs.items():
+            if not static and nm != "main":
+                defined.setdefault(nm, []).append(f)
+    uses = {}
+    for f, (defs, protos, bodies, macros) in scans.items():
+        if f.endswith(HEADER_EXT):
+            continue
+        seen, _ = test_layers.names_used(defs, bodies, macros, inline, defined)
+        for x in seen:
+            homes = defined.get(x, [])
+            top = [h for h in homes if h.split(os.sep)[0] == f.split(os.sep)[0]]
+            pick = top if len(top) == 1 else homes
+            if len(pick) == 1 and pick[0] != f:
+                uses.setdefault(f, {}).setdefault(pick[0], []).append(x)
+    graph = {f: set(t) for f, t in uses.items()}
+    while True:
+        cycle = test_layers.find_cycle(graph)
+        if not cycle:
+            break
+        steps = [f"{x} -({', '.join(sorted(uses[x][y])[:2])})-> "
+                 for x, y in zip(cycle, cycle[1:])]
+        problems.append("files use each other in a circle: " + "".join(steps) + cycle[-1]
+                        + " (rule: no circle of files, in hccl/src or anywhere; move what both "
+                        "need to a file of its own)")
+        graph[cycle[-2]].discard(cycle[-1])
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -158,6 +293,10 @@ def main():
                 elif path.startswith(comp + "/"):
                     problems.append(f"{readme_rel}:{n}: may use `{u}`, {comp}/'s own header: "
                                     "own headers are always allowed, list only the others")
+                elif path.startswith(PRIVATE_TREE):
+                    problems.append(f"{readme_rel}:{n}: may use `{u}`, a private header of "
+                                    f"libhccl: outside hccl/ its sources are reached only "
+                                    f"through `{IFACE}` (add the header there, with its user)")
 
         for f in files:
             if f not in row_of:
@@ -172,6 +311,11 @@ def main():
                 for k, line in enumerate(src, 1):
                     m = INCLUDE.match(line)
                     if not m:
+                        bad = angle_private(line, where, comp)
+                        if bad:
+                            problems.append(f"{comp}/{f}:{k}: includes <{bad[0]}> ({bad[1]}): a "
+                                            "header of the project is one however it is "
+                                            "written; quote it, and its row must allow it")
                         continue
                     inc = m.group(1)
                     if any(h == inc or h.endswith("/" + inc) for h in own):
@@ -184,7 +328,7 @@ def main():
                             print(f"{comp}/{f}:{k}: \"{inc}\" allowed ({readme_rel}:{n})")
                         continue
                     homes = where.get(os.path.basename(inc), [])
-                    home = (f" ({', '.join(homes)})" if homes else
+                    home = (f" ({', '.join(homes)}{IFACE_HINT if any(h.startswith(PRIVATE_TREE) for h in homes) else ''})" if homes else
                             ", which is no header of the project (system and third-party "
                             "headers are included with <>)")
                     may = ("only " + ", ".join(f"`{u}`" for u in uses)) if uses else "nothing"
@@ -195,6 +339,9 @@ def main():
                 for u in uses:
                     if u not in used:
                         print(f"{comp}/{f}: may use `{u}` ({readme_rel}:{n}), does not")
+
+    if not a.components:
+        problems += tree_private(root, where) + tree_circles(root)
 
     for p in problems:
         print(p)

@@ -8,7 +8,10 @@ when:
     HCCL_QUICK_TESTS and HCCL_SLOW_TESTS, gives them);
   - a torch_* test lacks the label torch;
   - a test has no row in tests/README.md, or two, or its row says nothing;
-  - a row names a test that neither this build nor tests/CMakeLists.txt knows.
+  - a row names a test that neither this build nor tests/CMakeLists.txt knows;
+  - a test source file (every .c .h .cpp .py .sh below tests/, the fuzz corpus aside) has no
+    row in tests/README.md's file table (`| file | what it covers |`), or two, or a row that
+    says nothing, or a row names no file.
 
     test_labels.py --build BUILD_DIR --root SOURCE_DIR [--ctest CTEST]
 """
@@ -52,6 +55,44 @@ def readme_rows(path):
     return rows, dup
 
 
+FILE_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*(.*?)\s*\|\s*$")
+SOURCE_EXT = (".c", ".h", ".cpp", ".py", ".sh")
+
+
+def file_errors(root):
+    """Problems with tests/README.md's file table against the files below tests/."""
+    tests = os.path.join(root, "tests")
+    have = set()
+    for dirpath, dirnames, files in os.walk(tests):
+        dirnames[:] = [d for d in dirnames if d not in ("corpus", "__pycache__")]
+        for f in files:
+            if f.endswith(SOURCE_EXT):
+                have.add(os.path.relpath(os.path.join(dirpath, f), tests))
+    rows, errors, in_files = {}, [], False
+    for line in open(os.path.join(tests, "README.md"), encoding="utf-8"):
+        if line.startswith("| file | what it covers |"):
+            in_files = True
+            continue
+        if in_files and not line.startswith("|"):
+            in_files = False
+        m = FILE_ROW.match(line.strip()) if in_files else None
+        if not m:
+            continue
+        name, what = m.groups()
+        if name in rows:
+            errors.append("tests/README.md: two rows for the file %s" % name)
+        rows[name] = what
+        if name not in have:
+            errors.append("tests/README.md: row for the file %s, which is no file of tests/"
+                          % name)
+        elif len(what) < 10:
+            errors.append("tests/README.md: the row of the file %s says too little" % name)
+    for f in sorted(have - set(rows)):
+        errors.append("tests/%s: no row in tests/README.md's file table saying what it covers "
+                      "(| `%s` | ... |)" % (f, f))
+    return errors
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True)
@@ -61,7 +102,7 @@ def main():
     tests = ctest_tests(a.ctest, a.build)
     rows, dup = readme_rows(os.path.join(a.root, "tests", "README.md"))
     cmake = open(os.path.join(a.root, "tests", "CMakeLists.txt"), encoding="utf-8").read()
-    errors = ["tests/README.md: two rows for %s" % n for n in dup]
+    errors = ["tests/README.md: two rows for %s" % n for n in dup] + file_errors(a.root)
     for name, labels in sorted(tests.items()):
         speeds = [l for l in labels if l in SPEEDS]
         if len(speeds) != 1:

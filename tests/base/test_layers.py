@@ -281,6 +281,28 @@ def read_tables(readme):
     return layers, exceptions, only
 
 
+def names_used(defs, bodies, macros, inline, defined):
+    """(seen, refs): the names one .c file uses that it does not define static, directly or
+    through the inline functions and macros of headers (inline: {name: {ident: line}}) that
+    no .c file defines; refs gives each name's first line in the file."""
+    own = {nm for nm, v in defs.items() if v[1]} | set(macros)
+    refs = {}
+    for r in list(bodies.values()) + list(macros.values()):
+        for k, ln in r.items():
+            refs.setdefault(k, ln)
+    todo, seen = sorted(refs), set()
+    while todo:
+        x = todo.pop()
+        if x in seen or x in own:
+            continue
+        seen.add(x)
+        if x in inline and x not in defined:
+            for k in inline[x]:
+                refs.setdefault(k, refs[x])
+                todo.append(k)
+    return seen, refs
+
+
 def find_cycle(graph):
     """One circle in {node: set(nodes)} as a list, or None."""
     state, stack = {}, []
@@ -461,21 +483,7 @@ def main():
         if not rel.endswith(".c"):
             continue
         d = rel.split("/")[0]
-        own = {nm for nm, v in defs.items() if v[1]} | set(macros)
-        refs = {}
-        for r in list(bodies.values()) + list(macros.values()):
-            for k, ln in r.items():
-                refs.setdefault(k, ln)
-        todo, seen = sorted(refs), set()
-        while todo:
-            x = todo.pop()
-            if x in seen or x in own:
-                continue
-            seen.add(x)
-            if x in inline and x not in defined:
-                for k in inline[x]:
-                    refs.setdefault(k, refs[x])
-                    todo.append(k)
+        seen, refs = names_used(defs, bodies, macros, inline, defined)
         for x in sorted(seen, key=lambda x: refs[x]):
             to_file = defined.get(x)
             if not to_file or to_file == rel:

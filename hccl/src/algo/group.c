@@ -7,6 +7,7 @@
 
 #include "group.h"
 #include "log.h"
+#include "mem_region.h"
 #include "partners.h"
 #include "zview.h"
 
@@ -118,11 +119,11 @@ void *hccl__group_temp(const struct hccl_group *g, size_t bytes) {
 void *hccl__group_stage(const struct hccl_group *g, size_t bytes) {
   struct hccl_algo_state *c = g->state;
   if (bytes <= c->stage_bytes) return c->stage;
-  HcclMemFree(c->stage);
+  hccl__mem_free(c->stage);
   c->stage = NULL;
   c->stage_bytes = 0;
   c->stage_next = 0;
-  if (HcclMemAlloc(&c->stage, bytes) != HCCL_SUCCESS) return NULL;
+  if (hccl__mem_alloc(&c->stage, bytes) != HCCL_SUCCESS) return NULL;
   c->stage_bytes = bytes;
   return c->stage;
 }

@@ -81,7 +81,7 @@ __attribute__((constructor)) static void mem_init(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-HcclResult HcclMemAlloc(void **ptr, size_t size) {
+HcclResult hccl__mem_alloc(void **ptr, size_t size) {
   if (!ptr) return hccl__fail(HCCL_E_PTR, "HcclMemAlloc: ptr is NULL");
   if (size == 0) return hccl__fail(HCCL_E_PARA, "HcclMemAlloc: size is 0; it must be at least 1");
   long page = sysconf(_SC_PAGESIZE);
@@ -117,7 +117,7 @@ fail:;
   return hccl__fail(code, "HcclMemAlloc of %zu bytes: %s: %s", size, what, strerror(e));
 }
 
-HcclResult HcclMemFree(void *ptr) {
+HcclResult hccl__mem_free(void *ptr) {
   if (!ptr) return HCCL_SUCCESS;
   pthread_mutex_lock(&mu);
   struct region **pp = &regions;

@@ -10,6 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hccl.h"
+
+/* HcclMemAlloc/HcclMemFree's work (core/process.c holds the entry points; algo/group.c
+ * allocates its staging area here too): *ptr = `size` bytes (rounded up to pages) of a new
+ * region, zeroed; HCCL_E_PARA for size 0 or too large, HCCL_E_PTR for a NULL ptr,
+ * HCCL_E_MEMORY/HCCL_E_SYSCALL when the system refuses. _free: NULL is accepted; any pointer
+ * _alloc did not return is HCCL_E_PARA. Messages name the public calls. */
+HcclResult hccl__mem_alloc(void **ptr, size_t size);
+HcclResult hccl__mem_free(void *ptr);
+
 /* A buffer inside a peer's HcclMemAlloc region as its owner describes it (mem_region.c): the
  * region's memfd in the owner, its serial number and size, and the buffer's offset in it.
  * fd < 0: the buffer is not in such memory. */

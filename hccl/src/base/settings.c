@@ -202,23 +202,19 @@ static HcclResult load_log_level(void) {
  * role of aclrtSetDevice / torch.npu.set_device. Process-wide, as a device is. */
 static _Atomic int32_t g_process_device = -1;
 
-HcclResult HcclSetDevice(int32_t deviceId) {
-  if (deviceId < 0 || deviceId > HCCL_MAX_DEVICE_ID)
-    return hccl__fail(HCCL_E_PARA, "HcclSetDevice(%d): a device id must be from 0 to %d",
-                      (int)deviceId, HCCL_MAX_DEVICE_ID);
-  atomic_store(&g_process_device, deviceId);
+HcclResult hccl__process_device_set(int32_t device, const char *caller) {
+  if (device < 0 || device > HCCL_MAX_DEVICE_ID)
+    return hccl__fail(HCCL_E_PARA, "%s(%d): a device id must be from 0 to %d", caller,
+                      (int)device, HCCL_MAX_DEVICE_ID);
+  atomic_store(&g_process_device, device);
   return HCCL_SUCCESS;
 }
 
-HcclResult HcclGetDevice(int32_t *deviceId) {
-  if (!deviceId) return hccl__fail(HCCL_E_PTR, "HcclGetDevice: deviceId is NULL");
-  *deviceId = atomic_load(&g_process_device);
-  return HCCL_SUCCESS;
-}
+int32_t hccl__process_device(void) { return atomic_load(&g_process_device); }
 
 /* The device HcclSetDevice chose, which beats every variable. */
 static void process_device(struct hccl_settings *s) {
-  int32_t d = atomic_load(&g_process_device);
+  int32_t d = hccl__process_device();
   s->device_id = d;
   s->device_src = d >= 0 ? "HcclSetDevice" : NULL;
 }

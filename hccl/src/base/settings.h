@@ -78,6 +78,12 @@ HcclResult hccl__settings_load_given(struct hccl_settings *out, uint32_t rank, u
 /* Largest device id HcclSetDevice and the device variables accept. */
 #define HCCL_MAX_DEVICE_ID (1 << 20)
 
+/* The process's device (core/process.c's HcclSetDevice/HcclGetDevice; the settings' first
+ * source of a rank's device). _set: HCCL_E_PARA, naming caller and the range, unless device is
+ * from 0 to HCCL_MAX_DEVICE_ID. hccl__process_device: the device set, or -1. */
+HcclResult hccl__process_device_set(int32_t device, const char *caller);
+int32_t hccl__process_device(void);
+
 /* The first host of a Slurm host list ("node[01-04,07],gpu3" -> "node01"). */
 HcclResult hccl__slurm_first_host(const char *list, char *out, size_t len);
 

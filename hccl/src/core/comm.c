@@ -25,6 +25,7 @@
 #include "comm_wait.h"
 #include "flight.h"
 #include "log.h"
+#include "mem_region.h"
 #include "p2p.h"
 #include "place.h"
 #include "progress.h"
@@ -235,7 +236,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   pthread_cond_destroy(&c->qcond);
   free(c->astate.scratch);
   free(c->astate.temp);
-  HcclMemFree(c->astate.stage);
+  hccl__mem_free(c->astate.stage);
   free(c->peers);
   free(c->same_core);
   free(c->premul);
