@@ -11,6 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 step() { echo "== $*"; }
+# A free port for each run (the default 29688 may be another job's on a shared machine).
+port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
@@ -27,7 +29,7 @@ step "pkg-config"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -Wall -Werror -o "$tmp/hello_pc" "$src/hello_hccl.c" $(pkg-config --cflags --libs hccl) \
   -Wl,-rpath,"$libdir"
-"$prefix/bin/npu-launch" --device-list 0,1 -- "$tmp/hello_pc"
+"$prefix/bin/npu-launch" --master-port "$(port)" --device-list 0,1 -- "$tmp/hello_pc"
 
 step "the DDP layer: ddp.h with -lhccl_ddp"
 printf '#include <ddp.h>\nint main(void) { ddp_t *d; return ddp_create(NULL, NULL, 0, NULL, &d) == HCCL_SUCCESS; }\n' >"$tmp/ddp_link.c"
@@ -39,10 +41,10 @@ LD_LIBRARY_PATH="$libdir" "$tmp/ddp_link"
 step "find_package(hccl)"
 cmake -S "$src" -B "$tmp/fp" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_RPATH="$libdir" >/dev/null
 cmake --build "$tmp/fp" >/dev/null
-"$prefix/bin/npu-launch" --device-list 0,1 -- "$tmp/fp/hello_hccl"
+"$prefix/bin/npu-launch" --master-port "$(port)" --device-list 0,1 -- "$tmp/fp/hello_hccl"
 
 step "installed allreduce_perf"
-"$prefix/bin/npu-launch" --device-list 0,1 -- "$prefix/bin/allreduce_perf" -b 8 -e 1M -f 32 -n 2 -w 1 |
+"$prefix/bin/npu-launch" --master-port "$(port)" --device-list 0,1 -- "$prefix/bin/allreduce_perf" -b 8 -e 1M -f 32 -n 2 -w 1 |
   tee "$tmp/perf.txt" | tail -3
 grep -q "Out of bounds values : 0 OK" "$tmp/perf.txt"
 
@@ -50,7 +52,7 @@ pydir=$(find "$prefix" -type d -name torch_hccl | head -1)
 if [ -n "$pydir" ]; then
   py=$(cat "$build/python/INTERPRETER")
   step "installed torch_hccl ($py)"
-  PYTHONPATH=$(dirname "$pydir") "$prefix/bin/npu-launch" --device-list 0,1 -- "$py" -c '
+  PYTHONPATH=$(dirname "$pydir") "$prefix/bin/npu-launch" --master-port "$(port)" --device-list 0,1 -- "$py" -c '
 import torch, torch.distributed as dist, torch_hccl, os
 assert torch_hccl.__file__.startswith(os.environ["PYTHONPATH"]), torch_hccl.__file__
 dist.init_process_group("hccl")
