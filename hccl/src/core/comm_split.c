@@ -4,32 +4,35 @@
  * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
  * settings, the run), from which each rank finds its new group's members in order and has
  * their info at once. The new communicator's two other bootstrap rounds ("conn", "ready") then
- * run among the group's members only: a Bruck allgather (log2 n steps) of a fixed-size record
- * over the parent's point-to-point sends (c->round_fn), not a parent allgather that crosses
- * every server. NCCL's bootstrapSplit does the same: the group's own ring, made through the
- * parent. A member whose bootstrap failed still takes part in its group's rounds with its
- * records marked failed, so its members get an error, not a wait; a NOCOLOR rank and a
- * one-rank group take part in none.
+ * run among the group's members only: Bruck's allgather (log2 n steps) of a fixed-size record
+ * over the parent's collective links, on the calling thread (c->round_fn), instead of a parent
+ * allgather that crosses every server. A member whose bootstrap failed still takes part in
+ * its group's rounds with its records marked failed, so its members get an error, not a wait;
+ * a NOCOLOR rank and a one-rank group take part in none.
  *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
  *   parent round:   allgather (colour, key, split number, bad input?, info)
  *   "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves
  *   then each group's links connect among its members, as any communicator's do.
  *
- * Measured at 128 pretend servers (bench/split.sh, 3D layout): a parent allgather there is
- * latency-bound across every server and the layout's 3 splits ran 12 of them; now 3.
- * Point-to-point on the parent between members is ordered per pair (p2p.c), and in one split
- * a rank is in one group only, so the rounds of different groups never mix; a caller must not
- * leave its own sends on the parent unmatched across a split (as with NCCL).
+ * Why (bench/split.sh, 3D layout at 64 pretend servers, 1 rank each): a parent allgather
+ * there is latency-bound across every server, and the layout's 3 splits ran 4 each. Running
+ * the members' rounds over the parent's point-to-point sends instead was measured too and lost:
+ * every step is a hand-off to p2p.c's engine thread, and the group's partners needed new
+ * connections on the p2p channel, where the collective channel has the links to the ranks
+ * 2^k away since init (a stride-s group's partners are s 2^k away).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
 #include "comm.h"
+#include "comm_wait.h"
 #include "hash.h"
 #include "log.h"
 #include "peer.h"
+#include "transport.h"
 #include "wait.h"
 
 /* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c). */
@@ -58,40 +61,39 @@ struct split_ctx {
   const uint32_t *members;        /* parent ranks in the new communicator's order */
   uint32_t n, me;
   uint32_t done;  /* member rounds run so far */
-  uint32_t steps; /* point-to-point steps of each member round */
+  uint32_t steps; /* Bruck steps of each member round */
   uint8_t *all;   /* [n * SPLIT_REC] the round's records in member order */
-  uint8_t *tmp;   /* [n * SPLIT_REC] Bruck's rotated blocks */
+  uint32_t *order; /* [n] 0..n-1: the view's ring and positions */
+  struct hccl_group view; /* the members over the parent's links */
   uint8_t rec[SPLIT_REC];
 };
 
-static HcclResult wait_req(HcclRequest q, HcclResult r) {
-  if (!q) return r;
-  HcclResult w = HcclRequestWait(q);
-  return r != HCCL_SUCCESS ? r : w;
-}
-
-/* Bruck's allgather of this rank's record (x->rec) among the group's members, over the
- * parent's point-to-point: at distance d = 1, 2, 4, ... a member sends the min(d, n - d) blocks
- * it holds to member me - d and receives as many from member me + d, so after ceil(log2 n)
- * steps block j is member me + j's record. Each send and receive has the parent's deadline
- * (HCCL_EXEC_TIMEOUT); a failure breaks the parent, whose peers then fail too (p2p.c). */
+/* Bruck's allgather of this rank's record (x->rec) among the group's members, on the calling
+ * thread over the parent's collective links (the group view x->view: member k is parent rank
+ * members[k]): ceil(log2 n) steps, each one message each way with the members 2^k away.
+ * Every earlier call on the parent has finished (the parent allgather before it was
+ * blocking), so nothing else uses those links meanwhile. A link the parent does not have yet
+ * (members 2^k apart are not always the parent's partners at that distance) is made first.
+ * Each wait has the parent's deadline (HCCL_EXEC_TIMEOUT); a failure breaks the parent, as a
+ * failed collective does, and its abort reaches the other members. */
 static HcclResult exchange(struct split_ctx *x) {
+  struct hccl_comm *p = x->parent;
   uint32_t n = x->n, me = x->me;
   HcclResult r = HCCL_SUCCESS;
-  memcpy(x->tmp, x->rec, SPLIT_REC);
+  struct hccl_link *l;
   for (uint32_t d = 1; d < n && r == HCCL_SUCCESS; d <<= 1) {
-    uint32_t cnt = d < n - d ? d : n - d;
-    HcclRequest rq = NULL, sq = NULL;
-    r = HcclRecv(x->tmp + (size_t)d * SPLIT_REC, (uint64_t)cnt * SPLIT_REC, HCCL_DATA_TYPE_UINT8,
-                 x->members[(me + d) % n], x->parent, &rq);
+    r = hccl__link_get(&p->tx, HCCL_CHANNEL_COLL, x->members[(me + d) % n], HCCL_CONNECT_WAIT,
+                       &l);
     if (r == HCCL_SUCCESS)
-      r = HcclSend(x->tmp, (uint64_t)cnt * SPLIT_REC, HCCL_DATA_TYPE_UINT8,
-                   x->members[(me + n - d) % n], x->parent, &sq);
-    r = wait_req(sq, wait_req(rq, r));
+      r = hccl__link_get(&p->tx, HCCL_CHANNEL_COLL, x->members[(me + n - d) % n],
+                         HCCL_CONNECT_WAIT, &l);
   }
-  for (uint32_t j = 0; j < n && r == HCCL_SUCCESS; j++)
-    memcpy(x->all + (size_t)((me + j) % n) * SPLIT_REC, x->tmp + (size_t)j * SPLIT_REC,
-           SPLIT_REC);
+  if (r == HCCL_SUCCESS) {
+    struct hccl_wait w = hccl__comm_wait(p, "HcclCommSplit", NULL);
+    struct hccl_prim pr = {.w = &w, .esz = 1};
+    r = hccl__bruck_allgather(&x->view, &pr, x->rec, x->all, SPLIT_REC);
+  }
+  if (r != HCCL_SUCCESS) hccl__comm_fail(p, r);
   hccl__log_bind(x->log);
   x->done++;
   return r;
@@ -270,16 +272,26 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
     for (uint32_t d = 1; d < x.n; d <<= 1)
       x.steps++;
     x.all = malloc((size_t)x.n * SPLIT_REC);
-    x.tmp = malloc((size_t)x.n * SPLIT_REC);
+    x.order = malloc((size_t)x.n * sizeof(uint32_t));
+    for (uint32_t i = 0; x.order && i < x.n; i++)
+      x.order[i] = i;
+    x.view = (struct hccl_group){.n = x.n,
+                                 .me = x.me,
+                                 .rank = members,
+                                 .ring = x.order,
+                                 .pos = x.order,
+                                 .links = comm->tx.links[HCCL_CHANNEL_COLL],
+                                 .chunk_bytes = comm->world.chunk_bytes,
+                                 .state = &comm->astate};
     cfg.have_rank = true;
     cfg.rank = x.me;
     cfg.world_size = x.n;
-    if (!x.all || !x.tmp)
+    if (!x.all || !x.order)
       r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
     else
       r = make_child(&x, &cfg, x.me, mine.seq, color, config, newcomm);
   }
-  HcclResult pr = x.all && x.tmp ? pad_rounds(&x, r != HCCL_SUCCESS) : HCCL_SUCCESS;
+  HcclResult pr = x.all && x.order ? pad_rounds(&x, r != HCCL_SUCCESS) : HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS && pr != HCCL_SUCCESS) {
     HcclCommDestroy(*newcomm);
@@ -288,13 +300,13 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
   }
   /* bench/split.sh's runs read this line: where a split's time goes. */
   HCCL_INFO("HcclCommSplit %u: colour %d, %u ranks of %u; 1 parent allgather %.2f ms, group "
-            "bootstrap %.2f ms (%u member rounds of %u point-to-point steps)",
+            "bootstrap %.2f ms (%u member rounds of %u steps)",
             mine.seq, (int)color, x.n, comm->nranks, (t1 - t0) / 1e6,
             (hccl__now_ns() - t1) / 1e6, x.done, x.steps);
 out:
   free(ask);
   free(members);
   free(x.all);
-  free(x.tmp);
+  free(x.order);
   return r;
 }
