@@ -270,8 +270,8 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
  *
  * The bootstrap runs over comm, never a store: one allgather over comm of every rank's colour,
  * key and bootstrap record, then each group's own two rounds among its members only, over
- * comm's point-to-point sends (so a caller must not leave sends on comm unmatched across the
- * call). No store server is met, however many groups a job makes. The new communicator then has links of its
+ * comm's links (a collective on comm like any other: no other call on comm runs meanwhile).
+ * No store server is met, however many groups a job makes. The new communicator then has links of its
  * own and is a full communicator (every call, HcclCommAbort, HcclCommDestroy) independent of
  * comm: either may be used while the other is, and destroyed first.
  *
