@@ -49,10 +49,11 @@ for S in $SERVERS; do
     port=$((port + 1))
     pids=()
     for ((k = 0; k < S; k++)); do
-      netns_exec "$k" env HCCL_IF_IP="$(netns_addr "$k")" HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 timeout -k 5 600 \
+      # The server's own status, not grep's (only server 0's rank 0 prints the line).
+      (netns_exec "$k" env HCCL_IF_IP="$(netns_addr "$k")" HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 timeout -k 5 600 \
         "$BUILD/bin/npu-launch" --nnodes "$S" --node-rank "$k" --master-addr "$(netns_addr 0)" \
         --master-port "$port" --device-list "$devs" -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" \
-        2>/dev/null | grep "^split_probe:" &
+        2>/dev/null | grep "^split_probe:"; exit "${PIPESTATUS[0]}") &
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || status=1; done

@@ -268,9 +268,10 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
  * none and gets NULL. config may be NULL (the parent's settings); its non-zero fields apply to
  * the new communicator, and every rank of one colour must give the same values.
  *
- * The bootstrap runs over comm's own collectives (an allgather of every rank's colour and key,
- * then of the new communicators' records), never a store: no port is opened and no store
- * server is met, however many groups a job makes. The new communicator then has links of its
+ * The bootstrap runs over comm, never a store: one allgather over comm of every rank's colour,
+ * key and bootstrap record, then each group's own two rounds among its members only, over
+ * comm's links (a collective on comm like any other: no other call on comm runs meanwhile).
+ * No store server is met, however many groups a job makes. The new communicator then has links of its
  * own and is a full communicator (every call, HcclCommAbort, HcclCommDestroy) independent of
  * comm: either may be used while the other is, and destroyed first.
  *

@@ -5,7 +5,9 @@
  * member order (an allgather of parent ranks) and every collective checked element by element,
  * while a non-blocking allreduce on the parent runs at the same time; destroy in either order
  * (the last group outlives its parent). Then the errors, on every rank alike and at once: a
- * negative key on one rank (names the rank and the key), and a split of an aborted parent.
+ * negative key on one rank (names the rank and the key), a group whose own checks fail (one
+ * member's HCCL_BUFFSIZE differs: every member of that colour fails, the other group is made),
+ * and a split of an aborted parent.
  * The parent's store server is gone after its bootstrap, so a split that needed the store
  * could not succeed here at all.
  */
@@ -213,6 +215,23 @@ static int errors_body(int rank, int nranks, void *arg) {
              HcclGetLastErrorMessage());
   if (check_all(child, rank % 4, 4, "after a refused split")) return 1;
   HcclCommDestroy(child);
+  /* A group whose own checks fail (rank 1's HCCL_BUFFSIZE differs from its members'): every
+   * member of that colour gets the error, promptly; the other colour's group is made. */
+  HcclCommConfig cfg;
+  HcclCommConfigInit(&cfg);
+  cfg.bufferSizeMB = rank == 1 ? 48 : 32;
+  t0 = cc_now();
+  rc = HcclCommSplit(parent, rank % 2, rank, &child, &cfg);
+  msg = HcclGetLastErrorMessage();
+  if (rank % 2) {
+    RANK_CHECK(rc == HCCL_E_PARA && child == NULL, "mixed HCCL_BUFFSIZE in a group: %d", rc);
+    RANK_CHECK(strstr(msg, "HCCL_BUFFSIZE"), "the message does not name HCCL_BUFFSIZE: %s", msg);
+  } else {
+    RANK_CHECK(rc == HCCL_SUCCESS && child, "the other group: %s", msg);
+    if (check_all(child, rank / 2, 4, "beside a failed group")) return 1;
+    HcclCommDestroy(child);
+  }
+  RANK_CHECK(cc_now() - t0 < 5, "a group's failed checks took %.1f s", cc_now() - t0);
   /* An aborted parent: rank 0 aborts it, every rank's split then fails. */
   if (rank == 0) HcclCommAbort(parent);
   t0 = cc_now();

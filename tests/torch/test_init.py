@@ -194,8 +194,10 @@ class TestInit(unittest.TestCase):
         env = dict(os.environ, PYTHONPATH=H.BUILD_PYTHON, HCCL_TEST_INIT="env")
         for devs in ("0", "0,1", "0,1,2,3"):
             with self.subTest(devices=devs):
-                p = subprocess.run([NPU_LAUNCH, "--device-list", devs, "--", sys.executable,
-                                    __file__, "--worker", "basic"], env=env, timeout=180,
+                # A free port, not npu-launch's default (29688), which another job may hold.
+                p = subprocess.run([NPU_LAUNCH, "--master-port", str(H.free_port()),
+                                    "--device-list", devs, "--", sys.executable, __file__,
+                                    "--worker", "basic"], env=env, timeout=180,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 self.assertEqual(p.returncode, 0, p.stdout)
                 self.assertEqual(p.stdout.count(" ok (env init)"), len(devs.split(",")), p.stdout)

@@ -313,20 +313,26 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   return HCCL_SUCCESS;
 }
 
+void hccl__peer_self(const struct hccl_settings *cfg, uint32_t rank, uint32_t nranks,
+                     struct hccl_peer_info *self) {
+  memset(self, 0, sizeof(*self));
+  self->rank = rank;
+  self->nranks = nranks;
+  self->pid = (int32_t)getpid();
+  self->cpu = hccl__wait_pinned_cpu();
+  self->host_hash = hccl__host_identity(self->host, sizeof(self->host));
+  self->device = cfg->device_id;
+  snprintf(self->device_src, sizeof(self->device_src), "%s",
+           cfg->device_src ? cfg->device_src : "its index on the server");
+  self->buffsize = cfg->buffsize;
+  self->algo = (int32_t)(cfg->algo.choice | cfg->algo.levels << 2 | cfg->algo.level[0] << 4 |
+                         cfg->algo.level[1] << 6);
+  if (rank == 0) run_propose(&self->run, &self->run_start_us);
+}
+
 HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
-  struct hccl_peer_info self = {0};
-  self.rank = c->rank;
-  self.nranks = c->nranks;
-  self.pid = (int32_t)getpid();
-  self.cpu = hccl__wait_pinned_cpu();
-  self.host_hash = hccl__host_identity(self.host, sizeof(self.host));
-  self.device = c->cfg.device_id;
-  snprintf(self.device_src, sizeof(self.device_src), "%s",
-           c->cfg.device_src ? c->cfg.device_src : "its index on the server");
-  self.buffsize = c->cfg.buffsize;
-  self.algo = (int32_t)(c->cfg.algo.choice | c->cfg.algo.levels << 2 | c->cfg.algo.level[0] << 4 |
-                        c->cfg.algo.level[1] << 6);
-  if (c->rank == 0) run_propose(&self.run, &self.run_start_us);
+  struct hccl_peer_info self;
+  hccl__peer_self(&c->cfg, c->rank, c->nranks, &self);
 
   HcclResult r = HCCL_SUCCESS;
   struct hccl_rounds rd = rounds_of(c);

@@ -125,6 +125,11 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
 /* Runs the bootstrap on c, whose store, rank, size and key prefix are set: the rounds, the
  * placement, the transports, the groups, the links (comm.c). */
 HcclResult hccl__comm_bootstrap(struct hccl_comm *c);
+/* What a rank of nranks with settings cfg publishes in the bootstrap's "info" round; rank 0
+ * also proposes the run (the process's live one, else a new one). comm_split.c sends it with
+ * the split's first exchange, so a split group needs no "info" round of its own. */
+void hccl__peer_self(const struct hccl_settings *cfg, uint32_t rank, uint32_t nranks,
+                     struct hccl_peer_info *self);
 /* Frees c and everything it made: links, transports, the store (comm.c). */
 void hccl__comm_free(struct hccl_comm *c);
 

@@ -1,39 +1,52 @@
 /*
  * comm_split.c - HcclCommSplit: communicators made from a parent by colour and key (NCCL's
- * ncclCommSplit), with no store. The parent's allgather carries everything the store would:
- * first every rank's (colour, key), from which each rank finds its new group's members in
- * order; then the new communicator's own bootstrap rounds (comm.c's "info", "conn", "ready"),
- * each one parent allgather of a fixed-size record per parent rank, of which each rank reads
- * its members' (c->round_fn). Every parent rank takes part in every round, whatever its colour
- * and however its own group's bootstrap went: a rank whose group needs fewer rounds (one rank,
- * NOCOLOR) or failed pads up to SPLIT_ROUNDS, marking its records failed, so the parent's
- * calls stay in step and a failure reaches the group's other ranks as an error, not a wait.
+ * ncclCommSplit), with no store. One parent allgather carries every rank's (colour, key) and
+ * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
+ * settings, the run), from which each rank finds its new group's members in order and has
+ * their info at once. The new communicator's two other bootstrap rounds ("conn", "ready") then
+ * run among the group's members only: Bruck's allgather (log2 n steps) of a fixed-size record
+ * over the parent's collective links, on the calling thread (c->round_fn), instead of a parent
+ * allgather that crosses every server. A member whose bootstrap failed still takes part in
+ * its group's rounds with its records marked failed, so its members get an error, not a wait;
+ * a NOCOLOR rank and a one-rank group take part in none.
  *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
- *   round "split":  allgather (colour, key, split number, bad input?)
- *   round 1..3:     allgather [hdr | peer record]  -> each group reads its members' records
+ *   parent round:   allgather (colour, key, split number, bad input?, info)
+ *   "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves
  *   then each group's links connect among its members, as any communicator's do.
+ *
+ * Why (bench/split.sh, 3D layout at 64 pretend servers, 1 rank each): a parent allgather
+ * there is latency-bound across every server, and the layout's 3 splits ran 4 each. Running
+ * the members' rounds over the parent's point-to-point sends instead was measured too and lost:
+ * every step is a hand-off to p2p.c's engine thread, and the group's partners needed new
+ * connections on the p2p channel, where the collective channel has the links to the ranks
+ * 2^k away since init (a stride-s group's partners are s 2^k away).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo.h"
 #include "comm.h"
+#include "comm_wait.h"
 #include "hash.h"
 #include "log.h"
 #include "peer.h"
+#include "transport.h"
+#include "wait.h"
 
-/* The bootstrap rounds a communicator of more than one rank runs (comm.c). */
-#define SPLIT_ROUNDS 3
+/* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c). */
+#define SPLIT_ROUNDS 2
 
-/* What each parent rank says first. */
+/* What each parent rank says in the split's one parent allgather. */
 struct split_ask {
   int32_t color, key;
   uint32_t seq;  /* the parent's splits before this one on that rank */
   uint32_t bad;  /* its own input was refused (it logged why): 1 key, 2 config */
+  struct hccl_peer_info info; /* its "info" record (hccl__peer_self) */
 };
 
-/* The header of each round's record. */
+/* The header of each member round's record. */
 struct split_hdr {
   uint32_t round;  /* 1..SPLIT_ROUNDS */
   uint32_t failed; /* this rank's group bootstrap failed before this round */
@@ -44,25 +57,62 @@ struct split_hdr {
 struct split_ctx {
   struct hccl_comm *parent;
   const struct hccl_log_ctx *log; /* the new communicator's, bound again after each round */
+  const struct split_ask *ask;    /* every parent rank's */
   const uint32_t *members;        /* parent ranks in the new communicator's order */
-  uint32_t n;
-  uint32_t done;        /* rounds run so far */
-  uint8_t *all;         /* [parent->nranks * SPLIT_REC] */
+  uint32_t n, me;
+  uint32_t done;  /* member rounds run so far */
+  uint32_t steps; /* Bruck steps of each member round */
+  uint8_t *all;   /* [n * SPLIT_REC] the round's records in member order */
+  uint32_t *order; /* [n] 0..n-1: the view's ring and positions */
+  struct hccl_group view; /* the members over the parent's links */
   uint8_t rec[SPLIT_REC];
 };
 
-/* One parent allgather of this rank's record (ctx->rec). */
+/* Bruck's allgather of this rank's record (x->rec) among the group's members, on the calling
+ * thread over the parent's collective links (the group view x->view: member k is parent rank
+ * members[k]): ceil(log2 n) steps, each one message each way with the members 2^k away.
+ * Every earlier call on the parent has finished (the parent allgather before it was
+ * blocking), so nothing else uses those links meanwhile. A link the parent does not have yet
+ * (members 2^k apart are not always the parent's partners at that distance) is made first.
+ * Each wait has the parent's deadline (HCCL_EXEC_TIMEOUT); a failure breaks the parent, as a
+ * failed collective does, and its abort reaches the other members. */
 static HcclResult exchange(struct split_ctx *x) {
-  HcclResult r = HcclAllGather(x->rec, x->all, SPLIT_REC, HCCL_DATA_TYPE_UINT8, x->parent, NULL);
+  struct hccl_comm *p = x->parent;
+  uint32_t n = x->n, me = x->me;
+  HcclResult r = HCCL_SUCCESS;
+  struct hccl_link *l;
+  for (uint32_t d = 1; d < n && r == HCCL_SUCCESS; d <<= 1) {
+    r = hccl__link_get(&p->tx, HCCL_CHANNEL_COLL, x->members[(me + d) % n], HCCL_CONNECT_WAIT,
+                       &l);
+    if (r == HCCL_SUCCESS)
+      r = hccl__link_get(&p->tx, HCCL_CHANNEL_COLL, x->members[(me + n - d) % n],
+                         HCCL_CONNECT_WAIT, &l);
+  }
+  if (r == HCCL_SUCCESS) {
+    struct hccl_wait w = hccl__comm_wait(p, "HcclCommSplit", NULL);
+    struct hccl_prim pr = {.w = &w, .esz = 1};
+    r = hccl__bruck_allgather(&x->view, &pr, x->rec, x->all, SPLIT_REC);
+  }
+  if (r != HCCL_SUCCESS) hccl__comm_fail(p, r);
   hccl__log_bind(x->log);
   x->done++;
   return r;
 }
 
-/* comm.c's round over the parent: the members' records of this round, in their order. */
+/* comm.c's rounds for a split group: "info" from the parent round's records (no message),
+ * "conn" and "ready" a member exchange each. Fills all[] with the members' records in order. */
 static HcclResult split_round(void *arg, const char *round, const void *mine, size_t len,
                               void *all) {
   struct split_ctx *x = arg;
+  if (!strcmp(round, "info") && len == sizeof(struct hccl_peer_info)) {
+    for (uint32_t i = 0; i < x->n; i++) {
+      struct hccl_peer_info *p = (struct hccl_peer_info *)all + i;
+      *p = x->ask[x->members[i]].info;
+      p->rank = i;
+      p->nranks = x->n;
+    }
+    return HCCL_SUCCESS;
+  }
   if (len > sizeof(struct hccl_peer_info) || x->done >= SPLIT_ROUNDS)
     return hccl__fail(HCCL_E_INTERNAL, "split round '%s' (%zu bytes, round %u) does not fit",
                       round, len, x->done + 1);
@@ -72,7 +122,7 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
   memcpy(x->rec + sizeof(h), mine, len);
   HCCL_TRY(exchange(x));
   for (uint32_t i = 0; i < x->n; i++) {
-    const uint8_t *rec = x->all + (size_t)x->members[i] * SPLIT_REC;
+    const uint8_t *rec = x->all + (size_t)i * SPLIT_REC;
     memcpy(&h, rec, sizeof(h));
     if (h.failed || h.round != x->done)
       return hccl__fail(HCCL_E_REMOTE,
@@ -84,10 +134,10 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
   return HCCL_SUCCESS;
 }
 
-/* Runs the rounds this rank's group did not, so the parent's calls stay in step. */
+/* Runs the member rounds this rank's group did not, so its members' exchanges complete. */
 static HcclResult pad_rounds(struct split_ctx *x, bool failed) {
   HcclResult res = HCCL_SUCCESS;
-  while (x->done < SPLIT_ROUNDS) {
+  while (x->n > 1 && x->done < SPLIT_ROUNDS) {
     memset(x->rec, 0, sizeof(x->rec));
     struct split_hdr h = {.round = x->done + 1, .failed = failed};
     memcpy(x->rec, &h, sizeof(h));
@@ -196,40 +246,67 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
                       "new communicators from a live one",
                       comm->rank, comm->broken_msg);
   if (color < 0) color = HCCL_SPLIT_NOCOLOR;
+  int64_t t0 = hccl__now_ns();
   struct hccl_settings cfg = comm->cfg;
-  struct split_ask mine = {color, key, comm->splits, 0};
+  cfg.device_id = comm->device; /* a rank keeps its device */
+  cfg.device_src = "the parent communicator";
+  struct split_ask mine = {color, key, comm->splits, 0, {0}};
   mine.bad = check_input(comm, key, config, &cfg);
+  hccl__peer_self(&cfg, 0, 0, &mine.info); /* rank 0's fields too: the run, whoever is first */
   comm->splits++;
   struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
   uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
-  struct split_ctx x = {.parent = comm, .log = &comm->log, .members = members};
-  x.all = calloc(comm->nranks, SPLIT_REC);
-  /* Every rank joins the first exchange even with bad input, so all fail alike, at once. */
-  HcclResult r = HcclAllGather(&mine, ask, sizeof(mine), HCCL_DATA_TYPE_UINT8, comm, NULL);
-  if (r == HCCL_SUCCESS && (!ask || !members || !x.all))
+  struct split_ctx x = {.parent = comm, .log = &comm->log, .ask = ask, .members = members};
+  HcclResult r = HCCL_SUCCESS;
+  if (!ask || !members)
     r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
+  /* Every rank joins the one parent exchange even with bad input, so all fail alike, at once. */
+  if (r == HCCL_SUCCESS)
+    r = HcclAllGather(&mine, ask, sizeof(mine), HCCL_DATA_TYPE_UINT8, comm, NULL);
+  hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS) r = check_asks(comm, ask);
   if (r != HCCL_SUCCESS) goto out; /* the same outcome on every rank: no rounds follow */
-  uint32_t me = 0;
+  int64_t t1 = hccl__now_ns();
   if (color != HCCL_SPLIT_NOCOLOR) {
-    x.n = members_of(comm, ask, color, members, &me);
+    x.n = members_of(comm, ask, color, members, &x.me);
+    for (uint32_t d = 1; d < x.n; d <<= 1)
+      x.steps++;
+    x.all = malloc((size_t)x.n * SPLIT_REC);
+    x.order = malloc((size_t)x.n * sizeof(uint32_t));
+    for (uint32_t i = 0; x.order && i < x.n; i++)
+      x.order[i] = i;
+    x.view = (struct hccl_group){.n = x.n,
+                                 .me = x.me,
+                                 .rank = members,
+                                 .ring = x.order,
+                                 .pos = x.order,
+                                 .links = comm->tx.links[HCCL_CHANNEL_COLL],
+                                 .chunk_bytes = comm->world.chunk_bytes,
+                                 .state = &comm->astate};
     cfg.have_rank = true;
-    cfg.rank = me;
+    cfg.rank = x.me;
     cfg.world_size = x.n;
-    cfg.device_id = comm->device; /* a rank keeps its device */
-    cfg.device_src = "the parent communicator";
-    r = make_child(&x, &cfg, me, mine.seq, color, config, newcomm);
+    if (!x.all || !x.order)
+      r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
+    else
+      r = make_child(&x, &cfg, x.me, mine.seq, color, config, newcomm);
   }
-  HcclResult pr = pad_rounds(&x, r != HCCL_SUCCESS);
+  HcclResult pr = x.all && x.order ? pad_rounds(&x, r != HCCL_SUCCESS) : HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS && pr != HCCL_SUCCESS) {
     HcclCommDestroy(*newcomm);
     *newcomm = NULL;
     r = pr;
   }
+  /* bench/split.sh's runs read this line: where a split's time goes. */
+  HCCL_INFO("HcclCommSplit %u: colour %d, %u ranks of %u; 1 parent allgather %.2f ms, group "
+            "bootstrap %.2f ms (%u member rounds of %u steps)",
+            mine.seq, (int)color, x.n, comm->nranks, (t1 - t0) / 1e6,
+            (hccl__now_ns() - t1) / 1e6, x.done, x.steps);
 out:
   free(ask);
   free(members);
   free(x.all);
+  free(x.order);
   return r;
 }
