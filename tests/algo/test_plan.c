@@ -243,12 +243,42 @@ static void test_plan_staged(void **st) {
   assert_false(hccl__plan(&s.v, &b).staged);
 }
 
+/* A shrink's survivors on servers of different counts (2 + 1): every rank plans the same flat
+ * allreduce whatever its own server's count, never the two-level one (there is no cross
+ * group), even when HCCL_ALGO's level form asks for it or its level 1 would fit one rank a
+ * server; nothing is staged or zero-copy. */
+static void test_plan_uneven(void **st) {
+  (void)st;
+  static const char *const algos[] = {NULL, "level0:ring;level1:hd", "ring"};
+  for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+    for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16) {
+      struct hccl_plan p[2];
+      for (uint32_t L = 1; L <= 2; L++) {
+        struct shape s;
+        make_shape(&s, 2, L, algos[a]);
+        s.world.n = s.v.nranks = 3;
+        s.cross.n = 1;
+        s.v.uneven = true;
+        struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+        p[L - 1] = hccl__plan(&s.v, &c);
+        assert_true(p[L - 1].algo == HCCL_PLAN_RING_ALLREDUCE ||
+                    p[L - 1].algo == HCCL_PLAN_HD_ALLREDUCE);
+        assert_false(p[L - 1].staged);
+        assert_false(p[L - 1].zcopy_offer);
+      }
+      if (p[0].algo != p[1].algo)
+        fail_msg("HCCL_ALGO=%s, %zu bytes: a server of 1 plans %s, a server of 2 %s",
+                 algos[a] ? algos[a] : "(unset)", bytes, p[0].name, p[1].name);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_table),
       cmocka_unit_test(test_plan_backoff),
       cmocka_unit_test(test_plan_zcopy_threshold),
       cmocka_unit_test(test_plan_staged),
+      cmocka_unit_test(test_plan_uneven),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,32 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(j.err, "both drive device 1"));
 }
 
+/* A shrink's survivors (any_count): 2 + 1 across two servers is placed, marked uneven; the
+ * same ranks in a new communicator are refused. */
+static void test_shrink_survivors_uneven(void **state) {
+  (void)state;
+  struct job j;
+  memset(&j, 0, sizeof(j));
+  const char *hosts = "aab";
+  for (uint32_t k = 0; k < 3; k++)
+    j.r[k] = (struct hccl_place_rank){(uint64_t)(hosts[k] - 'a' + 100), -1,
+                                      hosts[k] == 'a' ? "srv-a" : "srv-b", "its index"};
+  j.out = (struct hccl_place){.server_of = j.server_of, .local_index = j.local_index,
+                              .ring = j.ring, .any_count = true};
+  assert_int_equal(hccl__place(j.r, 3, NULL, &j.out, j.err, sizeof(j.err)), HCCL_SUCCESS);
+  assert_true(j.out.uneven);
+  assert_int_equal(j.out.nservers, 2);
+  const uint32_t server[] = {0, 0, 1}, local[] = {0, 1, 0};
+  for (int k = 0; k < 3; k++) {
+    assert_int_equal(j.server_of[k], server[k]);
+    assert_int_equal(j.local_index[k], local[k]);
+    assert_int_equal(j.ring[k], (uint32_t)k);
+  }
+  assert_int_equal(place(&j, "aabb", NULL, NULL), HCCL_SUCCESS);
+  assert_false(j.out.uneven);
+  assert_int_equal(place(&j, "aab", NULL, NULL), HCCL_E_PARA);
+}
+
 static void test_topology_rules(void **state) {
   (void)state;
   struct hccl_topo t;
@@ -107,6 +133,7 @@ int main(void) {
       cmocka_unit_test(test_two_servers_interleaved),
       cmocka_unit_test(test_devices_chosen),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_shrink_survivors_uneven),
       cmocka_unit_test(test_topology_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,13 +8,26 @@ the group's size). The unbroken run has 4 ranks: 3 from the start is refused on 
 with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), not by npu-launch:
 npu-launch stops every rank when one fails (its --grace-period teardown), which is what a
 shrink must not meet. Skipped on a torch without shrink_group (1.13).
+
+test_two_servers: the same across two pretend servers (network namespaces on a bridge,
+tests/multi/netns.sh) of 2 ranks each, with HCCL_EXEC_TIMEOUT=5: rank 2, on the second server (1),
+is SIGKILLed in step 3; the survivors are 2 + 1 (ranks 0, 1 on server 0, rank 3 alone on
+server 1), a count per server only a shrink may have (topo/place.h: such a group runs flat
+algorithms). Rank 3's final parameters equal the unbroken run's only if the shrunk group's
+allreduces crossed the veth between the servers, and server 1's link counters show bytes both
+ways after the kill. Its error must name rank 2 as dead, not a network fault or a cut-off server.
+It shares the unbroken run with test_killed_rank_survivors_shrink (placement does not change the
+result). Skipped where network namespaces cannot be made (not root).
 """
 import json
 import os
 import re
 import socket
+import random
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 import torch.distributed as dist
@@ -22,6 +35,40 @@ import torch.distributed as dist
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(ROOT, "examples", "torch_shrink.py")
+NETNS = os.path.join(ROOT, "tests", "multi", "netns.sh")
+
+# Two servers of 2 ranks: ranks 2s, 2s+1 in namespace sk<pid>_s, rank 0's store at server 0's
+# address. Server 1's link counters (rx tx bytes, with the time) every 0.1 s while ranks run.
+# Each rank's output in OUT/<rank>, its exit code in OUT/rc.<rank>. Exit 77: no namespaces.
+TWO_SERVERS = r"""
+set -u
+netns=$1 out=$2 port=$3
+shift 3
+NETNS_PREFIX=sk$$
+NETNS_VETH=sk$$
+. "$netns"
+netns_up_or_exit 2
+sample() {
+  echo "$EPOCHREALTIME $(netns_exec 1 cat /sys/class/net/eth0/statistics/rx_bytes \
+    /sys/class/net/eth0/statistics/tx_bytes | paste -sd' ')" >>"$out/counters"
+}
+pids=()
+for r in 0 1 2 3; do
+  netns_exec $((r / 2)) env RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 \
+    MASTER_ADDR="$(netns_addr 0)" MASTER_PORT="$port" HCCL_EXEC_TIMEOUT=5 OMP_NUM_THREADS=1 \
+    timeout -k 5 90 "$@" >"$out/$r" 2>&1 &
+  pids+=($!)
+done
+while [ -n "$(jobs -rp)" ]; do
+  sample
+  sleep 0.1
+done
+sample
+for r in 0 1 2 3; do
+  wait "${pids[$r]}"
+  echo $? >"$out/rc.$r"
+done
+"""
 
 
 def free_port():
@@ -53,6 +100,31 @@ def run(nranks, *args, timeout=60):
     return out
 
 
+def run_two_servers(*args, timeout=120):
+    """The example on 2 pretend servers x 2 ranks: ([(exit code, output)] in rank order,
+    [(time, rx bytes, tx bytes)] of server 1's link), or None where namespaces cannot be made."""
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, PYTHONPATH=os.environ.get("TORCH_HCCL_PYTHONPATH", ""))
+        p = subprocess.run(["bash", "-c", TWO_SERVERS, "two_servers", NETNS, out,
+                            str(random.randint(30000, 60000)), sys.executable, EXAMPLE] +
+                           list(args), env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=timeout)
+        if p.returncode == 77:
+            return None
+        if p.returncode != 0:
+            raise AssertionError("the two-server driver failed (%d):\n%s" %
+                                 (p.returncode, p.stdout))
+        ranks = []
+        for r in range(4):
+            with open(os.path.join(out, "rc.%d" % r)) as f:
+                code = int(f.read())
+            with open(os.path.join(out, str(r))) as f:
+                ranks.append((-9 if code == 128 + 9 else code, f.read()))  # bash's SIGKILL
+        with open(os.path.join(out, "counters")) as f:
+            counters = [tuple(float(v) for v in line.split()) for line in f if line.strip()]
+        return ranks, counters
+
+
 def final(text):
     m = re.search(r"^final (.*)$", text, re.M)
     return json.loads(m.group(1)) if m else None
@@ -60,14 +132,24 @@ def final(text):
 
 @unittest.skipUnless(hasattr(dist, "shrink_group"), "this torch has no dist.shrink_group")
 class TestShrink(unittest.TestCase):
-    def test_killed_rank_survivors_shrink(self):
-        ref = run(4)
-        for code, text in ref:
-            self.assertEqual(code, 0, text)
-        want = final(ref[0][1])
-        got = run(4, "--kill-rank", "2", "--kill-step", "3")
+    _want = None
+
+    def want(self):
+        """The unbroken 4-rank run's final parameters (one run, shared by the tests)."""
+        if TestShrink._want is None:
+            ref = run(4)
+            for code, text in ref:
+                self.assertEqual(code, 0, text)
+            TestShrink._want = final(ref[0][1])
+        return TestShrink._want
+
+    def check_survivors(self, got):
+        """Rank 2 died by SIGKILL; 0, 1, 3 caught the error, shrank to 3 and ended equal to the
+        unbroken run within 10 s of the kill. Returns (the kill's time, the last done's)."""
+        want = self.want()
         self.assertEqual(got[2][0], -9, "rank 2 should have died by SIGKILL:\n" + got[2][1])
         killed = float(re.search(r"killed at ([0-9.]+)", got[2][1]).group(1))
+        last = killed
         for r in (0, 1, 3):
             code, text = got[r]
             print("rank %d:\n%s" % (r, text))
@@ -81,6 +163,40 @@ class TestShrink(unittest.TestCase):
             done = float(re.search(r"done at ([0-9.]+)", text).group(1))
             self.assertLess(done - killed, 10.0, "rank %d finished %.1f s after the kill" %
                             (r, done - killed))
+            last = max(last, done)
+        return killed, last
+
+    def test_killed_rank_survivors_shrink(self):
+        self.check_survivors(run(4, "--kill-rank", "2", "--kill-step", "3"))
+
+    def test_two_servers(self):
+        """The module's paragraph: 2 + 1 survivors across two pretend servers."""
+        want = self.want()
+        t0 = time.time()
+        got = run_two_servers("--kill-rank", "2", "--kill-step", "3")
+        if got is None:
+            self.skipTest("network namespaces cannot be made here (needs root and iproute2)")
+        ranks, counters = got
+        print("two servers: %.1f s" % (time.time() - t0))
+        killed, last = self.check_survivors(ranks)
+        self.assertEqual(len(want), len(final(ranks[3][1])))
+        # The dead rank is named as dead (its process, seen by its peers' links), not as a
+        # network fault or a server cut off: rank 3 lost its only server-mate, and ranks 0 and
+        # 1 their peer on server 1.
+        for r in (0, 1, 3):
+            line = re.search(r"^step 3 failed.*$", ranks[r][1], re.M).group(0)
+            self.assertRegex(line, r"\brank 2\b", "rank %d: %s" % (r, line))
+            self.assertNotRegex(line, r"cut off|network fault|unreachable|stopped or frozen",
+                                "rank %d: %s" % (r, line))
+        # Bytes both ways on server 1's link between the kill and the survivors' end, with
+        # rank 2 dead: the survivors' (the shrink's meeting and the shrunk group's allreduces).
+        before = [c for c in counters if c[0] <= killed]
+        after = [c for c in counters if c[0] >= last]
+        self.assertTrue(before and after, "no link counters around the kill: %s" % counters)
+        rx, tx = after[0][1] - before[-1][1], after[0][2] - before[-1][2]
+        print("server 1's link after the kill: %d bytes in, %d out" % (rx, tx))
+        self.assertGreater(rx, 1000)
+        self.assertGreater(tx, 1000)
 
     def test_bad_lists(self):
         """The checks before the backend (torch's) and the backend's own refusal."""

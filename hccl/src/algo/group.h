@@ -68,8 +68,10 @@ HcclResult hccl__group_alloc(struct hccl_group *g, uint32_t n);
 void hccl__group_free(struct hccl_group *g);
 /* The local and cross groups of rank tx->rank, once the world ring is set: server_of[r] is
  * rank r's server index (of nservers), tx->local_index[r] its index on its server. The groups
- * that span servers (the cross group; the world group when nservers > 1) lose their zmemo. */
-HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers,
+ * that span servers (the cross group; the world group when nservers > 1) lose their zmemo.
+ * uneven: the servers hold different counts (place.h); the cross group is then this rank
+ * alone, since a local index need not exist on every server. */
+HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers, bool uneven,
                              const uint32_t *server_of, struct hccl_group *world,
                              struct hccl_group *local, struct hccl_group *cross);
 /* Sets need[rank] (indexed by global rank) for every member an algorithm over g may exchange

@@ -91,7 +91,8 @@ static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choic
  * level 1 first when each server has one rank, else level 0 first). */
 static enum hccl_algo_choice flat_choice(const struct hccl_plan_view *v) {
   const struct hccl_algo_setting *a = v->algo;
-  if (a->levels && v->nservers > 1 && v->local_nranks == 1 && a->level[1] != HCCL_ALGO_AUTO)
+  if (a->levels && v->nservers > 1 && v->local_nranks == 1 && !v->uneven &&
+      a->level[1] != HCCL_ALGO_AUTO)
     return a->level[1];
   return a->choice;
 }
@@ -101,7 +102,7 @@ static enum hccl_algo_choice flat_choice(const struct hccl_plan_view *v) {
  * for it. */
 static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t bytes) {
   const struct hccl_algo_setting *a = v->algo;
-  bool two_level = v->nservers > 1 && v->local_nranks > 1;
+  bool two_level = v->nservers > 1 && v->local_nranks > 1 && !v->uneven;
   double flat_cost;
   enum hccl_plan_algo flat = pick(v->world, flat_choice(v), (double)bytes, &flat_cost) ==
                                      HCCL_ALGO_KIND_HD

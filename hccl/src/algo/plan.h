@@ -28,7 +28,10 @@ struct hccl_zcopy_offers {
 
 /* What the planner reads of a communicator. */
 struct hccl_plan_view {
-  uint32_t nranks, nservers, local_nranks;
+  uint32_t nranks, nservers, local_nranks; /* local_nranks: on this rank's server */
+  /* Servers of different counts (a shrink's survivors, topo/place.h): no cross group, so flat
+   * algorithms only, chosen alike on every rank whatever its server's count. */
+  bool uneven;
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
   const struct hccl_algo_setting *algo;           /* HCCL_ALGO */
   size_t zcopy_min_bytes; /* the size from which zero-copy is offered; 0: plan.c's measured one */

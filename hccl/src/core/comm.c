@@ -136,13 +136,17 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   for (uint32_t r = 0; r < c->nranks; r++)
     P[r].device = pr[r].device;
   c->nservers = pl.nservers;
+  c->uneven = pl.uneven;
   c->local_rank = c->local_index[c->rank];
-  c->local_nranks = c->tx.local_nranks = pl.per_server;
+  c->local_nranks = 0;
+  for (uint32_t r = 0; r < c->nranks; r++)
+    c->local_nranks += server_of[r] == server_of[c->rank];
+  c->tx.local_nranks = c->local_nranks;
   c->own_cores = (long)c->local_nranks <= hccl__online_cpus();
   c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
-  res = hccl__groups_make(&c->tx, c->nservers, server_of, &c->world, &c->local, &c->cross);
+  res = hccl__groups_make(&c->tx, c->nservers, c->uneven, server_of, &c->world, &c->local, &c->cross);
 out:
   free(pr);
   free(server_of);

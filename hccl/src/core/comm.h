@@ -31,6 +31,7 @@ struct hccl_comm {
   int32_t device;
   uint32_t local_rank, local_nranks; /* on this server */
   uint32_t nservers;
+  bool uneven; /* servers of different counts: a shrink's survivors only (topo/place.h) */
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */

@@ -30,7 +30,8 @@ static HcclResult find_servers(const struct hccl_place_rank *r, uint32_t n, stru
                r[first].host);
       return HCCL_E_PARA;
     }
-    if (m != count[0]) {
+    if (m != count[0] && out->any_count) out->uneven = true;
+    else if (m != count[0]) {
       snprintf(err, errlen,
                "server %s has %u ranks but server %s has %u; every server must run the same "
                "number (n servers x 1, 2, 4 or 8)",

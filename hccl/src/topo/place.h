@@ -24,13 +24,18 @@ struct hccl_place_rank {
 
 struct hccl_place {
   uint32_t nservers;
-  uint32_t per_server;   /* ranks on every server */
+  uint32_t per_server;   /* ranks on the first server (on every server unless uneven) */
   uint32_t *server_of;   /* [n], the caller's: server index of each rank */
   uint32_t *local_index; /* [n], the caller's: index among its server's ranks, in rank order */
   uint32_t *ring;        /* [n], the caller's: the rank at each world ring position */
   /* In: the survivors of a shrink (core/comm_shrink.c), who cannot choose their number: any
-   * count per server, still the same on every server, and no topology device rule. */
+   * count per server, servers of different counts (2 + 1 when one rank of 2 x 2 died), and no
+   * topology device rule. */
   bool any_count;
+  /* Out: the servers hold different counts (only with any_count). A rank's local index then
+   * has no peer on every other server, so there is no cross group: such a communicator runs
+   * flat algorithms only (group.c, plan.c). */
+  bool uneven;
 };
 
 /* Places the n ranks of r. topo: the servers' topology (HCCL_TOPO_FILE), whose device rules
