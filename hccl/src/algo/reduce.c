@@ -461,6 +461,29 @@ bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const 
   return true;
 }
 
+/* Contract: see reduce.h. */
+void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
+                    uint32_t n, size_t c, void *tmp) {
+  const struct hccl_scale *s = &r->s;
+  if (r->wfirst && n > 2) {
+    r->wfirst(tmp, src[1], src[0], c, s);
+    for (uint32_t k = 2; k + 1 < n; k++)
+      r->wstep(tmp, src[k], tmp, c, s);
+    (finish ? r->wfinal : r->wlast)(dst, src[n - 1], tmp, c, s);
+    return;
+  }
+  const void *acc = src[0];
+  for (uint32_t k = 1; k < n; k++) {
+    void *to = k + 1 == n ? dst : tmp;
+    (k + 1 == n && finish ? r->last : r->step)(to, src[k], acc, c, s);
+    acc = to;
+  }
+}
+
+size_t hccl__red_fold_width(const struct hccl_red *r, size_t esz) {
+  return r->wfirst ? 4 : esz;
+}
+
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {
   static const uint64_t no_scalar;
   struct hccl_red r;

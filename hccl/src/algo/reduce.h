@@ -72,6 +72,18 @@ bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op);
 bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const void *scalar,
                     uint32_t nranks);
 
+/* dst = src[0..n) folded in order, as one reader combines a block (zview.h): acc = src[0],
+ * then acc = src[k] (op) acc for k = 1..n-1, the last step with r->last when finish (else
+ * r->step). n >= 2 and c elements. Partial results go to tmp, never to dst, so dst may be
+ * src[n-1] (in place: read element by element as dst is written), never another input; tmp
+ * holds c elements of float32 for a float16 or bfloat16 sum or product (which is combined in
+ * float32 and rounded once, at the end: r->wfirst) and of the type otherwise. */
+void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
+                    uint32_t n, size_t c, void *tmp);
+
+/* Bytes of tmp per element that hccl__red_fold needs for r over a type of esz bytes. */
+size_t hccl__red_fold_width(const struct hccl_red *r, size_t esz);
+
 /* The plain kernel for (dt, op), or NULL when unsupported: r.step of hccl__red_make. */
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);
 

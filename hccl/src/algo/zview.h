@@ -25,11 +25,10 @@ static inline size_t hccl__zview_chunk(const struct hccl_group *g) {
   return ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
 }
 
-/* Elements per chunk of a call: the chunk's bytes over the element size, or over 4 where a
- * reduction keeps a float32 partial result in the scratch (float16 and bfloat16). */
+/* Elements per chunk of a call: the chunk's bytes over the element size, or over the width of
+ * the partial result a reduction keeps in the scratch (hccl__red_fold_width). */
 static inline size_t hccl__zview_per(const struct hccl_group *g, const struct hccl_prim *p) {
-  size_t es = p->red && p->red->wfirst ? 4 : p->esz;
-  return hccl__zview_chunk(g) / es;
+  return hccl__zview_chunk(g) / (p->red ? hccl__red_fold_width(p->red, p->esz) : p->esz);
 }
 
 /* One member's windows, as the exchange (zcopy.c) carries them. */
