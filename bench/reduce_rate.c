@@ -10,8 +10,7 @@
  *
  * One thread; the same buffers for every kernel (floats in [-2, 2), like gradients; random
  * integers). Prints the kernel set the library chose (avx2 or portable) and a second column
- * with the portable set, then for float16 and bfloat16 the float32-accumulating step the
- * zero-copy and staged paths run (acc = W(a) + acc: 2 N + 2 N read, 2 N written).
+ * with the portable set.
  *
  *   reduce_rate -p P [MiB] [runs]
  *
@@ -117,7 +116,7 @@ static void fill_tiled(HcclDataType dt, char *p, size_t bytes, uint64_t seed) {
 /* One fold of the P inputs into out, chunk by chunk as zview.h cuts a block; its time. */
 static double fold_time(const struct hccl_red *r, size_t es, char *const in[], uint32_t p,
                         char *out, size_t n, char *tmp) {
-  size_t per = ZCOPY_CHUNK_BYTES / hccl__red_fold_width(r, es);
+  size_t per = ZCOPY_CHUNK_BYTES / es; /* as hccl__zview_per */
   double t0 = now();
   for (size_t lo = 0; lo < n; lo += per) {
     const void *src[ZCOPY_MAX_MEMBERS];
@@ -215,14 +214,14 @@ int main(int argc, char **argv) {
   }
   size_t bytes = mib << 20;
   char *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes),
-       *o = aligned_alloc(64, 2 * bytes); /* room for a float32 accumulator of 16-bit types */
+       *o = aligned_alloc(64, bytes);
   if (!a || !b || !o) {
-    fprintf(stderr, "reduce_rate: out of memory for 4 x %zu MiB\n", mib);
+    fprintf(stderr, "reduce_rate: out of memory for 3 x %zu MiB\n", mib);
     return 1;
   }
   memset(a, 1, bytes);
   memset(b, 2, bytes);
-  memset(o, 3, 2 * bytes);
+  memset(o, 3, bytes);
   /* memcpy's best, measured before every type too (and the best of all kept), so a moment of
    * other load on the machine does not lower the yardstick */
   double copy = 1e30;
@@ -260,15 +259,6 @@ int main(int argc, char **argv) {
       if (ops[k] == HCCL_REDUCE_SUM && rate[0] / copy_rate < worst) worst = rate[0] / copy_rate;
       printf("%-9s %-5s %9.2f %6.2f %9.2f %6.2f\n", hccl__dtype_name(dt), hccl__op_name(ops[k]),
              rate[0], rate[0] / copy_rate, rate[1], rate[1] / copy_rate);
-    }
-    if (dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_BFP16) {
-      struct hccl_red r;
-      uint64_t scalar = 0;
-      hccl__red_make(&r, dt, HCCL_REDUCE_SUM, &scalar, 3);
-      double t = best_of(runs, r.wstep, o, a, o, n, &r.s);
-      double rate = (2.0 + 4.0) * (double)bytes / t / 1e9; /* a, acc read; acc written */
-      printf("%-9s %-5s %9.2f %6.2f %9s %6s   (float32 accumulator: acc = a + acc)\n",
-             hccl__dtype_name(dt), "wstep", rate, rate / copy_rate, "-", "-");
     }
   }
   copy_rate = 2.0 * (double)bytes / copy / 1e9;
