@@ -190,8 +190,9 @@ int main(int argc, char **argv) {
     size_t mib = argc > 3 ? strtoul(argv[3], NULL, 10) : 8;
     int runs = argc > 4 ? atoi(argv[4]) : 10;
     if (p < 2 || p > ZCOPY_MAX_MEMBERS || mib == 0 || runs <= 0 || runs > MAX_RUNS || argc > 5) {
-      fprintf(stderr, "reduce_rate: -p takes P in 2..%d, then positive MiB and runs (at most %d); "
-              USAGE, ZCOPY_MAX_MEMBERS, MAX_RUNS);
+      fprintf(stderr, "reduce_rate: -p %s %s %s: P must be in 2..%d, MiB positive, runs in "
+              "1..%d; " USAGE, argc > 2 ? argv[2] : "(no P)", argc > 3 ? argv[3] : "",
+              argc > 4 ? argv[4] : "", ZCOPY_MAX_MEMBERS, MAX_RUNS);
       return 2;
     }
     return many((uint32_t)p, mib, runs);
