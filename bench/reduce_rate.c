@@ -10,8 +10,17 @@
  *
  * One thread; the same buffers for every kernel (floats in [-2, 2), like gradients; random
  * integers). Prints the kernel set the library chose (avx2 or portable) and a second column
- * with the portable set, then for float16 and bfloat16 the float32-accumulating step the
- * zero-copy and staged paths run (acc = W(a) + acc: 2 N + 2 N read, 2 N written).
+ * with the portable set.
+ *
+ *   reduce_rate -p P [MiB] [runs]
+ *
+ * The p-input mode: the block reduction of the zero-copy and staged paths at P members
+ * (hccl__red_fold, chunk by chunk as the zero-copy and staged paths cut a block), a sum of P inputs of MiB each (8 by
+ * default) into an output, for every type, interleaved: each of `runs` rounds (10) times every
+ * type once and memcpy once, so a moment of load on a shared machine hits all alike. Prints
+ * per type the median and best GB/s ((P read + 1 written) x MiB / time), the median of the
+ * rounds' ratios to memcpy's rate (read + written) and to float32's in the same round: ratios
+ * hold better than absolute rates under noise.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -79,9 +88,113 @@ static void copy_best(void *dst, const void *src, size_t bytes, int runs, double
   }
 }
 
-#define USAGE "usage: reduce_rate [MiB] [runs]   inputs of MiB each (default 64), best of runs (10)\n"
+#define USAGE                                                                                      \
+  "usage: reduce_rate [MiB] [runs]   inputs of MiB each (default 64), best of runs (10)\n"        \
+  "       reduce_rate -p P [MiB] [runs]   P-input block sums, every type interleaved (8 MiB)\n"
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(*v), cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* fill() of the first MiB of p (bytes a multiple of 1 MiB), repeated: quick enough to redo
+ * before every type of every round, and the values are as fill's. */
+static void fill_tiled(HcclDataType dt, char *p, size_t bytes, uint64_t seed) {
+  const size_t tile = 1 << 20;
+  fill(dt, p, tile / hccl__dtype_size(dt), seed);
+  for (size_t at = tile; at < bytes; at += tile)
+    memcpy(p + at, p, tile);
+}
+
+/* One fold of the P inputs into out, chunk by chunk as the zero-copy and staged paths cut a block; its time. */
+static double fold_time(const struct hccl_red *r, size_t es, char *const in[], uint32_t p,
+                        char *out, size_t n, char *tmp) {
+  size_t per = HCCL_FOLD_CHUNK_BYTES / es; /* as hccl__zview_per */
+  double t0 = now();
+  for (size_t lo = 0; lo < n; lo += per) {
+    const void *src[HCCL_FOLD_MAX_INPUTS];
+    for (uint32_t k = 0; k < p; k++)
+      src[k] = in[k] + lo * es;
+    hccl__red_fold(r, true, out + lo * es, src, p, n - lo < per ? n - lo : per, tmp);
+  }
+  return now() - t0;
+}
+
+#define NTYPES ((int)HCCL_DATA_TYPE_RESERVED)
+#define MAX_RUNS 1000
+
+/* The p-input mode (see the top of the file). */
+static int many(uint32_t p, size_t mib, int runs) {
+  size_t bytes = mib << 20;
+  char *in[HCCL_FOLD_MAX_INPUTS], *out = aligned_alloc(64, bytes), *tmp = aligned_alloc(64, 1 << 20);
+  bool ok = out && tmp;
+  for (uint32_t k = 0; k < p; k++)
+    ok = ok && (in[k] = aligned_alloc(64, bytes)) != NULL;
+  if (!ok) {
+    fprintf(stderr, "reduce_rate: out of memory for %u x %zu MiB\n", p + 1, mib);
+    return 1;
+  }
+  memset(out, 3, bytes);
+  static double t[NTYPES][MAX_RUNS], tcopy[MAX_RUNS], ratio[MAX_RUNS];
+  for (int run = 0; run < runs; run++) {
+    tcopy[run] = 1e30;
+    copy_best(out, in[0], bytes, 1, &tcopy[run]);
+    for (int d = 0; d < NTYPES; d++) {
+      HcclDataType dt = (HcclDataType)d;
+      size_t es = hccl__dtype_size(dt), n = bytes / es;
+      for (uint32_t k = 0; k < p; k++)
+        fill_tiled(dt, in[k], bytes, 11 + k);
+      struct hccl_red r;
+      uint64_t scalar = 0;
+      hccl__red_make(&r, dt, HCCL_REDUCE_SUM, &scalar, p);
+      t[d][run] = fold_time(&r, es, in, p, out, n, tmp);
+    }
+  }
+  printf("# reduce_rate -p %u: sums of %u inputs of %zu MiB, %d interleaved rounds, kernel set "
+         "%s\n", p, p, mib, runs, hccl__reduce_isa());
+  printf("# GB/s = (%u read + 1 written) x %zu MiB / time; memcpy's = (1 read + 1 written); "
+         "ratios are medians of the rounds' own\n", p, mib);
+  for (int run = 0; run < runs; run++)
+    ratio[run] = 2.0 * (double)bytes / tcopy[run] / 1e9;
+  printf("%-9s %8s %8s %8s %8s\n", "type", "median", "best", "/memcpy", "/float32");
+  printf("%-9s %8.2f\n", "memcpy", median(ratio, runs));
+  const int f32 = HCCL_DATA_TYPE_FP32;
+  for (int d = 0; d < NTYPES; d++) {
+    double rate[MAX_RUNS], rc[MAX_RUNS], rf[MAX_RUNS], best = 0;
+    for (int run = 0; run < runs; run++) {
+      rate[run] = (p + 1.0) * (double)bytes / t[d][run] / 1e9;
+      rc[run] = rate[run] / (2.0 * (double)bytes / tcopy[run] / 1e9);
+      rf[run] = t[f32][run] / t[d][run];
+      if (rate[run] > best) best = rate[run];
+    }
+    printf("%-9s %8.2f %8.2f %8.2f %8.2f\n", hccl__dtype_name((HcclDataType)d), median(rate, runs),
+           best, median(rc, runs), median(rf, runs));
+  }
+  for (uint32_t k = 0; k < p; k++)
+    free(in[k]);
+  free(out);
+  free(tmp);
+  return 0;
+}
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "-p") == 0) {
+    long p = argc > 2 ? strtol(argv[2], NULL, 10) : 0;
+    size_t mib = argc > 3 ? strtoul(argv[3], NULL, 10) : 8;
+    int runs = argc > 4 ? atoi(argv[4]) : 10;
+    if (p < 2 || p > HCCL_FOLD_MAX_INPUTS || mib == 0 || runs <= 0 || runs > MAX_RUNS || argc > 5) {
+      fprintf(stderr, "reduce_rate: -p %s %s %s: P must be in 2..%d, MiB positive, runs in "
+              "1..%d; " USAGE, argc > 2 ? argv[2] : "(no P)", argc > 3 ? argv[3] : "",
+              argc > 4 ? argv[4] : "", HCCL_FOLD_MAX_INPUTS, MAX_RUNS);
+      return 2;
+    }
+    return many((uint32_t)p, mib, runs);
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       printf(USAGE);
@@ -100,14 +213,14 @@ int main(int argc, char **argv) {
   }
   size_t bytes = mib << 20;
   char *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes),
-       *o = aligned_alloc(64, 2 * bytes); /* room for a float32 accumulator of 16-bit types */
+       *o = aligned_alloc(64, bytes);
   if (!a || !b || !o) {
-    fprintf(stderr, "reduce_rate: out of memory for 4 x %zu MiB\n", mib);
+    fprintf(stderr, "reduce_rate: out of memory for 3 x %zu MiB\n", mib);
     return 1;
   }
   memset(a, 1, bytes);
   memset(b, 2, bytes);
-  memset(o, 3, 2 * bytes);
+  memset(o, 3, bytes);
   /* memcpy's best, measured before every type too (and the best of all kept), so a moment of
    * other load on the machine does not lower the yardstick */
   double copy = 1e30;
@@ -145,15 +258,6 @@ int main(int argc, char **argv) {
       if (ops[k] == HCCL_REDUCE_SUM && rate[0] / copy_rate < worst) worst = rate[0] / copy_rate;
       printf("%-9s %-5s %9.2f %6.2f %9.2f %6.2f\n", hccl__dtype_name(dt), hccl__op_name(ops[k]),
              rate[0], rate[0] / copy_rate, rate[1], rate[1] / copy_rate);
-    }
-    if (dt == HCCL_DATA_TYPE_FP16 || dt == HCCL_DATA_TYPE_BFP16) {
-      struct hccl_red r;
-      uint64_t scalar = 0;
-      hccl__red_make(&r, dt, HCCL_REDUCE_SUM, &scalar, 3);
-      double t = best_of(runs, r.wstep, o, a, o, n, &r.s);
-      double rate = (2.0 + 4.0) * (double)bytes / t / 1e9; /* a, acc read; acc written */
-      printf("%-9s %-5s %9.2f %6.2f %9s %6s   (float32 accumulator: acc = a + acc)\n",
-             hccl__dtype_name(dt), "wstep", rate, rate / copy_rate, "-", "-");
     }
   }
   copy_rate = 2.0 * (double)bytes / copy / 1e9;

@@ -450,15 +450,28 @@ bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const 
     r->only = kernel(dt, HK_MUL);
   }
   if (is_half(dt) && (k == HK_SUM || k == HK_PROD)) {
-    bool bf = dt == HCCL_DATA_TYPE_BFP16, avx2 = use_avx2(), sum = k == HK_SUM;
-    r->wfirst = hccl__half_kernel(bf, avx2, sum ? HK_WFIRST_SUM : HK_WFIRST_PROD);
-    r->wstep = hccl__half_kernel(bf, avx2, sum ? HK_WSTEP_SUM : HK_WSTEP_PROD);
-    r->wlast = hccl__half_kernel(bf, avx2, sum ? HK_WLAST_SUM : HK_WLAST_PROD);
-    r->wfinal = op == HCCL_REDUCE_AVG ? hccl__half_kernel(bf, avx2, HK_WLAST_SUM_DIV)
-                : premul              ? hccl__half_kernel(bf, avx2, HK_WLAST_SUM_MUL)
-                                      : r->wlast;
+    bool bf = dt == HCCL_DATA_TYPE_BFP16, avx2 = use_avx2();
+    r->wmany = hccl__half_many(bf, avx2, k);
+    r->wfinal = hccl__half_many(bf, avx2,
+                                op == HCCL_REDUCE_AVG ? HK_SUM_DIV : premul ? HK_SUM_MUL : k);
   }
   return true;
+}
+
+/* Contract: see reduce.h. */
+void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
+                    uint32_t n, size_t c, void *tmp) {
+  const struct hccl_scale *s = &r->s;
+  if (r->wmany) {
+    (finish ? r->wfinal : r->wmany)(dst, src, n, c, &r->s);
+    return;
+  }
+  const void *acc = src[0];
+  for (uint32_t k = 1; k < n; k++) {
+    void *to = k + 1 == n ? dst : tmp;
+    (k + 1 == n && finish ? r->last : r->step)(to, src[k], acc, c, s);
+    acc = to;
+  }
 }
 
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {

@@ -14,7 +14,8 @@
  *     once to their own type. One such step is correctly rounded for +, * (24 >= 2*11+2 and
  *     2*8+2) and exact for max and min. Where one rank reads every input of a block (the
  *     zero-copy and staged paths inside a server, zview.h), the whole block is accumulated in
- *     float32 (the `w*` kernels) and rounded once at the end; where partial results cross
+ *     float32 (the `wmany` kernels, every input of a vector in registers) and rounded once at
+ *     the end; where partial results cross
  *     ranks (ring and halving-doubling hops, servers), each hop rounds to the type.
  *   - AVG on floats is the sum divided by the group size, PREMUL_SUM the sum times the
  *     scalar, applied once, on the step that finishes each element (the `last` kernel), in
@@ -47,18 +48,23 @@ struct hccl_scale {
 typedef void (*hccl__reduce_fn)(void *out, const void *a, const void *b, size_t n,
                                 const struct hccl_scale *s);
 
+/* out = in[0] (op) ... (op) in[n-1] for c elements, n >= 2, in the order and precision of
+ * struct hccl_red's wmany; out may be in[n-1] exactly (in place), never another input. */
+typedef void (*hccl__reduce_many_fn)(void *out, const void *const in[], uint32_t n, size_t c,
+                                     const struct hccl_scale *s);
+
 /* What a reducing call's algorithms apply (made once per call by hccl__red_make). */
 struct hccl_red {
   hccl__reduce_fn step; /* out = a op b */
   hccl__reduce_fn last; /* out = post(a op b): the step that finishes an element; = step when
                            the op has no scale (everything but AVG and PREMUL_SUM) */
   hccl__reduce_fn only; /* one rank: out = post(a) (b unused); NULL where post(a) = a */
-  /* float16 and bfloat16 sum and prod where one reader combines a whole block (zview.h):
-   * acc is float32, a and out the type; NULL for every other (type, op). */
-  hccl__reduce_fn wfirst; /* acc = W(a) op W(b) */
-  hccl__reduce_fn wstep;  /* acc = W(a) op acc (b is acc) */
-  hccl__reduce_fn wlast;  /* out = N(W(a) op acc) (b is acc) */
-  hccl__reduce_fn wfinal; /* out = N(post(W(a) op acc)): wlast of the finishing step */
+  /* float16 and bfloat16 sum and prod where one reader combines a whole block (zview.h,
+   * hccl__red_fold): all n inputs of an element in float32 registers, rounded once; NULL for
+   * every other (type, op). */
+  hccl__reduce_many_fn wmany;  /* out = N(W(in[n-1]) op (... op (W(in[1]) op W(in[0])))) */
+  hccl__reduce_many_fn wfinal; /* the same with post() on the last op: wmany of the finishing
+                                  step */
   struct hccl_scale s;
 };
 
@@ -71,6 +77,20 @@ bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op);
  * validate first); returns false otherwise and leaves r zeroed. */
 bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const void *scalar,
                     uint32_t nranks);
+
+/* How the zero-copy and staged paths cut a block for hccl__red_fold (zview.h): chunks of this
+ * many bytes, so the inputs' pieces stream through while the output chunk stays in L1/L2; at
+ * most this many inputs. */
+#define HCCL_FOLD_CHUNK_BYTES (32u << 10)
+#define HCCL_FOLD_MAX_INPUTS 64
+
+/* dst = src[0..n) folded in order, as one reader combines a block (zview.h): acc = src[0],
+ * then acc = src[k] (op) acc for k = 1..n-1, the last step with r->last when finish (else
+ * r->step); a float16 or bfloat16 sum or product in float32, rounded once (r->wmany). n >= 2
+ * and c elements. dst may be src[n-1] exactly (in place), never another input. Partial
+ * results of the other types go to tmp (c elements of the type); wmany needs none. */
+void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
+                    uint32_t n, size_t c, void *tmp);
 
 /* The plain kernel for (dt, op), or NULL when unsupported: r.step of hccl__red_make. */
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);

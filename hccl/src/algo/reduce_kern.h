@@ -12,8 +12,7 @@
 #include "reduce.h"
 
 /* The kernels of one type. The first seven are a op b; then the finishing forms of sum (AVG:
- * divided by the scale, PREMUL_SUM: times it) and the one-rank scale (a times it); then the
- * float32-accumulating forms of the 16-bit float types (reduce.h, struct hccl_red's w*). */
+ * divided by the scale, PREMUL_SUM: times it) and the one-rank scale (a times it). */
 enum hccl_kern {
   HK_SUM,
   HK_PROD,
@@ -25,19 +24,16 @@ enum hccl_kern {
   HK_SUM_DIV,
   HK_SUM_MUL,
   HK_MUL,
-  HK_WFIRST_SUM,
-  HK_WFIRST_PROD,
-  HK_WSTEP_SUM,
-  HK_WSTEP_PROD,
-  HK_WLAST_SUM,
-  HK_WLAST_PROD,
-  HK_WLAST_SUM_DIV,
-  HK_WLAST_SUM_MUL,
   HK_NKINDS
 };
 
 /* The float16 (bf16 false) or bfloat16 kernel of kind k, from the AVX2/F16C set or the
  * portable one; NULL for the bitwise kinds. */
 hccl__reduce_fn hccl__half_kernel(bool bf16, bool avx2, enum hccl_kern k);
+
+/* The n-input float32-accumulating kernel (reduce.h, struct hccl_red's wmany) of float16 or
+ * bfloat16 whose last step is kind k (HK_SUM, HK_PROD, HK_SUM_DIV, HK_SUM_MUL; the others
+ * combine with the sum), from the AVX2/F16C set or the portable one; NULL for other kinds. */
+hccl__reduce_many_fn hccl__half_many(bool bf16, bool avx2, enum hccl_kern k);
 
 #endif

@@ -123,26 +123,10 @@ void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                         const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
                         char *tmp) {
   int64_t pos = g->pos[owner];
-  uint32_t n = g->n;
-  const struct hccl_red *r = p->red;
-  const struct hccl_scale *s = &r->s;
-#define ZV_IN(k) (in[hccl__group_at(g, pos + (k))] + off)
-  if (r->wfirst && n > 2) {
-    /* float16/bfloat16 sum or prod: the whole block in float32, rounded once. */
-    r->wfirst(tmp, ZV_IN(2), ZV_IN(1), c, s);
-    for (uint32_t k = 3; k < n; k++)
-      r->wstep(tmp, ZV_IN(k), tmp, c, s);
-    (p->finish ? r->wfinal : r->wlast)(dst, ZV_IN(n), tmp, c, s);
-    return;
-  }
-  const char *acc = ZV_IN(1);
-  for (uint32_t k = 2; k <= n; k++) {
-    char *to = k == n ? dst : tmp;
-    hccl__reduce_fn fn = k == n && p->finish ? r->last : r->step;
-    fn(to, ZV_IN(k), acc, c, s);
-    acc = to;
-  }
-#undef ZV_IN
+  const void *src[ZCOPY_MAX_MEMBERS];
+  for (uint32_t k = 0; k < g->n; k++)
+    src[k] = in[hccl__group_at(g, pos + k + 1)] + off;
+  hccl__red_fold(p->red, p->finish, dst, src, g->n, c, tmp);
 }
 
 /* Copies bytes from src to byte offset off of every member's output but member skip's (where

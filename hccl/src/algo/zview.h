@@ -15,21 +15,19 @@
 #include "mem_region.h"
 #include "prims.h"
 
-/* Bytes per chunk: the n inputs' pieces stream through while the output chunk stays in L1/L2.
- * Never more than the group's scratch (chunk_bytes, at least 4 KiB), where a reduction keeps
- * its partial result. */
-#define ZCOPY_CHUNK_BYTES (32u << 10)
-#define ZCOPY_MAX_MEMBERS 64
+/* Bytes per chunk (reduce.h's fold chunk), never more than the group's scratch (chunk_bytes, at
+ * least 4 KiB), where a reduction keeps its partial result; members a view holds. */
+#define ZCOPY_CHUNK_BYTES HCCL_FOLD_CHUNK_BYTES
+#define ZCOPY_MAX_MEMBERS HCCL_FOLD_MAX_INPUTS
 
 static inline size_t hccl__zview_chunk(const struct hccl_group *g) {
   return ZCOPY_CHUNK_BYTES < g->chunk_bytes ? ZCOPY_CHUNK_BYTES : g->chunk_bytes;
 }
 
-/* Elements per chunk of a call: the chunk's bytes over the element size, or over 4 where a
- * reduction keeps a float32 partial result in the scratch (float16 and bfloat16). */
+/* Elements per chunk of a call: the chunk's bytes over the element size (a partial result in
+ * the scratch has the type's size; float16 and bfloat16 keep theirs in registers). */
 static inline size_t hccl__zview_per(const struct hccl_group *g, const struct hccl_prim *p) {
-  size_t es = p->red && p->red->wfirst ? 4 : p->esz;
-  return hccl__zview_chunk(g) / es;
+  return hccl__zview_chunk(g) / p->esz;
 }
 
 /* One member's windows, as the exchange (zcopy.c) carries them. */
@@ -70,10 +68,10 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
 
 /* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
  * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
- * the owner's own input last, with the call's finishing kernel when p->finish. Partial
- * results go to tmp (never to dst, which in place is the owner's input, still to be read):
- * in float32 for a float16 or bfloat16 sum or product, which is rounded once, at the end (c
- * at most hccl__zview_per elements, so tmp holds them). */
+ * the owner's own input last, with the call's finishing kernel when p->finish
+ * (hccl__red_fold). Partial results go to tmp (never to dst, which in place is the owner's
+ * input, still to be read; c at most hccl__zview_per elements, so tmp holds them); a float16
+ * or bfloat16 sum or product keeps them in float32 registers and rounds once, at the end. */
 void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
                         const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
                         char *tmp);
