@@ -13,6 +13,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "docs"))
+import docblocks  # noqa: E402
+
 BIN = os.path.join(ROOT, "build", "bin")
 SCRIPT = os.path.join(ROOT, "examples", "migrate_hccl.py")
 AMP_SCRIPT = os.path.join(ROOT, "examples", "migrate_hccl_amp.py")
@@ -42,8 +45,15 @@ class TestMigrate(unittest.TestCase):
         self.assertLess(loss[1], loss[0], p.stdout)
 
     def test_npu_launch(self):
-        self.check_training(run([os.path.join(BIN, "npu-launch"), "--device-list", "0,1", "--",
-                                 sys.executable, SCRIPT, "--epochs", "2"]))
+        # docs/pytorch.md's command, as written there (its block is run here, not by the docs
+        # test; docblocks.py): npu-launch --device-list 0,1 -- python3 migrate_hccl.py --epochs 2
+        body, args, samples = docblocks.block_by(ROOT, "docs/pytorch.md",
+                                                 "tests/torch/test_migrate.py#npu-launch")
+        build = os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
+            os.path.join(ROOT, "build")
+        out = docblocks.run_block(ROOT, build, sys.executable, docblocks.with_free_port(body),
+                                  args, samples, os.environ, timeout=300)
+        self.check_training(subprocess.CompletedProcess(body, 0, out))
 
     def test_amp_script_npu_launch(self):
         """torch 2.x's spellings (torch.amp, GradScaler, events, barrier(device_ids)) after the
