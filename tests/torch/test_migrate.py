@@ -60,8 +60,8 @@ class TestMigrate(unittest.TestCase):
         edits: it learns, warns of nothing, and torch_hccl's peak counter saw its buckets."""
         if int(__import__("torch").__version__.split(".")[0]) < 2:
             self.skipTest("torch.amp.GradScaler(\"cuda\") and DDP's bucket views need torch 2.x")
-        p = run([os.path.join(BIN, "npu-launch"), "--device-list", "0,1", "--", sys.executable,
-                 AMP_SCRIPT, "--steps", "40"])
+        p = run([os.path.join(BIN, "npu-launch"), "--master-port", str(docblocks.free_port()),
+                 "--device-list", "0,1", "--", sys.executable, AMP_SCRIPT, "--steps", "40"])
         self.check_quiet(p)
         m = re.search(r"loss ([0-9.]+) -> ([0-9.]+) in 40 steps \(([0-9.]+) ms/step, peak (\d+) bytes",
                       p.stdout)
