@@ -10,7 +10,8 @@
 # the shell of their first line, Python ones with the Python torch_hccl was built for
 # (BUILD_DIR/python/INTERPRETER, else python3) and the build's torch_hccl on PYTHONPATH. A
 # script that imports torch before it parses its flags is skipped, saying so, when that Python
-# cannot import torch_hccl.
+# cannot import torch_hccl. Two programs are checked at a time (ctest runs one test at a time
+# on 2 cores; the time is the Python scripts importing torch); their lines print in order.
 # Then the usage is held against the docs' flag tables: every flag of docs/perf_programs.md
 # in allreduce_perf --help, every option of docs/launching.md in npu-launch --help.
 set -u
@@ -32,8 +33,9 @@ fail() {
   fails=$((fails + 1))
 }
 
-# run FILE ARG: runs FILE the way a user would, stdout to $tmp/out, stderr to $tmp/err; the
-# exit code in $rc. 60 s: a program that ignores the flag and starts work is cut off (and fails).
+# run FILE ARG: runs FILE the way a user would, stdout to $out, stderr to $err (the calling
+# check's own files); the exit code in $rc. 60 s: a program that ignores the flag and starts
+# work is cut off (and fails).
 run() {
   local f=$1
   shift
@@ -42,7 +44,7 @@ run() {
   *.sh) if head -1 "$f" | grep -q bash; then set -- bash "$f" "$@"; else set -- sh "$f" "$@"; fi ;;
   *) set -- "$f" "$@" ;;
   esac
-  timeout -k 5 60 "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  timeout -k 5 60 "$@" >"$out" 2>"$err" </dev/null
   rc=$?
 }
 
@@ -50,6 +52,33 @@ run() {
 torch_ok=0
 (cd "$tmp" && "$py" -c "import torch_hccl._C") 2>/dev/null && torch_ok=1
 
+# check FILE NAME: the three runs of one program; prints a "FAIL:" line for each failure. The
+# checks run JOBS at a time (each in its own files): most of the time is Python scripts
+# importing torch before argparse, one core each, and ctest runs one test at a time.
+check() {
+  local f=$1 name=$2 out=$tmp/$3.out err=$tmp/$3.err base flag
+  for flag in -h --help; do
+    run "$f" "$flag"
+    if [ $rc != 0 ]; then
+      echo "FAIL: $name $flag: exit $rc, expected 0; stderr: $(head -c 300 "$err")"
+    elif ! grep -qi usage "$out"; then
+      echo "FAIL: $name $flag: no usage on stdout ($(wc -c <"$out") bytes)"
+    elif [ -s "$err" ]; then
+      echo "FAIL: $name $flag: wrote to stderr: $(head -c 300 "$err")"
+    fi
+  done
+  run "$f" --no-such-flag
+  base=$(basename "$f")
+  if [ $rc = 0 ] || [ $rc = 124 ] || [ $rc = 137 ]; then
+    echo "FAIL: $name --no-such-flag: exit $rc, expected a refusal (non-zero, not a timeout)"
+  elif [ ! -s "$err" ]; then
+    echo "FAIL: $name --no-such-flag: exit $rc but nothing on stderr"
+  elif ! grep -q -- "--no-such-flag" "$err" && [[ $names_flag_exempt != *" $base "* ]]; then
+    echo "FAIL: $name --no-such-flag: the message does not name the flag: $(head -c 300 "$err")"
+  fi
+}
+JOBS=2
+n=0
 for f in "$build"/bin/* "$src"/bench/*.sh "$src"/bench/*.py "$src"/scripts/*.sh \
   "$src"/scripts/*.py "$src"/examples/*.py; do
   [ -f "$f" ] || continue
@@ -61,25 +90,15 @@ for f in "$build"/bin/* "$src"/bench/*.sh "$src"/bench/*.py "$src"/scripts/*.sh 
     continue
   fi
   checked=$((checked + 1))
-  for flag in -h --help; do
-    run "$f" "$flag"
-    if [ $rc != 0 ]; then
-      fail "$name $flag: exit $rc, expected 0; stderr: $(head -c 300 "$tmp/err")"
-    elif ! grep -qi usage "$tmp/out"; then
-      fail "$name $flag: no usage on stdout ($(wc -c <"$tmp/out") bytes)"
-    elif [ -s "$tmp/err" ]; then
-      fail "$name $flag: wrote to stderr: $(head -c 300 "$tmp/err")"
-    fi
-  done
-  run "$f" --no-such-flag
-  base=$(basename "$f")
-  if [ $rc = 0 ] || [ $rc = 124 ] || [ $rc = 137 ]; then
-    fail "$name --no-such-flag: exit $rc, expected a refusal (non-zero, not a timeout)"
-  elif [ ! -s "$tmp/err" ]; then
-    fail "$name --no-such-flag: exit $rc but nothing on stderr"
-  elif ! grep -q -- "--no-such-flag" "$tmp/err" && [[ $names_flag_exempt != *" $base "* ]]; then
-    fail "$name --no-such-flag: the message does not name the flag: $(head -c 300 "$tmp/err")"
-  fi
+  n=$((n + 1))
+  while [ "$(jobs -rp | wc -l)" -ge $JOBS ]; do wait -n; done
+  check "$f" "$name" $n >"$tmp/$n.result" &
+done
+wait
+for i in $(seq 1 $n); do
+  [ -s "$tmp/$i.result" ] || continue
+  cat "$tmp/$i.result"
+  fails=$((fails + $(grep -c '^FAIL: ' "$tmp/$i.result")))
 done
 
 # The usage against the docs: each flag in the first column of the docs' flag tables.

@@ -10,6 +10,7 @@ transformers and accelerate), that imports every module asked for and has this t
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -17,6 +18,10 @@ import time
 import torch
 
 import dist_harness as H
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "docs"))
+import docblocks  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -96,13 +101,41 @@ def launch(python, script, backend, out, flags=(), launcher="npu-launch", cap=24
         return json.load(f), p.stdout, secs
 
 
-def pair(test, python, out_dir, script, flags=(), cap=180):
+def launch_doc(python, doc, key, out, cap=240):
+    """Runs the block of DOC (docs/pytorch.md) marked `by KEY` (tests/docs/docblocks.py) as the
+    command as written, with --out OUT added at its end, a free --master-port given to
+    npu-launch (a test machine is shared: never the default port), and PYTHON's folder for the
+    page's build/deepspeed-venv/bin/ when they differ (they do not in the suite:
+    quickstart.sh makes that venv). The page's checks of the block apply. Returns what
+    launch() returns."""
+    body, args, samples = docblocks.block_by(ROOT, doc, key)
+    venv = os.path.join(BUILD, "deepspeed-venv", "bin")
+    if os.path.realpath(os.path.dirname(python)) != os.path.realpath(venv):
+        body = body.replace("build/deepspeed-venv/bin/", os.path.dirname(python) + "/")
+    body = docblocks.with_free_port(body)
+    body = body.rstrip() + " --out " + shlex.quote(out)
+    t0 = time.monotonic()
+    try:
+        text = docblocks.run_block(ROOT, BUILD, sys.executable, body, args, samples,
+                                   env_for_runs(), timeout=cap)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("%s's block (%s) did not finish in %d s:\n%s" % (doc, key, cap, e))
+    secs = time.monotonic() - t0
+    with open(out) as f:
+        return json.load(f), text, secs
+
+
+def pair(test, python, out_dir, script, flags=(), cap=180, doc=None):
     """Runs clients/SCRIPT.py on gloo, then on hccl, under npu-launch; returns {backend: (rank
-    0's JSON, its parameters from OUT.pt, seconds)}."""
+    0's JSON, its parameters from OUT.pt, seconds)}. DOC=(page, key): the hccl run is that
+    page's block (launch_doc), which must run SCRIPT with FLAGS."""
     res = {}
     for backend in ("gloo", "hccl"):
         out = os.path.join(out_dir, "%s_%s.json" % (script, backend))
-        r, log, secs = launch(python, script + ".py", backend, out, flags, cap=cap)
+        if backend == "hccl" and doc:
+            r, log, secs = launch_doc(python, doc[0], doc[1], out, cap=cap)
+        else:
+            r, log, secs = launch(python, script + ".py", backend, out, flags, cap=cap)
         test.assertEqual(r["backend"], backend, log)
         test.assertEqual(r["world_size"], RANKS)
         res[backend] = (r, torch.load(out + ".pt"), secs)

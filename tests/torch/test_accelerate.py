@@ -2,7 +2,8 @@
 """test_accelerate.py - a training loop written for Hugging Face Accelerate trains on hccl as
 on gloo: tests/torch/clients/accelerate_loop.py (the group made first, then
 Accelerator(cpu=True): docs/pytorch.md says why) at 2 ranks under npu-launch, once on gloo and
-once on hccl, from the same seed and data.
+once on hccl, from the same seed and data. The hccl run is docs/pytorch.md's command, as
+written there (its block is run here, not by the docs test).
 
 The pair must: learn; give the same loss at every step (accelerator.reduce(loss, "mean")) to
 LOSS_BOUND; count the same samples per rank (accelerator.gather); evaluate exactly the 301
@@ -33,7 +34,8 @@ class TestAccelerate(unittest.TestCase):
 
     def test_loop_matches_gloo(self):
         res = R.pair(self, self.py, tempfile.mkdtemp(prefix="torch_hccl_accelerate_"),
-                     "accelerate_loop")
+                     "accelerate_loop",
+                     doc=("docs/pytorch.md", "tests/torch/test_accelerate.py#hccl"))
         (h, hp, hs), (g, gp, gs) = res["hccl"], res["gloo"]
         self.assertEqual(h["eval_samples"], 301, "gather_for_metrics kept the padding")
         self.assertEqual(h["samples_per_rank"], g["samples_per_rank"])

@@ -3,7 +3,8 @@
 on gloo, at 2 ranks: tests/torch/clients/deepspeed_zero.py, which calls
 deepspeed.init_distributed(dist_backend=...) and trains the three stages in turn, run under
 npu-launch on gloo and on hccl, and under DeepSpeed's own launcher (`deepspeed --num_gpus 2`)
-on hccl, from the same seed and data.
+on hccl, from the same seed and data. The two hccl runs are docs/pytorch.md's two commands,
+as written there (their blocks are run here, not by the docs test).
 
 For each stage, each hccl run must: learn (the last of STEPS losses below LEARNED of the
 first); give gloo's loss at every step to LOSS_BOUND; end
@@ -32,6 +33,8 @@ LOSS_BOUND = PARAM_BOUND = 1e-5
 STEPS = 10
 LEARNED = 0.95  # 10 Adam steps take the loss from 4.32 to 4.01 (0.93 of it); more cost time
 RUN_CAP = 240  # seconds, each run
+DOC_KEYS = {"npu-launch": "tests/torch/test_deepspeed_zero.py#npu-launch",
+            "deepspeed": "tests/torch/test_deepspeed_zero.py#deepspeed"}
 
 
 class TestDeepSpeedZero(unittest.TestCase):
@@ -54,9 +57,11 @@ class TestDeepSpeedZero(unittest.TestCase):
         cls.gloo_out = out
 
     def check(self, launcher):
+        # The hccl runs are docs/pytorch.md's two commands, as written there (its blocks are
+        # run here, not by the docs test): --steps STEPS, the three stages.
         out = os.path.join(self.dir, "hccl_%s.json" % launcher)
-        h, log, secs = R.launch(self.py, "deepspeed_zero.py", "hccl", out,
-                                ("--steps", str(STEPS)), launcher=launcher, cap=RUN_CAP)
+        h, log, secs = R.launch_doc(self.py, "docs/pytorch.md", DOC_KEYS[launcher], out,
+                                    cap=RUN_CAP)
         self.assertEqual(h["backend"], "hccl", log)
         self.assertEqual(h["world_size"], R.RANKS)
         self.assertEqual(h["launcher"], "deepspeed" if launcher == "deepspeed" else "other")

@@ -12,6 +12,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN = os.path.join(ROOT, "build", "bin")
+sys.path.insert(0, os.path.join(ROOT, "tests", "docs"))
+import docblocks  # noqa: E402
 
 
 class TestExample(unittest.TestCase):
@@ -19,7 +21,8 @@ class TestExample(unittest.TestCase):
         env = dict(os.environ, PYTHONPATH=os.environ.get("TORCH_HCCL_PYTHONPATH", ""))
         for devs in ("0", "0,1", "0,1,2,3"):
             with self.subTest(devices=devs):
-                p = subprocess.run([os.path.join(BIN, "npu-launch"), "--device-list", devs, "--",
+                p = subprocess.run([os.path.join(BIN, "npu-launch"), "--master-port",
+                                    str(docblocks.free_port()), "--device-list", devs, "--",
                                     sys.executable, os.path.join(ROOT, "examples", "torch_ddp.py"),
                                     "--epochs", "2"], env=env, timeout=240, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -38,16 +41,23 @@ class TestExample(unittest.TestCase):
         ck = tempfile.mktemp(prefix="torch_ddp_ckpt_")
         base = [sys.executable, os.path.join(ROOT, "examples", "torch_ddp.py"), "--epochs", "3"]
         runs = {}
-        for name, launch, extra in (
-                ("never stopped", [], []),
-                ("resumed", ["--max-restarts", "1"],
-                 ["--checkpoint", ck, "--fail-at-epoch", "3"])):
-            p = subprocess.run([os.path.join(BIN, "npu-launch")] + launch +
-                               ["--device-list", "0,1", "--"] + base + extra, env=env,
-                               timeout=240, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
-            self.assertEqual(p.returncode, 0, p.stdout)
-            runs[name] = p.stdout
+        p = subprocess.run([os.path.join(BIN, "npu-launch"), "--master-port",
+                            str(docblocks.free_port()), "--device-list", "0,1", "--"] + base,
+                           env=env, timeout=240, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        runs["never stopped"] = p.stdout
+        # The resumed run is docs/pytorch.md's command, as written there (its block is run here,
+        # not by the docs test; docblocks.py), with this test's own checkpoint file for the
+        # page's /tmp/ckpt.pt: npu-launch --max-restarts 1 --device-list 0,1 -- python3
+        # examples/torch_ddp.py --epochs 3 --checkpoint FILE --fail-at-epoch 3
+        body, args, samples = docblocks.block_by(ROOT, "docs/pytorch.md",
+                                                 "tests/torch/test_example.py#resume")
+        build = os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
+            os.path.join(ROOT, "build")
+        runs["resumed"] = docblocks.run_block(
+            ROOT, build, sys.executable, docblocks.with_free_port(body.replace("/tmp/ckpt.pt", ck)),
+            args, samples, os.environ)
         try:
             os.remove(ck)
         except OSError:

@@ -59,8 +59,7 @@ class HcclHarness(MultiProcessTestCase):
         # device: its index on the server.
         assert torch_hccl.current_device() == self.rank, torch_hccl.current_device()
 
-    def test_allreduce_ops(self):
-        self.init()
+    def check_allreduce_ops(self):
         n, r = self.world_size, self.rank
         for dtype in (torch.int8, torch.int32, torch.float16, torch.float32):
             t = torch.full((37,), r + 1, dtype=dtype)
@@ -75,6 +74,16 @@ class HcclHarness(MultiProcessTestCase):
             t = torch.full((5,), 2, dtype=dtype)
             dist.all_reduce(t, dist.ReduceOp.PRODUCT)
             self.assertTrue(torch.equal(t, torch.full((5,), 2 ** n, dtype=dtype)))
+
+    # The checks share one group, made once: each test of this harness spawns its ranks anew,
+    # each importing torch, which is most of the time a test takes. Order: DDP last, after
+    # the subgroups (a group made by new_group stays, as in a user's script).
+    def test_collectives(self):
+        self.init()
+        for check in (self.check_allreduce_ops, self.check_broadcast_any_dtype,
+                      self.check_allgather, self.check_reduce_scatter, self.check_send_recv,
+                      self.check_barrier_and_subgroup, self.check_ddp_matches_local):
+            check()
         dist.destroy_process_group()
 
     def test_allreduce_large_float(self):
@@ -87,16 +96,13 @@ class HcclHarness(MultiProcessTestCase):
         torch.testing.assert_close(x, want, rtol=1e-5, atol=1e-5)
         dist.destroy_process_group()
 
-    def test_broadcast_any_dtype(self):
-        self.init()
+    def check_broadcast_any_dtype(self):
         for dtype in (torch.int64, torch.float64, torch.bool, torch.uint8):
             t = (torch.arange(11) * 3).to(dtype) if self.rank == 1 else torch.zeros(11, dtype=dtype)
             dist.broadcast(t, src=1)
             self.assertTrue(torch.equal(t, (torch.arange(11) * 3).to(dtype)))
-        dist.destroy_process_group()
 
-    def test_allgather(self):
-        self.init()
+    def check_allgather(self):
         outs = [torch.zeros(3, dtype=torch.int64) for _ in range(self.world_size)]
         dist.all_gather(outs, torch.full((3,), self.rank, dtype=torch.int64))
         for k, o in enumerate(outs):
@@ -104,20 +110,16 @@ class HcclHarness(MultiProcessTestCase):
         objs = [None] * self.world_size
         dist.all_gather_object(objs, {"rank": self.rank})
         self.assertEqual(objs, [{"rank": k} for k in range(self.world_size)])
-        dist.destroy_process_group()
 
-    def test_reduce_scatter(self):
-        self.init()
+    def check_reduce_scatter(self):
         n = self.world_size
         ins = [torch.full((4,), self.rank * 10 + k, dtype=torch.int32) for k in range(n)]
         out = torch.zeros(4, dtype=torch.int32)
         dist.reduce_scatter(out, ins)
         want = sum(r * 10 + self.rank for r in range(n))
         self.assertTrue(torch.equal(out, torch.full((4,), want, dtype=torch.int32)))
-        dist.destroy_process_group()
 
-    def test_barrier_and_subgroup(self):
-        self.init()
+    def check_barrier_and_subgroup(self):
         dist.barrier()
         evens = dist.new_group([r for r in range(self.world_size) if r % 2 == 0])
         odds = dist.new_group([r for r in range(self.world_size) if r % 2 == 1])
@@ -128,10 +130,8 @@ class HcclHarness(MultiProcessTestCase):
         self.assertEqual(t.item(), want)
         # A subgroup's processes keep their devices.
         self.assertEqual(torch_hccl.current_device(), self.rank)
-        dist.destroy_process_group()
 
-    def test_send_recv(self):
-        self.init()
+    def check_send_recv(self):
         n, r = self.world_size, self.rank
         t = torch.full((9,), r, dtype=torch.float32)
         got = torch.zeros(9)
@@ -139,9 +139,8 @@ class HcclHarness(MultiProcessTestCase):
         for q in reqs:
             q.wait()
         self.assertTrue(torch.equal(got, torch.full((9,), float((r - 1) % n))))
-        dist.destroy_process_group()
 
-    def test_ddp_matches_local(self):
+    def check_ddp_matches_local(self):
         # The harness turns on DDP's ReplicatedTensor mode, whose module (torch.distributed.
         # _shard) does not import on Debian's Python 3.11 (a dataclass with a mutable default),
         # whatever the backend: plain DDP, as users run it.
@@ -151,7 +150,6 @@ class HcclHarness(MultiProcessTestCase):
             _set_ddp_with_replicated_tensor(False)
         except ImportError:
             pass
-        self.init()
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
         local = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
@@ -163,7 +161,6 @@ class HcclHarness(MultiProcessTestCase):
         (local(x).sum() / self.world_size).backward()
         for a, b in zip(ddp.parameters(), local.parameters()):
             torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
-        dist.destroy_process_group()
 
 
 class HcclHarnessTwo(HcclHarness):

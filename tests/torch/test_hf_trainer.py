@@ -2,7 +2,8 @@
 """test_hf_trainer.py - the Hugging Face Trainer (code no one here wrote) trains on hccl as on
 gloo: tests/torch/clients/hf_trainer.py (a tiny GPT-2 built from a config; the group made
 first, then TrainingArguments(use_cpu=True): docs/pytorch.md says why) at 2 ranks under
-npu-launch, once on gloo and once on hccl, from the same seed and data.
+npu-launch, once on gloo and once on hccl, from the same seed and data. The hccl run is
+docs/pytorch.md's command, as written there (its block is run here, not by the docs test).
 
 The pair must: learn; give the same loss at every one of 20 steps (the Trainer's logged loss,
 which it gathers over the ranks) to LOSS_BOUND; end with the same parameters on every hccl rank
@@ -39,7 +40,8 @@ class TestTrainer(unittest.TestCase):
 
     def test_trainer_matches_gloo(self):
         res = R.pair(self, self.py, tempfile.mkdtemp(prefix="torch_hccl_trainer_"),
-                     "hf_trainer", ("--steps", str(STEPS)))
+                     "hf_trainer", ("--steps", str(STEPS)),
+                     doc=("docs/pytorch.md", "tests/torch/test_hf_trainer.py#hccl"))
         (h, hp, hs), (g, gp, gs) = res["hccl"], res["gloo"]
         self.assertEqual(len(h["losses"]), STEPS)
         print(R.compare(self, "hf Trainer", h, g, hp, gp, LOSS_BOUND, PARAM_BOUND)

@@ -13,6 +13,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "docs"))
+import docblocks  # noqa: E402
+
 BIN = os.path.join(ROOT, "build", "bin")
 SCRIPT = os.path.join(ROOT, "examples", "migrate_hccl.py")
 AMP_SCRIPT = os.path.join(ROOT, "examples", "migrate_hccl_amp.py")
@@ -42,16 +45,23 @@ class TestMigrate(unittest.TestCase):
         self.assertLess(loss[1], loss[0], p.stdout)
 
     def test_npu_launch(self):
-        self.check_training(run([os.path.join(BIN, "npu-launch"), "--device-list", "0,1", "--",
-                                 sys.executable, SCRIPT, "--epochs", "2"]))
+        # docs/pytorch.md's command, as written there (its block is run here, not by the docs
+        # test; docblocks.py): npu-launch --device-list 0,1 -- python3 migrate_hccl.py --epochs 2
+        body, args, samples = docblocks.block_by(ROOT, "docs/pytorch.md",
+                                                 "tests/torch/test_migrate.py#npu-launch")
+        build = os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
+            os.path.join(ROOT, "build")
+        out = docblocks.run_block(ROOT, build, sys.executable, docblocks.with_free_port(body),
+                                  args, samples, os.environ, timeout=300)
+        self.check_training(subprocess.CompletedProcess(body, 0, out))
 
     def test_amp_script_npu_launch(self):
         """torch 2.x's spellings (torch.amp, GradScaler, events, barrier(device_ids)) after the
         edits: it learns, warns of nothing, and torch_hccl's peak counter saw its buckets."""
         if int(__import__("torch").__version__.split(".")[0]) < 2:
             self.skipTest("torch.amp.GradScaler(\"cuda\") and DDP's bucket views need torch 2.x")
-        p = run([os.path.join(BIN, "npu-launch"), "--device-list", "0,1", "--", sys.executable,
-                 AMP_SCRIPT, "--steps", "40"])
+        p = run([os.path.join(BIN, "npu-launch"), "--master-port", str(docblocks.free_port()),
+                 "--device-list", "0,1", "--", sys.executable, AMP_SCRIPT, "--steps", "40"])
         self.check_quiet(p)
         m = re.search(r"loss ([0-9.]+) -> ([0-9.]+) in 40 steps \(([0-9.]+) ms/step, peak (\d+) bytes",
                       p.stdout)

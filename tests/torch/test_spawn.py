@@ -118,9 +118,12 @@ class TestSpawnRecipe(unittest.TestCase):
             ("Ascend variables", {"RANK_ID": "0", "RANK_SIZE": "1", "DEVICE_ID": "0",
                                   "ASCEND_DEVICE_ID": "0"}),
         ]
+        # At 2 devices: what an inherited variable breaks (two ranks on one device, a rank
+        # taken from WORLD_SIZE) shows at 2 as at 4; 4 devices run under npu-launch and mpirun
+        # below, with 1, 2 and 8 in test_device_counts. Each device is a process importing torch.
         for name, env in cases:
             with self.subTest(environment=name):
-                self.check_run(self.run_example("0,1,2,3", env), "0,1,2,3")
+                self.check_run(self.run_example("0,1", env), "0,1")
 
     def test_under_npu_launch(self):
         # A real launcher around the spawning script: RANK=0 WORLD_SIZE=1 DEVICE_ID=0 ...
