@@ -404,7 +404,9 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
  * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
- * then ring or halving-doubling between servers). Static string. It does not see buffers: an
+ * then ring or halving-doubling between servers), or "oneshot" (one server: every rank reads
+ * every rank's input after one synchronisation; small messages, or HCCL_ALGO=oneshot). Static
+ * string. It does not see buffers: an
  * allreduce whose buffers are HcclMemAlloc memory on every rank may run zero-copy instead (its
  * trace event says "zero-copy", or for a two-level allreduce "zero-copy inside servers"), and
  * one of 64 KiB or more of other buffers on 4 or more ranks of a server runs staged ("staged",

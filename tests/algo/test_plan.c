@@ -5,7 +5,7 @@
  * ranks per server, HCCL_ALGO) gives the algorithm, the name the trace and the flight recorder
  * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
  * back-off as the view's offers hold it, where zero-copy starts (with and without a core for
- * each rank), and where the staged allreduce runs. That the trace records, for a real call, the
+ * each rank), where the staged allreduce runs, and where the one-shot one does. That the trace records, for a real call, the
  * name that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
@@ -78,8 +78,9 @@ static const struct row {
     {HCCL_K_ALLTOALL, 4 * K, 1, 1, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "local", NULL, false},
     /* one server of 8: halving-doubling while a message is short, the ring for long ones;
      * zero-copy offered from 64 KiB of a rank's larger buffer */
-    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd", false},
-    {HCCL_K_ALLREDUCE, 16 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd",
+    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "oneshot",
+     false},
+    {HCCL_K_ALLREDUCE, 16 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "oneshot",
      false},
     {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
     {HCCL_K_ALLREDUCE, 64 * M, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
@@ -151,6 +152,37 @@ static void test_plan_table(void **st) {
     assert_false(q.zcopy_eligible);
     assert_false(q.zcopy_offer);
   }
+}
+
+/* One-shot (plan.oneshot; algo stays the flat choice it falls back to): on one server of 3 or
+ * more up to 16 KiB with HCCL_ALGO unset; HCCL_ALGO=oneshot at any size on one server of 2 or
+ * more; never across servers; not a level. */
+static void test_plan_oneshot(void **st) {
+  (void)st;
+  static const struct {
+    uint32_t servers, per_server;
+    const char *algo;
+    size_t bytes;
+    bool oneshot;
+  } cases[] = {{1, 8, NULL, 4 * K, true},     {1, 8, NULL, 16 * K, true},
+               {1, 8, NULL, 16 * K + 4, false}, {1, 4, NULL, 4, true},
+               {1, 3, NULL, 4 * K, true},     {1, 2, NULL, 4 * K, false},
+               {1, 8, "tree", 4 * K, false},  {1, 2, "oneshot", 64 * M, true},
+               {1, 8, "oneshot", 4 * K, true}, {2, 4, NULL, 4 * K, false},
+               {2, 4, "oneshot", 4 * K, false}, {4, 1, NULL, 4 * K, false}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct shape s;
+    make_shape(&s, cases[i].servers, cases[i].per_server, cases[i].algo);
+    struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = cases[i].bytes / 4, .esz = 4};
+    struct hccl_plan p = hccl__plan(&s.v, &call);
+    if (p.oneshot != cases[i].oneshot || (p.oneshot && strcmp(p.word, "oneshot") != 0) ||
+        (p.oneshot && p.staged))
+      fail_msg("case %zu (%zu B on %ux%u, HCCL_ALGO %s): one-shot %d word %s staged %d", i,
+               cases[i].bytes, cases[i].servers, cases[i].per_server,
+               cases[i].algo ? cases[i].algo : "unset", p.oneshot, p.word, p.staged);
+  }
+  struct hccl_algo_setting a;
+  assert_int_equal(hccl__settings_parse_algo("level0:oneshot", &a), HCCL_E_PARA);
 }
 
 /* The plan reads the back-off and changes nothing; an eligible call whose collective is
@@ -279,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_plan_zcopy_threshold),
       cmocka_unit_test(test_plan_staged),
       cmocka_unit_test(test_plan_uneven),
+      cmocka_unit_test(test_plan_oneshot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
- * test_staged.c - the staged allreduce (algo/staged.c) of ordinary buffers on one server, on
- * real processes through the public calls. (Its two-level form is tests/algo/test_hier.c's.)
+ * test_staged.c - the allreduces of ordinary buffers on one server through areas every member
+ * maps, the staged one (algo/staged.c) and the one-shot one (algo/oneshot.c), on real processes
+ * through the public calls. (The staged two-level form is tests/algo/test_hier.c's.)
  *
  *   sweep      4 and 8 ranks, every dtype x op; counts of exactly the threshold (64 KiB), just
  *              under it (the ring must run) and odd ones of many rounds (HCCL_BUFFSIZE=1: 4 KiB
@@ -15,7 +16,16 @@
  *              calls on a communicator with HCCL_ALGO=ring, which never runs staged).
  *   two ranks  2 ranks never run staged (the ring's one hop each way is as cheap).
  *   shared     HcclMemAlloc buffers on every rank run zero-copy, not staged.
- *   dead peer  a rank that exits instead of calling makes the others fail, naming it, in time.
+ *   dead peer  a rank that exits instead of calling makes the others fail, naming it, in time
+ *              (after a staged call, and after a one-shot one).
+ * One-shot:
+ *   default    the sweep's 4 and 8 ranks run one-shot at 4 KiB and 16 KiB (the limit) and not
+ *              one element above; 2 ranks never.
+ *   forced     HCCL_ALGO=oneshot at 2, 4 and 8 ranks: every dtype x op the library reduces at
+ *              0, 1, 7, one round's elements less one, one round, and three rounds with a
+ *              tail; in place and out of place; then 300 calls in a row of alternating round
+ *              counts, each checked (the slots' parity), and inexact floats whose results must
+ *              have the same bits on every rank (a max and a min allreduce of them equal them).
  * Every rank must have released its staging area and its peers' after destroy (harness.c).
  */
 #include <setjmp.h>
@@ -59,8 +69,22 @@ static int ran_staged(HcclComm comm) {
   return comm->staged_ran == comm->coll_seq + 1;
 }
 
-/* One allreduce of count elements on malloc buffers, checked; want_staged: whether it must
- * have run staged. */
+/* Which path the last call ran: RAN_STAGED, RAN_ONESHOT, or 0 (neither). */
+#define RAN_STAGED 1
+#define RAN_ONESHOT 2
+static int ran_path(HcclComm comm) {
+  return ran_staged(comm) ? RAN_STAGED : comm->oneshot_ran == comm->coll_seq + 1 ? RAN_ONESHOT : 0;
+}
+static const char *path_name(int path) {
+  return path == RAN_STAGED ? "staged" : path == RAN_ONESHOT ? "one-shot" : "neither";
+}
+
+/* The one-shot round, in elements of es bytes (algo/algo.h). */
+#define ROUND_BYTES (16u << 10)
+
+/* One allreduce of count elements on malloc buffers, checked; want_staged: which path
+ * (ran_path) must have run, or -1: unchecked (a call of count 0 runs none, and leaves the
+ * record of the one before). */
 static int check_call(HcclComm comm, int rank, int n, HcclDataType dt, HcclReduceOp op,
                       uint64_t count, int inplace, uint32_t salt, int want_staged) {
   size_t es = cc_dtype_size(dt), bytes = count * es;
@@ -76,9 +100,9 @@ static int check_call(HcclComm comm, int rank, int n, HcclDataType dt, HcclReduc
   HcclResult r = HcclAllReduce(sb.p, out, count, dt, op, comm, NULL);
   RANK_CHECK(r == HCCL_SUCCESS, "%s %s count %llu: %s", cc_dtype_name(dt), cc_op_name(op),
              (unsigned long long)count, HcclGetLastErrorMessage());
-  RANK_CHECK(ran_staged(comm) == want_staged, "%d ranks, %s %s, count %llu: staged %s", n,
+  RANK_CHECK(want_staged < 0 || ran_path(comm) == want_staged, "%d ranks, %s %s, count %llu: %s ran, want %s", n,
              cc_dtype_name(dt), cc_op_name(op), (unsigned long long)count,
-             want_staged ? "did not run" : "ran");
+             path_name(ran_path(comm)), path_name(want_staged));
   int64_t bad = cc_first_mismatch(out, want, dt, count);
   if (bad >= 0) {
     char x[64], y[64];
@@ -111,12 +135,19 @@ static int sweep_rank(int rank, int n, void *arg) {
     for (size_t oi = 0; oi < 4; oi++) {
       size_t es = cc_dtype_size(DT[di]);
       /* 64 KiB exactly; 1 element under; many 4 KiB rounds with an odd tail (blocks of
-       * unequal length); one round and a bit. */
-      uint64_t counts[] = {65536 / es, 65536 / es - 1, 5 * 4096 / es * (uint64_t)n + n + 3,
-                           (4096 + 64) / es * (uint64_t)n + 1};
-      for (size_t ci = 0; ci < 4; ci++)
+       * unequal length); one round and a bit; one-shot's 4 KiB, its limit, one over. */
+      uint64_t counts[] = {65536 / es,
+                           65536 / es - 1,
+                           5 * 4096 / es * (uint64_t)n + n + 3,
+                           (4096 + 64) / es * (uint64_t)n + 1,
+                           4096 / es,
+                           ROUND_BYTES / es,
+                           ROUND_BYTES / es + 1};
+      for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
         for (int inplace = 0; inplace < 2; inplace++) {
-          int want = counts[ci] * es >= 65536;
+          int want = counts[ci] * es >= 65536          ? RAN_STAGED
+                     : counts[ci] * es <= ROUND_BYTES ? RAN_ONESHOT
+                                                       : 0;
           if (check_call(comm, rank, n, DT[di], OP[oi], counts[ci], inplace, ++salt, want))
             return 1;
           checks++;
@@ -137,7 +168,8 @@ static void test_sweep(void **state) {
 
 struct fixed_arg {
   uint64_t count; /* floats, summed in place and out of place, default HCCL_BUFFSIZE */
-  int staged;     /* whether it must run staged */
+  int staged;     /* which path must run (ran_path) */
+  uint64_t count2; /* then these, which must run neither path (0: none) */
 };
 
 static int fixed_rank(int rank, int n, void *arg) {
@@ -146,7 +178,9 @@ static int fixed_rank(int rank, int n, void *arg) {
   RANK_CHECK(init_comm(NULL, NULL, &comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   for (int inplace = 0; inplace < 2; inplace++)
     if (check_call(comm, rank, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, a->count, inplace,
-                   7 + (uint32_t)inplace, a->staged))
+                   7 + (uint32_t)inplace, a->staged) ||
+        (a->count2 && check_call(comm, rank, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, a->count2,
+                                 inplace, 9 + (uint32_t)inplace, 0)))
       return 1;
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
   return 0;
@@ -154,13 +188,13 @@ static int fixed_rank(int rank, int n, void *arg) {
 
 static void test_default_slots(void **state) {
   (void)state;
-  struct fixed_arg a = {(4u << 20) + 3, 1};
+  struct fixed_arg a = {(4u << 20) + 3, RAN_STAGED, 0};
   assert_int_equal(harness_run_ranks(8, TIMEOUT_S, fixed_rank, &a), 0);
 }
 
 static void test_two_ranks(void **state) {
   (void)state;
-  struct fixed_arg a = {1u << 20, 0};
+  struct fixed_arg a = {1u << 20, 0, 1024}; /* and 4 KiB: not one-shot either */
   assert_int_equal(harness_run_ranks(2, TIMEOUT_S, fixed_rank, &a), 0);
 }
 
@@ -270,16 +304,18 @@ static void test_shared_buffers(void **state) {
 
 /* ---- a peer that leaves ---- */
 
+/* arg: the path (ran_path) of the first call and of the one rank 2 leaves. */
 static int dead_rank(int rank, int n, void *arg) {
-  (void)arg;
+  int path = *(const int *)arg;
   HcclComm comm;
   RANK_CHECK(init_comm(NULL, NULL, &comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
-  /* One good call first, so the peers have mapped rank 2's staging area. */
-  RANK_CHECK(check_call(comm, rank, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1u << 20, 1, 5, 1) ==
+  /* One good call first, so the peers have mapped rank 2's area. */
+  uint64_t first = path == RAN_STAGED ? 1u << 20 : 1024;
+  RANK_CHECK(check_call(comm, rank, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, first, 1, 5, path) ==
                  0,
              "first call wrong");
   if (rank == 2) _exit(0);
-  size_t count = 4u << 20;
+  size_t count = path == RAN_STAGED ? 4u << 20 : 1024;
   float *b = calloc(count, sizeof(float));
   RANK_CHECK(b, "no memory");
   RANK_CHECK(cc_allreduce_without(comm, b, count, rank, 2, 30) == 0, "rank 2 left");
@@ -290,7 +326,91 @@ static int dead_rank(int rank, int n, void *arg) {
 
 static void test_dead_peer(void **state) {
   (void)state;
-  assert_int_equal(harness_run_ranks(4, TIMEOUT_S, dead_rank, NULL), 0);
+  int staged = RAN_STAGED, oneshot = RAN_ONESHOT;
+  assert_int_equal(harness_run_ranks(4, TIMEOUT_S, dead_rank, &staged), 0);
+  assert_int_equal(harness_run_ranks(4, TIMEOUT_S, dead_rank, &oneshot), 0);
+}
+
+/* ---- one-shot, forced ---- */
+
+/* Every rank has the same bits in out (count floats of type dt, no NaN): the max and the min
+ * over the ranks of them are them. */
+static int same_everywhere(HcclComm comm, int rank, HcclDataType dt, void *out,
+                           size_t count) {
+  size_t bytes = count * cc_dtype_size(dt);
+  void *hi = malloc(bytes), *lo = malloc(bytes);
+  RANK_CHECK(hi && lo, "no memory");
+  RANK_CHECK(HcclAllReduce(out, hi, count, dt, HCCL_REDUCE_MAX, comm, NULL) == HCCL_SUCCESS &&
+                 HcclAllReduce(out, lo, count, dt, HCCL_REDUCE_MIN, comm, NULL) == HCCL_SUCCESS,
+             "max/min: %s", HcclGetLastErrorMessage());
+  RANK_CHECK(memcmp(hi, out, bytes) == 0 && memcmp(lo, out, bytes) == 0,
+             "rank %d: %s sum differs between ranks", rank, cc_dtype_name(dt));
+  free(hi);
+  free(lo);
+  return 0;
+}
+
+static int oneshot_rank(int rank, int n, void *arg) {
+  (void)arg;
+  HcclComm comm;
+  RANK_CHECK(init_comm("oneshot", NULL, &comm) == HCCL_SUCCESS, "init: %s",
+             HcclGetLastErrorMessage());
+  const char *a = HcclAllReduceAlgoName(comm, 64), *b = HcclAllReduceAlgoName(comm, 64u << 20);
+  RANK_CHECK(strcmp(a, "oneshot") == 0 && strcmp(b, "oneshot") == 0,
+             "HCCL_ALGO=oneshot but the names are %s and %s", a, b);
+  uint32_t salt = 100;
+  int checks = 0;
+  for (int d = 0; d < (int)HCCL_DATA_TYPE_RESERVED; d++)
+    for (int op = 0; op < (int)HCCL_REDUCE_RESERVED; op++) {
+      HcclDataType dt = (HcclDataType)d;
+      if (!cc_reduces(dt, (HcclReduceOp)op)) continue;
+      size_t es = cc_dtype_size(dt);
+      uint64_t counts[] = {0, 1, 7, ROUND_BYTES / es - 1, ROUND_BYTES / es,
+                           3 * ROUND_BYTES / es - 5};
+      for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+        for (int inplace = 0; inplace < 2; inplace++, checks++)
+          if (check_call(comm, rank, n, dt, (HcclReduceOp)op, counts[ci], inplace, ++salt,
+                         counts[ci] ? RAN_ONESHOT : -1))
+            return 1;
+    }
+  /* Many in a row: one, two and three rounds in turn, so a slot's parity moves every way. */
+  for (int k = 0; k < 300; k++, checks++) {
+    uint64_t count = (uint64_t)(k % 3 + 1) * ROUND_BYTES / 4 - (uint64_t)k % 7;
+    if (check_call(comm, rank, n, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, count, k & 1, ++salt,
+                   RAN_ONESHOT))
+      return 1;
+  }
+  static const HcclDataType fdt[3] = {HCCL_DATA_TYPE_FP16, HCCL_DATA_TYPE_BFP16,
+                                      HCCL_DATA_TYPE_FP32};
+  for (int d = 0; d < 3; d++) {
+    size_t cnt = 3001, es = cc_dtype_size(fdt[d]);
+    unsigned char *in = malloc(cnt * es), *out = malloc(cnt * es);
+    RANK_CHECK(in && out, "no memory");
+    if (fdt[d] == HCCL_DATA_TYPE_BFP16) {
+      float *f = malloc(cnt * 4);
+      RANK_CHECK(f, "no memory");
+      fill_inexact(f, HCCL_DATA_TYPE_FP32, 60, rank, cnt);
+      for (size_t i = 0; i < cnt; i++)
+        ((uint16_t *)in)[i] = cc_float_to_bf16(f[i]);
+      free(f);
+    } else {
+      fill_inexact(in, fdt[d], 60, rank, cnt);
+    }
+    RANK_CHECK(HcclAllReduce(in, out, cnt, fdt[d], HCCL_REDUCE_SUM, comm, NULL) == HCCL_SUCCESS,
+               "allreduce: %s", HcclGetLastErrorMessage());
+    if (same_everywhere(comm, rank, fdt[d], out, cnt)) return 1;
+    free(in);
+    free(out);
+  }
+  if (rank == 0) printf("%d ranks, HCCL_ALGO=oneshot: %d allreduces checked\n", n, checks);
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  return 0;
+}
+
+static void test_oneshot_forced(void **state) {
+  (void)state;
+  for (int n = 2; n <= 8; n *= 2)
+    assert_int_equal(harness_run_ranks(n, TIMEOUT_S, oneshot_rank, NULL), 0);
 }
 
 int main(void) {
@@ -298,6 +418,7 @@ int main(void) {
       cmocka_unit_test(test_sweep),       cmocka_unit_test(test_default_slots),
       cmocka_unit_test(test_ring_order),  cmocka_unit_test(test_two_ranks),
       cmocka_unit_test(test_shared_buffers), cmocka_unit_test(test_dead_peer),
+      cmocka_unit_test(test_oneshot_forced),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,6 +90,7 @@ static void test_algo_spellings(void **state) {
       {"hd", HCCL_ALGO_HD, 0, 0, false},
       {"H-D_R", HCCL_ALGO_HD, 0, 0, false},
       {"auto", HCCL_ALGO_AUTO, 0, 0, false},
+      {"oneshot", HCCL_ALGO_ONESHOT, 0, 0, false},
       {"level0:ring", HCCL_ALGO_RING, HCCL_ALGO_RING, HCCL_ALGO_AUTO, true},
       {"level0:NA;level1:ring", HCCL_ALGO_RING, HCCL_ALGO_AUTO, HCCL_ALGO_RING, true},
       {"level0:NA;level1:H-D_R", HCCL_ALGO_HD, HCCL_ALGO_AUTO, HCCL_ALGO_HD, true},

@@ -725,8 +725,8 @@ static int auto_body(int rank, int nranks, void *argp) {
   RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
   const char *small = HcclAllReduceAlgoName(comm, 64);
   const char *large = HcclAllReduceAlgoName(comm, 64u << 20);
-  RANK_CHECK(small && strcmp(small, "hd") == 0, "%d ranks, 64 B: picked %s, want hd", nranks,
-             small ? small : "(null)");
+  RANK_CHECK(small && strcmp(small, "oneshot") == 0, "%d ranks, 64 B: picked %s, want oneshot",
+             nranks, small ? small : "(null)");
   RANK_CHECK(large && strcmp(large, "ring") == 0, "%d ranks, 64 MiB: picked %s, want ring", nranks,
              large ? large : "(null)");
   /* Both picks must also run: a small and a 4 MiB allreduce, checked. */

@@ -60,7 +60,8 @@ static const char *traced_name(const char *word) {
       {"ring", "ring"},
       {"hd", "halving-doubling"},
       {"hier-ring", "two-level, ring between servers"},
-      {"hier-hd", "two-level, halving-doubling between servers"}};
+      {"hier-hd", "two-level, halving-doubling between servers"},
+      {"oneshot", "one-shot"}};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(word, names[i][0])) return names[i][1];
   fail_msg("HcclAllReduceAlgoName said \"%s\"", word);

@@ -148,4 +148,16 @@ HcclResult hccl__staged_allreduce(const struct hccl_group *g, const struct hccl_
                                   HcclResult (*between)(void *, void *, size_t),
                                   void *between_arg, bool *ran);
 
+/* The one-shot allreduce over a group on one server (oneshot.c): every member copies its input
+ * into an area all members map, arrives once, and reduces every member's copy itself, in
+ * rounds of at most HCCL_ONESHOT_ROUND_BYTES. The areas are made and learnt in the group's
+ * first call (one exchange of descriptors); *ran = false on every member alike, then and on
+ * every later call, when some member has none (nothing but the descriptors moved). For the
+ * communicator's world group only (its state keeps one area). */
+#define HCCL_ONESHOT_ROUND_BYTES (16u << 10)
+HcclResult hccl__oneshot_allreduce(const struct hccl_group *g, const struct hccl_prim *p,
+                                   const void *send, void *recv, size_t count, bool *ran);
+/* Frees what the one-shot path keeps in s (its area); nothing when it never ran. */
+void hccl__oneshot_free(struct hccl_algo_state *s);
+
 #endif

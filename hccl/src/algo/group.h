@@ -30,6 +30,8 @@
  * link not made at init is made on first use; the scratch (the largest chunk of any group);
  * and hccl__group_temp's buffer, which grows and is kept for the next collective (one runs at a
  * time). The communicator keeps it; algorithms reach it through their groups. */
+struct hccl_oneshot;
+
 struct hccl_algo_state {
   struct hccl_tctx *tx;
   void *scratch;
@@ -40,6 +42,9 @@ struct hccl_algo_state {
   void *stage;
   size_t stage_bytes;
   uint32_t stage_next;
+  /* oneshot.c's area and every member's window, for the world group on one server; NULL
+   * until its first call (hccl__oneshot_free frees it). */
+  struct hccl_oneshot *oneshot;
 };
 
 struct hccl_zmemo;

@@ -18,6 +18,7 @@
  *     ring                (p-1) a + (p-1)/p N b
  *     by allreduce        the recursive doubling allreduce of N (N up to a slot), then the
  *                         own block: log2(p) (a + N b) + N c
+ *   one-shot (oneshot.c)  a + (p + 1) n c                   (one wait; a copy in, p slots read)
  *   two-level, L ranks on each of S servers (hier.c):
  *                         2 [(L-1) a_l + (L-1)/L n b_l]     reduce-scatter, allgather inside
  *                       + the best flat allreduce of n/L bytes over the S servers
@@ -56,6 +57,19 @@
  * Two servers of 4, 64 MiB: the steps inside the servers took 122 -> 101 ms of 156 -> 138. */
 #define STAGED_MIN_BYTES (64u << 10)
 #define STAGED_MIN_RANKS 4
+/* Up to this size an allreduce inside one server of ONESHOT_MIN_RANKS or more runs one-shot
+ * (oneshot.c) where the cost model says it costs less than the flat choice. Its lever is the
+ * number of waits: one a call against recursive doubling's log2(p), each of which may sleep and
+ * cost a context switch when ranks outnumber cores (4 KiB through torch under mp.spawn, 4 ranks
+ * on 2 cores: 82-93 us a call against 14.2 + 2 x 11.1 for torch's floor and the C call,
+ * docs/pytorch.md). Its price is the reads: every member reads every member's slot, p n bytes,
+ * where recursive doubling reads log2(p) n, which at 16 KiB and 8 ranks is 128 KiB a member,
+ * still within L2 and a few microseconds; from 64 KiB the staged path (one barrier a round, 1/p
+ * of the reduction each) is there. One round of the area (HCCL_ONESHOT_ROUND_BYTES) at most, so
+ * a chosen call waits once. Unmeasured on a quiet machine: the lead's timing confirms or moves
+ * it. At 2 ranks recursive doubling is already one exchange, one wait: nothing to gain. */
+#define ONESHOT_MAX_BYTES HCCL_ONESHOT_ROUND_BYTES
+#define ONESHOT_MIN_RANKS 3
 
 static double log2u(uint32_t x) {
   double l = 0;
@@ -75,6 +89,9 @@ static double cost_hd(const struct hccl_group *g, double n) {
   return 2 * lg * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns * COST_HD_PENALTY;
 }
 
+static double cost_oneshot(const struct hccl_group *g, double n) {
+  return g->alpha_ns + (g->n + 1.0) * n * COST_COPY_NS;
+}
 
 static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
                                 double *cost) {
@@ -110,7 +127,7 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
                                  : HCCL_PLAN_RING_ALLREDUCE;
   if (!two_level) return flat;
   /* The level form asks for the two-level algorithm; one word asks for a flat one. */
-  if (!a->levels && a->choice != HCCL_ALGO_AUTO) return flat;
+  if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return flat;
   const struct hccl_group *l = v->local;
   double L = l->n, n = (double)bytes, cross_cost;
   enum hccl_algo_kind cross =
@@ -148,6 +165,22 @@ static bool plan_staged(const struct hccl_plan_view *v, size_t bytes, enum hccl_
   uint32_t n = v->nservers == 1 ? v->world->n : is_two_level(algo) ? v->local->n : 0;
   return n >= STAGED_MIN_RANKS && bytes >= STAGED_MIN_BYTES && !a->levels &&
          a->choice == HCCL_ALGO_AUTO;
+}
+
+/* Whether an allreduce of `bytes` runs one-shot (oneshot.c): on one server of 2 or more ranks,
+ * when HCCL_ALGO=oneshot forces it, or, with HCCL_ALGO unset, when the server has
+ * ONESHOT_MIN_RANKS or more, the message at most ONESHOT_MAX_BYTES, and the cost model puts it
+ * below the flat choice. (On servers of their own, HCCL_ALGO=oneshot leaves the choice to the
+ * cost model.) */
+static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
+  const struct hccl_algo_setting *a = v->algo;
+  const struct hccl_group *g = v->world;
+  if (v->nservers != 1 || g->n < 2 || a->levels) return false;
+  if (a->choice == HCCL_ALGO_ONESHOT) return true;
+  double flat;
+  pick(g, HCCL_ALGO_AUTO, (double)bytes, &flat);
+  return a->choice == HCCL_ALGO_AUTO && g->n >= ONESHOT_MIN_RANKS && bytes <= ONESHOT_MAX_BYTES &&
+         cost_oneshot(g, (double)bytes) < flat;
 }
 
 /* Broadcast and reduce: chain or binomial tree over every rank. */
@@ -212,6 +245,7 @@ static const char *const NAMES[] = {
     [HCCL_PLAN_DIRECT_GATHER] = "direct",
     [HCCL_PLAN_DIRECT_SCATTER] = "direct",
     [HCCL_PLAN_PAIRWISE_ALLTOALL] = "pairwise",
+    [HCCL_PLAN_ONESHOT] = "one-shot",
 };
 
 /* HcclAllReduceAlgoName's words (hccl.h) for the allreduce algorithms. */
@@ -275,7 +309,8 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
   switch (call->kind) {
   case HCCL_K_ALLREDUCE:
     plan.algo = plan_allreduce(v, bytes);
-    plan.word = allreduce_word(plan.algo);
+    plan.oneshot = plan_oneshot(v, bytes);
+    plan.word = plan.oneshot ? "oneshot" : allreduce_word(plan.algo);
     plan.staged = plan_staged(v, bytes, plan.algo);
     break;
   case HCCL_K_REDUCE_SCATTER:
@@ -381,6 +416,15 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
       return HCCL_SUCCESS;
     }
   }
+  if (plan->oneshot) {
+    bool ran;
+    HCCL_TRY(hccl__oneshot_allreduce(g, p, call->send, call->recv, call->count, &ran));
+    if (ran) {
+      plan->algo = HCCL_PLAN_ONESHOT;
+      plan->name = NAMES[HCCL_PLAN_ONESHOT];
+      return HCCL_SUCCESS;
+    }
+  }
   if (plan->staged) {
     bool ran;
     HCCL_TRY(hccl__staged_allreduce(g, p, call->send, call->recv, call->count, NULL, NULL, &ran));
@@ -403,6 +447,7 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   case HCCL_PLAN_HIER_ZCOPY_RING:
   case HCCL_PLAN_HIER_ZCOPY_HD:
   case HCCL_PLAN_STAGED:
+  case HCCL_PLAN_ONESHOT:
   case HCCL_PLAN_HIER_STAGED_RING:
   case HCCL_PLAN_HIER_STAGED_HD:
     break; /* only ever set once it ran */

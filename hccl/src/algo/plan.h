@@ -82,6 +82,7 @@ enum hccl_plan_algo {
   HCCL_PLAN_DIRECT_GATHER,         /* a2a.c */
   HCCL_PLAN_DIRECT_SCATTER,        /* a2a.c */
   HCCL_PLAN_PAIRWISE_ALLTOALL,     /* a2a.c, alltoall and alltoallv */
+  HCCL_PLAN_ONESHOT,               /* oneshot.c: set by hccl__plan_run when it ran */
 };
 
 struct hccl_plan {
@@ -90,15 +91,19 @@ struct hccl_plan {
    * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
    * with ", zero-copy inside servers" when that offer ran, or ", staged inside servers"),
    * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
-   * "direct", "pairwise", "local" (one rank), "zero-copy" or "staged" (set by hccl__plan_run). */
+   * "direct", "pairwise", "local" (one rank), "zero-copy", "staged" or "one-shot" (set by
+   * hccl__plan_run). */
   const char *name;
-  /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring" or
-   * "hier-hd", the cost model's choice without zero-copy (on one rank the model's "ring",
-   * though the call only copies). NULL for the other collectives. */
+  /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring",
+   * "hier-hd" or "oneshot", the cost model's choice without zero-copy (on one rank the
+   * model's "ring", though the call only copies). NULL for the other collectives. */
   const char *word;
   bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
   bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */
   bool staged;         /* an allreduce that runs staged (staged.c) unless zero-copy ran */
+  /* An allreduce that runs one-shot (oneshot.c) unless zero-copy ran, or some rank has no
+   * area (then algo runs). */
+  bool oneshot;
 };
 
 /* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and whether zero-copy is
@@ -109,8 +114,8 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
 /* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
  * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
  * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in v->offers, then the staged path when the plan says so (HCCL_PLAN_STAGED,
- * HCCL_PLAN_HIER_STAGED_*), then plan->algo over v->world (member k is rank k). p is the call's
+ * back-off in v->offers, then the one-shot path (HCCL_PLAN_ONESHOT) or the staged one
+ * (HCCL_PLAN_STAGED, HCCL_PLAN_HIER_STAGED_*) when the plan says so, then plan->algo over v->world (member k is rank k). p is the call's
  * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
  * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
 HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,

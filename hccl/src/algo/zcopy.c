@@ -84,9 +84,9 @@ static HcclResult exchange(const struct hccl_group *g, const struct hccl_prim *p
   return HCCL_SUCCESS;
 }
 
-HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
-                            size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
-                            bool *ok) {
+HcclResult hccl__zview_windows(const struct hccl_group *g, const struct hccl_prim *p,
+                               const void *send, size_t send_bytes, void *recv, size_t recv_bytes,
+                               struct zdesc by_member[], bool *ok) {
   uint32_t np = g->n;
   struct zdesc d[ZCOPY_MAX_MEMBERS];
   struct zdesc *mine = &d[g->pos[g->me]];
@@ -100,18 +100,29 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
   HCCL_TRY(exchange(g, p, d));
   for (uint32_t i = 0; i < np; i++)
     if (d[i].send.fd < 0 || d[i].recv.fd < 0) return HCCL_SUCCESS;
+  for (uint32_t k = 0; k < np; k++)
+    by_member[k] = d[g->pos[k]];
+  *ok = true;
+  return HCCL_SUCCESS;
+}
 
-  for (uint32_t k = 0; k < np; k++) {
+HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *p, const void *send,
+                            size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
+                            bool *ok) {
+  struct zdesc d[ZCOPY_MAX_MEMBERS];
+  HCCL_TRY(hccl__zview_windows(g, p, send, send_bytes, recv, recv_bytes, d, ok));
+  if (!*ok) return HCCL_SUCCESS;
+  *ok = false;
+  for (uint32_t k = 0; k < g->n; k++) {
     if (k == g->me) {
       v->in[k] = send;
       v->out[k] = recv;
       continue;
     }
     struct hccl_link *l = hccl__group_link(g, k);
-    const struct zdesc *z = &d[g->pos[k]];
     void *a, *b;
-    HCCL_TRY(hccl__prim_map(l, &z->send, &a));
-    HCCL_TRY(hccl__prim_map(l, &z->recv, &b));
+    HCCL_TRY(hccl__prim_map(l, &d[k].send, &a));
+    HCCL_TRY(hccl__prim_map(l, &d[k].recv, &b));
     v->in[k] = a;
     v->out[k] = b;
   }

@@ -66,6 +66,12 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
                             size_t send_bytes, void *recv, size_t recv_bytes, struct zview *v,
                             bool *ok);
 
+/* The exchange alone: by_member[k] = member k's windows, *ok as hccl__zview_open says, for a
+ * caller that keeps them and maps them itself (oneshot.c: its areas, once per communicator). */
+HcclResult hccl__zview_windows(const struct hccl_group *g, const struct hccl_prim *p,
+                               const void *send, size_t send_bytes, void *recv, size_t recv_bytes,
+                               struct zdesc by_member[], bool *ok);
+
 /* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
  * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
  * the owner's own input last, with the call's finishing kernel when p->finish

@@ -59,7 +59,7 @@ static int algo_word(const char *w, size_t n) {
     int algo;
   } words[] = {{"ring", HCCL_ALGO_RING}, {"tree", HCCL_ALGO_HD},     {"hd", HCCL_ALGO_HD},
                {"H-D_R", HCCL_ALGO_HD},  {"H-D", HCCL_ALGO_HD},      {"NA", HCCL_ALGO_AUTO},
-               {"auto", HCCL_ALGO_AUTO}, {"default", HCCL_ALGO_AUTO}};
+               {"auto", HCCL_ALGO_AUTO}, {"default", HCCL_ALGO_AUTO}, {"oneshot", HCCL_ALGO_ONESHOT}};
   for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
     if (strlen(words[i].name) == n && strncasecmp(words[i].name, w, n) == 0) return words[i].algo;
   return -1;
@@ -92,7 +92,7 @@ HcclResult hccl__settings_parse_algo(const char *text, struct hccl_algo_setting 
     else
       goto bad;
     int a = algo_word(colon + 1, len - klen - 1);
-    if (a < 0) goto bad;
+    if (a < 0 || a == HCCL_ALGO_ONESHOT) goto bad; /* one-shot has no levels */
     level_algo[level] = a;
     p += len;
     if (*p == ';') p++;
@@ -105,8 +105,9 @@ HcclResult hccl__settings_parse_algo(const char *text, struct hccl_algo_setting 
 bad:
   return hccl__fail(HCCL_E_PARA,
                     "HCCL_ALGO='%s' is not valid: use ring, tree (recursive halving-doubling, "
-                    "also spelled hd or H-D_R), or HCCL's form level0:<algo>;level1:<algo> "
-                    "with NA for a level left to the cost model",
+                    "also spelled hd or H-D_R), oneshot (one server's allreduce in one "
+                    "synchronisation; a word of its own, not a level), or HCCL's form "
+                    "level0:<algo>;level1:<algo> with NA for a level left to the cost model",
                     text);
 }
 

@@ -16,7 +16,13 @@
 
 #include "hccl.h"
 
-enum hccl_algo_choice { HCCL_ALGO_AUTO = 0, HCCL_ALGO_RING = 1, HCCL_ALGO_HD = 2 };
+/* HCCL_ALGO_ONESHOT: the one-shot allreduce inside one server (algo/oneshot.c); one word only. */
+enum hccl_algo_choice {
+  HCCL_ALGO_AUTO = 0,
+  HCCL_ALGO_RING = 1,
+  HCCL_ALGO_HD = 2,
+  HCCL_ALGO_ONESHOT = 3
+};
 
 /* HCCL_ALGO: one word forces one flat algorithm over every rank; HCCL's level form forces
  * the algorithm inside a server (level 0) and between servers (level 1) of the two-level

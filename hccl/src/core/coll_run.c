@@ -105,6 +105,7 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
   if (plan->algo == HCCL_PLAN_STAGED || plan->algo == HCCL_PLAN_HIER_STAGED_RING ||
       plan->algo == HCCL_PLAN_HIER_STAGED_HD)
     c->staged_ran = c->coll_seq + 1;
+  if (plan->algo == HCCL_PLAN_ONESHOT) c->oneshot_ran = c->coll_seq + 1;
   return HCCL_SUCCESS;
 }
 

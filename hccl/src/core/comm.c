@@ -241,6 +241,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   free(c->astate.scratch);
   free(c->astate.temp);
   hccl__mem_free(c->astate.stage);
+  hccl__oneshot_free(&c->astate);
   free(c->peers);
   free(c->same_core);
   free(c->premul);

@@ -99,6 +99,7 @@ struct hccl_comm {
   uint64_t zcopy_ran; /* coll_seq + 1 of the last call that ran zero-copy, the two-level
                        * allreduce's zero-copy steps inside a server too (tests read it) */
   uint64_t staged_ran; /* the same for the staged allreduce (algo/staged.c) */
+  uint64_t oneshot_ran; /* and for the one-shot allreduce (algo/oneshot.c) */
   /* The size from which calls offer zero-copy (algo/plan.c); 0, as made: plan.c's
    * measured threshold. Only tests change it, on every rank alike, to run the zero-copy path
    * on the few-element calls that put empty blocks at its edges. */

@@ -525,6 +525,7 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .check_abort = shm_check_abort,
     .progress = shm_progress,
     .map_window = shm_map_window,
+    .wait_check = shm_check,
     .close = shm_close,
     .teardown = shm_teardown,
     /* Fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring against tree). */

@@ -636,6 +636,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     /* ... and, when it does not answer, tells a network fault from a frozen process. */
     .quiet = tcp_quiet,
     .ask_reach = tcp_ask_reach,
+    .wait_check = tcp_check,
     .close = tcp_close,
     .teardown = tcp_teardown,
     /* Measured over a veth pair between network namespaces on the 2-core machine: an 8-byte

@@ -184,6 +184,10 @@ struct hccl_transport_ops {
    * mapping is kept (a few per link) for the peer's next calls. NULL where the transport
    * cannot share memory (tcp). */
   HcclResult (*map_window)(struct hccl_link *l, const struct hccl_window *w, void **ptr);
+  /* The check the transport's own waits on l make each sleep slice (hccl__wait_change's
+   * `check`, with l as its arg): the peer's abort mark, its departure or death, as an error
+   * naming it. For a wait on a word that is no link's (algo/oneshot.c's arrival). */
+  HcclResult (*wait_check)(void *l, const struct hccl_wait *w, uint32_t peer);
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_tctx *tx);
