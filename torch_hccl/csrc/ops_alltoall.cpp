@@ -4,8 +4,8 @@
  * process_group.hpp.
  *
  * Any dtype moves as bytes. Even blocks are one HcclAlltoAll; anything else is HcclAlltoAllV
- * over byte counts and displacements, which the family's helper Blocks lays out (rows of a
- * split, or whole tensors of a list).
+ * over byte counts and displacements, which the family's helpers lay out (Blocks: rows of a
+ * split, or whole tensors of a list) and pass (alltoallBytes).
  */
 #include "process_group.hpp"
 
@@ -48,6 +48,14 @@ Blocks splitRows(const at::Tensor& t, std::vector<int64_t>& splits, int n, const
   return b;
 }
 
+/* HcclAlltoAllV of in's send blocks into out's recv blocks, as bytes. */
+HcclResult alltoallBytes(const at::Tensor& in, const Blocks& send, const at::Tensor& out,
+                         const Blocks& recv, HcclComm comm, HcclRequest* req) {
+  return HcclAlltoAllV(in.data_ptr(), send.counts.data(), send.displs.data(), HCCL_DATA_TYPE_INT8,
+                       out.data_ptr(), recv.counts.data(), recv.displs.data(),
+                       HCCL_DATA_TYPE_INT8, comm, req);
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
@@ -76,9 +84,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
     if (even)
       return HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
                           HCCL_DATA_TYPE_INT8, core_->comm(), req);
-    return HcclAlltoAllV(in.data_ptr(), send.counts.data(), send.displs.data(),
-                         HCCL_DATA_TYPE_INT8, out.data_ptr(), recv.counts.data(),
-                         recv.displs.data(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
+    return alltoallBytes(in, send, out, recv, core_->comm(), req);
   });
   w->keep(in);
   w->keep(out);
@@ -111,9 +117,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   at::Tensor flat = byteBuffer(static_cast<int64_t>(recv.total));
   auto w = newWork(c10d::OpType::ALLTOALL, what, outputs, waitedAtOnce(opts));
   w->start(what, [&](HcclRequest* req) {
-    return HcclAlltoAllV(in.data_ptr(), send.counts.data(), send.displs.data(),
-                         HCCL_DATA_TYPE_INT8, flat.data_ptr(), recv.counts.data(),
-                         recv.displs.data(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
+    return alltoallBytes(in, send, flat, recv, core_->comm(), req);
   });
   w->keep(in);
   w->keep(flat);
