@@ -11,8 +11,6 @@
 
 #include <torch/version.h>
 
-#include <string>
-
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #define TORCH_HCCL_BACKEND_API 1
@@ -35,11 +33,6 @@ using BackendBase = c10d::ProcessGroup;
 #endif
 
 namespace torch_hccl {
-
-/* Throws the library's failure as torch's own backends do: torch.distributed.DistBackendError
- * where torch has it (2.x), else RuntimeError. A timeout's message carries " Timed out ", the
- * phrase torch's tests and users match. */
-[[noreturn]] void throwBackendError(const std::string& msg);
 
 /* Whether torch waits for a collective's work as soon as the backend returns it: torch 2.8 and
  * later set the options' asyncOp from the caller's async_op (False for a plain

@@ -7,6 +7,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "allocator.hpp"
+#include "device.hpp"
 #include "process_group.hpp"
 
 namespace py = pybind11;

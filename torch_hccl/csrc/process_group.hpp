@@ -11,11 +11,17 @@
  * no port of our own is opened; or, for a new_group when the default group is alive, split
  * from the default group's communicator (HcclCommSplit; torch_hccl/_split.py decides which).
  * The creator's timeout bounds every operation.
+ *
+ * Where the methods live: the group's life in process_group.cpp; the ops by family in
+ * ops_reduce.cpp (reductions), ops_gather.cpp (broadcast, gathers, scatter), ops_alltoall.cpp,
+ * ops_p2p.cpp (send, recv) and ops_barrier.cpp; the checks and staging they share in
+ * staging.hpp.
  */
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +32,6 @@
 #include "work.hpp"
 
 namespace torch_hccl {
-
-/* torch_hccl.set_device: HcclSetDevice, refused (RuntimeError naming both devices) when a live
- * process group of this process already drives another device. */
-void setDevice(int device);
-/* HcclGetDevice: the device set, or the first group's once one exists, else -1. */
-int currentDevice();
 
 class ProcessGroupHCCL : public BackendBase {
  public:
@@ -55,7 +55,6 @@ class ProcessGroupHCCL : public BackendBase {
   /* Collective over this group: true when every rank passes true (an allreduce MIN of one
    * int); how the ranks agree to split before anyone starts. Throws as a collective does. */
   bool agree(bool mine);
-  /* Whether the communicator is open (not shut down). */
   /* Open and not broken (a failed call, a peer's failure, an abort): a new_group may split it. */
   bool alive() const {
     HcclResult broken = HCCL_SUCCESS;
@@ -161,6 +160,11 @@ class ProcessGroupHCCL : public BackendBase {
   void reduceScatterInto(HcclWork& w, at::Tensor output, at::Tensor input,
                          const c10d::ReduceOp& op, const char* what);
   c10::intrusive_ptr<c10d::Work> sparseAllreduce(at::Tensor& tensor, const c10d::ReduceOp& op);
+  /* send, recv and recvAnysource (ops_p2p.cpp). */
+  template <class Call>
+  c10::intrusive_ptr<c10d::Work> pointToPoint(c10d::OpType type, const char* what,
+                                              std::vector<at::Tensor>& tensors,
+                                              std::optional<int> peer, bool receive, Call call);
   std::shared_ptr<Core> core_;
   std::shared_ptr<void> store_; /* the store view the communicator was made over */
   std::chrono::milliseconds timeout_;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "compat.hpp"
-#include "work.hpp"
+#include "errors.hpp"
 
 namespace torch_hccl {
 

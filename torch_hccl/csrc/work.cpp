@@ -1,121 +1,16 @@
 /*
- * work.cpp - completion of torch_hccl's works and the finisher thread. See work.hpp.
+ * work.cpp - completion of torch_hccl's works (contract: work.hpp): on wait(), isCompleted()
+ * or the core's finisher, exactly once; the post steps, the future, and the failure a work
+ * reports when its requests failed or its communicator went first.
  */
-#include <Python.h>
-
 #include "work.hpp"
 
-#include "compat.hpp"
-
-#include <pthread.h>
-#include <signal.h>
 #include <stdexcept>
+#include <thread>
 
 #include <ATen/core/jit_type.h>
 
 namespace torch_hccl {
-
-static std::string hcclErrorText(HcclResult r, const std::string& what, const std::string& msg) {
-  std::string head = r == HCCL_E_TIMEOUT ? "hccl " + what + ": Timed out (" : "hccl " + what +
-                                                                                 " failed (";
-  return head + HcclGetErrorString(r) + "): " + (msg.empty() ? "no message" : msg);
-}
-
-std::exception_ptr hcclError(HcclResult r, const std::string& what, const std::string& msg) {
-  try {
-    throwBackendError(hcclErrorText(r, what, msg));
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-void throwHccl(HcclResult r, const std::string& what) {
-  const char* msg = HcclGetLastErrorMessage();
-  throwBackendError(hcclErrorText(r, what, msg ? msg : ""));
-}
-
-void throwBackendError(const std::string& msg) {
-#if TORCH_HCCL_BACKEND_API
-  C10_THROW_ERROR(DistBackendError, msg);
-#else
-  throw std::runtime_error(msg);
-#endif
-}
-
-Core::~Core() {
-  close();
-}
-
-void Core::close() {
-  std::thread finisher;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (closed_) return;
-    closed_ = stop_ = true;
-    finisher = std::move(finisher_);
-  }
-  cv_.notify_all();
-  /* Python drops the last reference with the GIL held, and the finisher may need the GIL to
-   * free tensors that have Python objects: let go of it while joining and destroying. */
-  PyThreadState* saved = nullptr;
-  if (Py_IsInitialized() && PyGILState_Check()) saved = PyEval_SaveThread();
-  if (finisher.joinable()) {
-    /* The last reference may be dropped by a job on the finisher itself. */
-    if (finisher.get_id() == std::this_thread::get_id())
-      finisher.detach();
-    else
-      finisher.join();
-  }
-  {
-    std::unique_lock<std::shared_mutex> x(use_); /* after every wait on its requests */
-    HcclComm comm = comm_;
-    comm_ = nullptr;
-    HcclCommDestroy(comm);
-  }
-  if (saved) PyEval_RestoreThread(saved);
-}
-
-bool Core::post(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    if (closed_) { /* the communicator is gone, and with it every request it had */
-      jobs_.clear();
-      return false;
-    }
-    jobs_.push_back(std::move(job));
-    if (!finisher_.joinable()) {
-      /* Born with every signal blocked, as libhccl's threads are (hccl/src/base/thread.h):
-       * signals stay with the program's threads (a SIGCHLD this thread took would be lost). */
-      struct AllBlocked {
-        sigset_t old;
-        AllBlocked() {
-          sigset_t all;
-          sigfillset(&all);
-          pthread_sigmask(SIG_SETMASK, &all, &old);
-        }
-        ~AllBlocked() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
-      } blocked;
-      finisher_ = std::thread([this] { run(); });
-      finisherId_.store(finisher_.get_id());
-    }
-  }
-  cv_.notify_one();
-  return true;
-}
-
-void Core::run() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    cv_.wait(lk, [this] { return stop_ || !jobs_.empty(); });
-    if (jobs_.empty()) return; /* stopping, and drained */
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
-    lk.unlock();
-    job();
-    job = nullptr; /* may drop the last reference to a work, or to this core */
-    lk.lock();
-  }
-}
 
 HcclWork::HcclWork(std::shared_ptr<Core> core, int rank, c10d::OpType type, std::string what,
                    std::vector<at::Tensor> outputs, bool blocking)

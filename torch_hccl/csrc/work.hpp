@@ -1,6 +1,6 @@
 /*
  * work.hpp - what a torch_hccl call hands back to torch: a c10d::Work over one or more libhccl
- * requests, and the per-communicator core the works and the process group share.
+ * requests, over the per-communicator core the works and the process group share (core.hpp).
  *
  * A work completes when every library request it holds has finished; then, on success, its
  * post step runs (copying staged results into non-contiguous outputs, dividing for AVG), and
@@ -14,75 +14,21 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "core.hpp"
+#include "errors.hpp"
 #include "hccl.h"
 
 namespace torch_hccl {
-
-/* The communicator and the finisher thread. Shared by the process group and its works, so a
- * work that outlives destroy_process_group still finds its communicator; the communicator is
- * destroyed with the last of them. */
-class Core {
- public:
-  Core(HcclComm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
-  ~Core();
-  /* NULL once closed: the library then refuses every call (HCCL_E_PTR). */
-  HcclComm comm() const { return comm_; }
-  /* Waits for the finisher's jobs and destroys the communicator (torch 2.x's shutdown at
-   * destroy_process_group, as NCCL's backend does, so its trace and flight-recorder files
-   * are written then); the destructor does it otherwise. Idempotent. */
-  void close();
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  /* Runs job on the finisher thread (started on first use), in posting order. False, and
-   * the job dropped, once closed. */
-  bool post(std::function<void()> job);
-  /* Keeps the communicator, and with it its requests, alive while the caller waits on them:
-   * close() destroys it only once no one holds it. The lock is not owned when the
-   * communicator is already closed (its requests are freed: do not touch them). */
-  std::shared_lock<std::shared_mutex> hold() {
-    std::shared_lock<std::shared_mutex> l(use_);
-    if (!comm_) l.unlock();
-    return l;
-  }
-  /* Whether the caller is the finisher thread (a future's callback runs there). */
-  bool onFinisher() const { return finisherId_.load() == std::this_thread::get_id(); }
-
- private:
-  void run();
-  HcclComm comm_;
-  int rank_, size_;
-  std::mutex mu_;
-  std::shared_mutex use_; /* shared: waiting on requests; exclusive: destroying */
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  std::thread finisher_;
-  std::atomic<std::thread::id> finisherId_{};
-  bool stop_ = false;
-  bool closed_ = false;
-};
-
-/* The error torch's own backends raise for a failed call, carrying libhccl's message
- * (compat.hpp's throwBackendError): "hccl <what> failed (<code>): <reason>", and for a timeout
- * "hccl <what>: Timed out (<code>): <reason>". */
-std::exception_ptr hcclError(HcclResult r, const std::string& what, const std::string& msg);
-[[noreturn]] void throwHccl(HcclResult r, const std::string& what);
-/* A library call's result: nothing on success, else throwHccl with the library's reason. */
-inline void checkHccl(HcclResult r, const char* what) {
-  if (r != HCCL_SUCCESS) throwHccl(r, what);
-}
 
 class HcclWork : public c10d::Work {
  public:
