@@ -4,9 +4,11 @@
  * HcclCommSplit (no store), `init` the way every group is made today, a bootstrap of its own
  * (the group's first rank runs HcclGetRootInfo, the parent's allgather hands the root infos
  * round, each rank runs HcclCommInitRootInfo). Each group then runs one allreduce, checked.
- * Rank 0 prints the largest time over the job (an allreduce MAX over the parent):
+ * Rank 0 prints the largest time over the job (an allreduce MAX over the parent), and the world's
+ * own HcclCommInitFromEnv as the last rank to start saw it (the least over the ranks: the others
+ * also waited for the ranks started after them):
  *
- *   split_probe: ranks 8 layout 2x2x2 mode split groups 3 make_ms 41.2 ok
+ *   split_probe: ranks 8 layout 2x2x2 mode split groups 3 make_ms 41.2 world_init_ms 12.0 ok
  *
  * usage: split_probe [split|init] [TP] [PP]   (DP = ranks / (TP x PP); default split 2 2)
  * Started like any rank (npu-launch, torchrun's variables). Exit 0 when every step succeeded.
@@ -54,7 +56,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   HcclComm world;
+  double w0 = now_ms();
   CHECK(HcclCommInitFromEnv(&world));
+  double world_ms = now_ms() - w0;
   uint32_t rank, n;
   HcclGetRankId(world, &rank);
   HcclGetRankSize(world, &n);
@@ -107,13 +111,15 @@ int main(int argc, char **argv) {
     if (sum != want || (int)size != (g == 0 ? tp : g == 1 ? pp : dp)) ok = 0;
     CHECK(HcclCommDestroy(group[g]));
   }
-  double worst = make_ms;
+  double worst = make_ms, world_least = world_ms;
   int32_t all_ok = ok;
   CHECK(HcclAllReduce(&make_ms, &worst, 1, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MAX, world, NULL));
+  CHECK(HcclAllReduce(&world_ms, &world_least, 1, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_MIN, world,
+                      NULL));
   CHECK(HcclAllReduce(&ok, &all_ok, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_MIN, world, NULL));
   if (rank == 0)
-    printf("split_probe: ranks %u layout %dx%dx%d mode %s groups 3 make_ms %.1f %s\n", n, tp, pp,
-           dp, mode, worst, all_ok ? "ok" : "WRONG");
+    printf("split_probe: ranks %u layout %dx%dx%d mode %s groups 3 make_ms %.1f world_init_ms %.1f "
+           "%s\n", n, tp, pp, dp, mode, worst, world_least, all_ok ? "ok" : "WRONG");
   HcclCommDestroy(world);
   return all_ok ? 0 : 1;
 }
