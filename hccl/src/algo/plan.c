@@ -66,8 +66,12 @@
  * where recursive doubling reads log2(p) n, which at 16 KiB and 8 ranks is 128 KiB a member,
  * still within L2 and a few microseconds; from 64 KiB the staged path (one barrier a round, 1/p
  * of the reduction each) is there. One round of the area (HCCL_ONESHOT_ROUND_BYTES) at most, so
- * a chosen call waits once. Unmeasured on a quiet machine: the lead's timing confirms or moves
- * it. At 2 ranks recursive doubling is already one exchange, one wait: nothing to gain. */
+ * a chosen call waits once. Measured on the quiet machine (2026-11-28, allreduce_perf under
+ * npu-launch --cpu-bind none, 3 runs in turns against HCCL_ALGO=tree, medians, in place / out of
+ * place): 8 ranks one-shot / tree 0.56/0.52 at 1 KiB, 0.75/0.58 at 4, 0.83/0.87 at 16; 4 ranks
+ * a tie to 8 KiB (0.94-1.10) and 1.13/1.08 at 16 KiB. Through torch under mp.spawn, 4 KiB:
+ * 4 ranks 0.93, 8 ranks 0.80. At 2 ranks recursive doubling is already one exchange, one
+ * wait: nothing to gain. */
 #define ONESHOT_MAX_BYTES HCCL_ONESHOT_ROUND_BYTES
 #define ONESHOT_MIN_RANKS 3
 
