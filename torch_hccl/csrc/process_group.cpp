@@ -74,18 +74,24 @@ bool ProcessGroupHCCL::agree(bool mine) {
   return v == 1;
 }
 
+/* A communicator's config for a group of this timeout (both of the library's deadlines; 0, the
+ * library's default, for none) and communicator name. */
+static HcclCommConfig commConfig(std::chrono::milliseconds timeout, const std::string& commName) {
+  HcclCommConfig cfg;
+  HcclCommConfigInit(&cfg);
+  int64_t ms = timeout.count() > 0 ? timeout.count() : 0;
+  cfg.connectTimeoutMs = ms;
+  cfg.execTimeoutMs = ms;
+  std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", commName.c_str());
+  return cfg;
+}
+
 HcclCommConfig ProcessGroupHCCL::config(const std::string& name) {
 #if TORCH_HCCL_BACKEND_API
   options_ = c10::make_intrusive<Options>("hccl", timeout_);
   options_->group_name = name;
 #endif
-  HcclCommConfig cfg;
-  HcclCommConfigInit(&cfg);
-  int64_t ms = timeout_.count() > 0 ? timeout_.count() : 0;
-  cfg.connectTimeoutMs = ms;
-  cfg.execTimeoutMs = ms;
-  std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", name.empty() ? "" : ("pg" + name).c_str());
-  return cfg;
+  return commConfig(timeout_, name.empty() ? "" : "pg" + name);
 }
 
 void ProcessGroupHCCL::adopt(HcclComm comm) {
@@ -140,10 +146,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupHCCL::shrink(
     excl.push_back(static_cast<int>(r));
   }
   std::chrono::milliseconds timeout = opts_override ? opts_override->timeout : timeout_;
-  HcclCommConfig cfg;
-  HcclCommConfigInit(&cfg);
-  cfg.connectTimeoutMs = timeout.count() > 0 ? timeout.count() : 0;
-  cfg.execTimeoutMs = cfg.connectTimeoutMs;
+  HcclCommConfig cfg = commConfig(timeout, "");
   HcclComm comm = core_->comm(), small = nullptr;
   HcclResult r = HcclCommShrink(comm, excl.data(), static_cast<int>(excl.size()), &small, &cfg,
                                 shrink_flags);

@@ -181,10 +181,11 @@ static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
   const struct hccl_group *g = v->world;
   if (v->nservers != 1 || g->n < 2 || a->levels) return false;
   if (a->choice == HCCL_ALGO_ONESHOT) return true;
-  double flat;
+  if (a->choice != HCCL_ALGO_AUTO || g->n < ONESHOT_MIN_RANKS || bytes > ONESHOT_MAX_BYTES)
+    return false;
+  double flat; /* the cost model only for the calls it can decide (every call is planned) */
   pick(g, HCCL_ALGO_AUTO, (double)bytes, &flat);
-  return a->choice == HCCL_ALGO_AUTO && g->n >= ONESHOT_MIN_RANKS && bytes <= ONESHOT_MAX_BYTES &&
-         cost_oneshot(g, (double)bytes) < flat;
+  return cost_oneshot(g, (double)bytes) < flat;
 }
 
 /* Broadcast and reduce: chain or binomial tree over every rank. */

@@ -463,7 +463,7 @@ void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void
                     uint32_t n, size_t c, void *tmp) {
   const struct hccl_scale *s = &r->s;
   if (r->wmany) {
-    (finish ? r->wfinal : r->wmany)(dst, src, n, c, &r->s);
+    (finish ? r->wfinal : r->wmany)(dst, src, n, c, s);
     return;
   }
   const void *acc = src[0];
