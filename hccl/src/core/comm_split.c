@@ -227,6 +227,8 @@ static HcclResult make_child(struct split_ctx *x, const struct hccl_settings *cf
   c->round_fn = NULL;
   c->round_arg = NULL;
   if (r != HCCL_SUCCESS) {
+    x->log = &p->log; /* pad_rounds logs on after c (and its log context) is gone */
+    hccl__log_bind(x->log);
     hccl__comm_free(c);
     return r;
   }
