@@ -74,7 +74,7 @@ def iterations(size):
 
 def free_port():
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.bind(("", 0))
     p = s.getsockname()[1]
     s.close()
     return p

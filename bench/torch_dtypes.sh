@@ -30,7 +30,7 @@ mkdir -p "$RESULTS_DIR"
 [ -x "$BUILD/bin/npu-launch" ] || { echo "torch_dtypes.sh: no $BUILD/bin/npu-launch: build first" >&2; exit 2; }
 [ -d "$BUILD/python/torch_hccl" ] || { echo "torch_dtypes.sh: no $BUILD/python/torch_hccl: build with torch" >&2; exit 2; }
 
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 
 fail=0
 for n in $RANKS; do

@@ -63,7 +63,26 @@ int launch_probe_master_port(const char *addr, int port, char *err, size_t errle
   int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
   int e = errno;
   close(fd); /* rank 0 of the job binds it later */
-  if (rc == 0) return 0;
+  if (rc == 0) {
+    /* Rank 0's store may listen on every address (torch's TCPStore binds [::] and 0.0.0.0):
+     * the port must be free on all of them, not only on the master address. A connection's
+     * local end on another address holds the port too. */
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0; /* the master address's own check passed */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_ANY)};
+    rc = bind(fd, (struct sockaddr *)&any, sizeof(any));
+    e = errno;
+    close(fd);
+    if (rc == 0 || e != EADDRINUSE) return 0;
+    snprintf(err, errlen,
+             "master port %d is free on %s but held on another address of this server (a "
+             "connection's local end, or a listener); rank 0's store listens on every address: "
+             "choose another with --master-port",
+             port, addr);
+    return -1;
+  }
   if (e == EADDRINUSE)
     snprintf(err, errlen,
              "master port %d on %s is already in use (another job?); choose another with "

@@ -12,7 +12,7 @@ test_docs.py checks that TEST exists and names the key, so the page's command ca
 unrun.
 """
 import os
-import os
+import random
 import re
 import shlex
 import shutil
@@ -161,8 +161,31 @@ def block_by(src, doc, key):
 
 
 def free_port():
+    """A TCP port that no socket of this machine holds, on any address, and that no outgoing
+    connection will take a moment later: drawn below the kernel's ephemeral range (where
+    connect() picks local ports), away from torch's and npu-launch's defaults, and checked by a
+    bind to the wildcard address, as torch's TCPStore and npu-launch bind. A port chosen by
+    binding 127.0.0.1:0 came from the ephemeral range and could be held on another address:
+    rank 0's store then failed with "Address already in use" (CI, 2026-11-28). Every test in
+    tests/ takes its ports here; tests/launcher/test_launcher.c's fresh_port is its C twin."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(20000, max(low, 20001))
+        if 29400 <= port < 29800:  # torch's 29500 and npu-launch's 29688 defaults
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 

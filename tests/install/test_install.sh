@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 step() { echo "== $*"; }
 # A free port for each run (the default 29688 may be another job's on a shared machine).
-port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port() { python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import docblocks; print(docblocks.free_port())' "$src/../docs"; }
 
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"

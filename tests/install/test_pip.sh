@@ -22,7 +22,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 step() { echo "== $*"; }
-port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port() { "$py" -c 'import sys; sys.path.insert(0, sys.argv[1]); import docblocks; print(docblocks.free_port())' "$src/tests/docs"; }
 export SKBUILD_BUILD_DIR=$build/pip-build/$("$py" -c 'import sys, torch; print(sys.implementation.cache_tag + "-torch" + torch.__version__)')
 
 # The documented block: the ```sh block after the marker line naming this script.

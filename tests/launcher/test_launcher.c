@@ -597,6 +597,17 @@ static void test_master_port_in_use(void **state) {
                    0);
   assert_true(file_exists(marker));
   close(fd);
+  /* held on another address of this server only: rank 0's store (torch's binds every
+   * address) would fail, so the launcher refuses too */
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1); /* 127.0.0.2 */
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(fd, 4), 0);
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1", "sh", "-c", prog), 2);
+  snprintf(want, sizeof(want), "master port %s is free on 127.0.0.1 but held on another address",
+           g_port);
+  ASSERT_HAS(g_run.err, want);
+  close(fd);
   /* the probe is closed before ranks start: rank 0 can bind the port itself */
   if (access("/usr/bin/python3", X_OK) == 0) {
     const char *py = "import os, socket; s = socket.socket(); "

@@ -9,7 +9,6 @@ joins the default group by env://, tcp:// or file://.
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,13 +16,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "docs"))
+from docblocks import free_port  # noqa: E402,F401  (one port chooser for every test)
 BUILD_PYTHON = os.environ.get("TORCH_HCCL_PYTHONPATH", "")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Result:

@@ -22,7 +22,6 @@ result). Skipped where network namespaces cannot be made (not root).
 import json
 import os
 import re
-import socket
 import random
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import torch.distributed as dist
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "docs"))
+from docblocks import free_port  # noqa: E402,F401  (one port chooser for every test)
 EXAMPLE = os.path.join(ROOT, "examples", "torch_shrink.py")
 NETNS = os.path.join(ROOT, "tests", "multi", "netns.sh")
 
@@ -69,12 +70,6 @@ for r in 0 1 2 3; do
   echo $? >"$out/rc.$r"
 done
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(nranks, *args, timeout=60):

@@ -15,7 +15,6 @@ not").
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "docs"))
+from docblocks import free_port  # noqa: E402,F401  (one port chooser for every test)
 BIN = os.path.join(ROOT, "build", "bin")
 EXAMPLE = os.path.join(ROOT, "examples", "torch_spawn.py")
 
@@ -31,12 +32,6 @@ STARTER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_R
                 "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "MASTER_ADDR", "MASTER_PORT",
                 "RANK_TABLE_FILE", "TORCHELASTIC_RESTART_COUNT")
 STARTER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def clean_env():
@@ -127,7 +122,8 @@ class TestSpawnRecipe(unittest.TestCase):
 
     def test_under_npu_launch(self):
         # A real launcher around the spawning script: RANK=0 WORLD_SIZE=1 DEVICE_ID=0 ...
-        launch = [os.path.join(BIN, "npu-launch"), "--device-list", "0", "--"]
+        launch = [os.path.join(BIN, "npu-launch"), "--master-port", str(free_port()),
+                  "--device-list", "0", "--"]
         self.check_run(self.run_example("4,5,6,7", prefix=launch), "4,5,6,7")
 
     @unittest.skipUnless(shutil.which("mpirun"), "Open MPI's mpirun is not installed")
