@@ -155,7 +155,7 @@ static void test_plan_table(void **st) {
 }
 
 /* One-shot (plan.oneshot; algo stays the flat choice it falls back to): on one server of 3 or
- * more up to 16 KiB with HCCL_ALGO unset; HCCL_ALGO=oneshot at any size on one server of 2 or
+ * more up to 16 KiB with HCCL_ALGO unset (8 KiB below 8 ranks); HCCL_ALGO=oneshot at any size on one server of 2 or
  * more; never across servers; not a level. */
 static void test_plan_oneshot(void **st) {
   (void)st;
@@ -166,6 +166,8 @@ static void test_plan_oneshot(void **st) {
     bool oneshot;
   } cases[] = {{1, 8, NULL, 4 * K, true},     {1, 8, NULL, 16 * K, true},
                {1, 8, NULL, 16 * K + 4, false}, {1, 4, NULL, 4, true},
+               {1, 4, NULL, 8 * K, true},     {1, 4, NULL, 8 * K + 4, false},
+               {1, 4, NULL, 16 * K, false},
                {1, 3, NULL, 4 * K, true},     {1, 2, NULL, 4 * K, false},
                {1, 8, "tree", 4 * K, false},  {1, 2, "oneshot", 64 * M, true},
                {1, 8, "oneshot", 4 * K, true}, {2, 4, NULL, 4 * K, false},

@@ -19,8 +19,8 @@
  *   dead peer  a rank that exits instead of calling makes the others fail, naming it, in time
  *              (after a staged call, and after a one-shot one).
  * One-shot:
- *   default    the sweep's 4 and 8 ranks run one-shot at 4 KiB and 16 KiB (the limit) and not
- *              one element above; 2 ranks never.
+ *   default    the sweep's 4 and 8 ranks run one-shot at 4 KiB and at their limit (8 KiB at
+ *              4 ranks, 16 KiB at 8) and not one element above; 2 ranks never.
  *   forced     HCCL_ALGO=oneshot at 2, 4 and 8 ranks: every dtype x op the library reduces at
  *              0, 1, 7, one round's elements less one, one round, and three rounds with a
  *              tail; in place and out of place; then 300 calls in a row of alternating round
@@ -135,18 +135,22 @@ static int sweep_rank(int rank, int n, void *arg) {
     for (size_t oi = 0; oi < 4; oi++) {
       size_t es = cc_dtype_size(DT[di]);
       /* 64 KiB exactly; 1 element under; many 4 KiB rounds with an odd tail (blocks of
-       * unequal length); one round and a bit; one-shot's 4 KiB, its limit, one over. */
+       * unequal length); one round and a bit; one-shot's 4 KiB, its limits (half a round
+       * below 8 ranks, a round from 8), one over each. */
       uint64_t counts[] = {65536 / es,
                            65536 / es - 1,
                            5 * 4096 / es * (uint64_t)n + n + 3,
                            (4096 + 64) / es * (uint64_t)n + 1,
                            4096 / es,
+                           ROUND_BYTES / 2 / es,
+                           ROUND_BYTES / 2 / es + 1,
                            ROUND_BYTES / es,
                            ROUND_BYTES / es + 1};
+      size_t limit = n >= 8 ? ROUND_BYTES : ROUND_BYTES / 2;
       for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
         for (int inplace = 0; inplace < 2; inplace++) {
           int want = counts[ci] * es >= 65536          ? RAN_STAGED
-                     : counts[ci] * es <= ROUND_BYTES ? RAN_ONESHOT
+                     : counts[ci] * es <= limit       ? RAN_ONESHOT
                                                        : 0;
           if (check_call(comm, rank, n, DT[di], OP[oi], counts[ci], inplace, ++salt, want))
             return 1;

@@ -71,8 +71,11 @@
  * place): 8 ranks one-shot / tree 0.56/0.52 at 1 KiB, 0.75/0.58 at 4, 0.83/0.87 at 16; 4 ranks
  * a tie to 8 KiB (0.94-1.10) and 1.13/1.08 at 16 KiB. Through torch under mp.spawn, 4 KiB:
  * 4 ranks 0.93, 8 ranks 0.80. At 2 ranks recursive doubling is already one exchange, one
- * wait: nothing to gain. */
+ * wait: nothing to gain. Below ONESHOT_FULL_RANKS the limit is half a round: 4 ranks lost at
+ * 16 KiB, where their reads (4 n) come closer to recursive doubling's (2 n) and it waits only
+ * twice. */
 #define ONESHOT_MAX_BYTES HCCL_ONESHOT_ROUND_BYTES
+#define ONESHOT_FULL_RANKS 8
 #define ONESHOT_MIN_RANKS 3
 
 static double log2u(uint32_t x) {
@@ -173,7 +176,8 @@ static bool plan_staged(const struct hccl_plan_view *v, size_t bytes, enum hccl_
 
 /* Whether an allreduce of `bytes` runs one-shot (oneshot.c): on one server of 2 or more ranks,
  * when HCCL_ALGO=oneshot forces it, or, with HCCL_ALGO unset, when the server has
- * ONESHOT_MIN_RANKS or more, the message at most ONESHOT_MAX_BYTES, and the cost model puts it
+ * ONESHOT_MIN_RANKS or more, the message at most ONESHOT_MAX_BYTES (half that below
+ * ONESHOT_FULL_RANKS), and the cost model puts it
  * below the flat choice. (On servers of their own, HCCL_ALGO=oneshot leaves the choice to the
  * cost model.) */
 static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
@@ -181,8 +185,8 @@ static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
   const struct hccl_group *g = v->world;
   if (v->nservers != 1 || g->n < 2 || a->levels) return false;
   if (a->choice == HCCL_ALGO_ONESHOT) return true;
-  if (a->choice != HCCL_ALGO_AUTO || g->n < ONESHOT_MIN_RANKS || bytes > ONESHOT_MAX_BYTES)
-    return false;
+  size_t max = g->n >= ONESHOT_FULL_RANKS ? ONESHOT_MAX_BYTES : ONESHOT_MAX_BYTES / 2;
+  if (a->choice != HCCL_ALGO_AUTO || g->n < ONESHOT_MIN_RANKS || bytes > max) return false;
   double flat; /* the cost model only for the calls it can decide (every call is planned) */
   pick(g, HCCL_ALGO_AUTO, (double)bytes, &flat);
   return cost_oneshot(g, (double)bytes) < flat;
