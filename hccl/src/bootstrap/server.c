@@ -1,7 +1,7 @@
 /*
  * server.c - the store server: a libuv loop on a thread of its own that answers the
  * requests of client.c clients (wire format in wire.h); here it starts, runs and stops.
- * Its connections are served in server_conn.c, on the key table of server_keys.c (server.h).
+ * Its connections are served in server_conn.c, on the key table of server_keys.c (server_int.h).
  *
  * Everything runs on the loop thread, except start (which binds and listens on the caller's
  * thread, so that "address in use" comes back as a result) and stop (which only signals the
@@ -20,7 +20,7 @@
 #include <uv.h>
 
 #include "log.h"
-#include "server.h"
+#include "server_int.h"
 #include "store.h"
 #include "thread.h"
 #include "trust.h"

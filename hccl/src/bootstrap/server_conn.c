@@ -1,5 +1,5 @@
 /*
- * server_conn.c - the store server's connections, on its loop thread (server.h): a client is
+ * server_conn.c - the store server's connections, on its loop thread (server_int.h): a client is
  * accepted, its requests are read and run on the key table (server_keys.c), its replies
  * written, and it is closed when it leaves, breaks the protocol, or is cut by the limits below.
  *
@@ -42,7 +42,7 @@
 #include <uv.h>
 
 #include "log.h"
-#include "server.h"
+#include "server_int.h"
 #include "trust.h"
 #include "wire.h"
 
@@ -456,7 +456,7 @@ static void evict(struct hccl_store_server *s) {
   s->evicted += closed;
 }
 
-/* See server.h. */
+/* See server_int.h. */
 void hccl__store_on_connection(uv_stream_t *listener, int status) {
   struct hccl_store_server *s = listener->data;
   if (status < 0) {
@@ -522,7 +522,7 @@ void hccl__store_on_connection(uv_stream_t *listener, int status) {
   evict(s);
 }
 
-/* See server.h. */
+/* See server_int.h. */
 void hccl__store_conns_close(struct hccl_store_server *s) {
   while (s->conns)
     conn_close(s->conns);

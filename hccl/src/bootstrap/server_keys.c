@@ -4,13 +4,13 @@
  * alive even if a SET replaces it meanwhile) and the connections whose GET waits for it. An
  * entry is made by the first request that names its key and dropped when it has neither a
  * value nor a waiter. The table doubles its buckets when the chains grow past two entries a
- * bucket. Runs on the server's loop thread only (server.h); it never touches a connection.
+ * bucket. Runs on the server's loop thread only (server_int.h); it never touches a connection.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "hash.h"
-#include "server.h"
+#include "server_int.h"
 
 #define FIRST_BUCKETS 256
 
@@ -41,7 +41,7 @@ static void grow(struct hccl_store_keys *k) {
   k->nbuckets = n;
 }
 
-/* See server.h. */
+/* See server_int.h. */
 struct entry *hccl__store_entry_get(struct hccl_store_keys *k, const char *key, uint32_t len) {
   struct entry **p = slot_of(k, key, len);
   if (*p) return *p;
@@ -54,7 +54,7 @@ struct entry *hccl__store_entry_get(struct hccl_store_keys *k, const char *key, 
   return e;
 }
 
-/* See server.h. */
+/* See server_int.h. */
 void hccl__store_entry_drop_if_empty(struct hccl_store_keys *k, struct entry *e) {
   if (e->val || e->waiters) return;
   struct entry **p = slot_of(k, e->key, e->key_len);
@@ -63,7 +63,7 @@ void hccl__store_entry_drop_if_empty(struct hccl_store_keys *k, struct entry *e)
   free(e);
 }
 
-/* See server.h. */
+/* See server_int.h. */
 int hccl__store_keys_init(struct hccl_store_keys *k) {
   k->buckets = calloc(FIRST_BUCKETS, sizeof(*k->buckets));
   if (!k->buckets) return -1;
@@ -72,7 +72,7 @@ int hccl__store_keys_init(struct hccl_store_keys *k) {
   return 0;
 }
 
-/* See server.h. */
+/* See server_int.h. */
 void hccl__store_keys_free(struct hccl_store_keys *k) {
   for (size_t i = 0; i < k->nbuckets; i++)
     for (struct entry *e = k->buckets[i], *next; e; e = next) {

@@ -1,13 +1,13 @@
 /*
- * server.h - what the store server's files share (the server's outside is store.h). Internal
+ * server_int.h - what the store server's files share (the server's outside is store.h). Internal
  * to bootstrap/. server.c starts the server, runs its loop thread and stops it; server_conn.c
  * serves the connections on that thread (reading requests, running them, replying, and the
  * limits against clients that are not ranks); server_keys.c is the key table they run on.
  * Who calls whom: server.c -> server_conn.c, server_keys.c; server_conn.c -> server_keys.c;
  * never back. Everything here is the loop thread's, except while server.c starts or stops it.
  */
-#ifndef HCCL_SERVER_H
-#define HCCL_SERVER_H
+#ifndef HCCL_SERVER_INT_H
+#define HCCL_SERVER_INT_H
 
 #include <pthread.h>
 #include <stddef.h>
