@@ -1,6 +1,6 @@
 /*
  * test_hostile.c - clients that are not ranks against the bootstrap store of a real job: the
- * store server's limits (bootstrap/server.c's opening paragraph) seen from outside.
+ * store server's limits (bootstrap/server_conn.c's opening paragraph) seen from outside.
  *
  * Each test forks a 4-rank job (HcclCommInitFromEnv, then an allreduce; rank 0 hosts the
  * store, which lives until every rank has joined) and an attacker process that finds rank 0's

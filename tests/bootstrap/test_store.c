@@ -1,6 +1,6 @@
 /*
  * test_store.c - the bootstrap key-value store: the in-memory store, the TCP client and the
- * libuv server (bootstrap/store_mem.c, client.c, server.c).
+ * libuv server (bootstrap/store_mem.c, client.c, server.c with server_conn.c and server_keys.c).
  *
  * The same contract checks (round trips, GET that waits for a SET from another thread, GET
  * deadline) run against both stores. The TCP store is then pushed where bootstraps fail:

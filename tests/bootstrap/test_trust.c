@@ -1,6 +1,6 @@
 /*
  * test_trust.c - who may talk to a job (bootstrap/trust.c and its use by the store server and
- * client, server.c / client.c, and by communicator init, core/comm_init.c).
+ * client, server_conn.c / client.c, and by communicator init, core/comm_init.c).
  *
  * Whitelist files: a good one; every refusal names the file and the field (missing file, not
  * JSON, not an object, unknown field, host_ip missing, not a list, empty, an entry that is

@@ -1,8 +1,8 @@
 /*
  * fuzz_store_wire.c - libFuzzer target: the store server's request decoding (bootstrap/wire.c,
- * the reader server.c feeds from its sockets) on the input as one client's byte stream.
+ * the reader server_conn.c feeds from its sockets) on the input as one client's byte stream.
  *
- * The stream is fed the way server.c feeds it: into the space the reader names, never past
+ * The stream is fed the way server_conn.c feeds it: into the space the reader names, never past
  * the end of the current request, and each decoded request goes to a small model of the
  * server's dispatch (a key table, ADD through the same wire.h helpers as the server, a GET of
  * a missing key holds the connection, a refused HELLO or request ends it). It runs twice,

@@ -1,633 +1,38 @@
 /*
  * server.c - the store server: a libuv loop on a thread of its own that answers the
- * requests of client.c clients (wire format in wire.h).
+ * requests of client.c clients (wire format in wire.h); here it starts, runs and stops.
+ * Its connections are served in server_conn.c, on the key table of server_keys.c (server_int.h).
  *
- * Everything below runs on the loop thread, except start (which binds and listens on the
- * caller's thread, so that "address in use" comes back as a result) and stop (which only
- * signals the loop through a uv_async and joins). Nothing is shared between the two threads
- * while the loop runs, so there are no locks.
- *
- * Keys live in a chained hash table. Values are reference-counted blobs, so a GET reply that
- * is still being written keeps its value alive even if a SET replaces it meanwhile. A GET of
- * a key that does not exist is "held": the connection is put on the key's waiter list and
- * answered by the SET or ADD that creates the key. A held connection that closes (its client
- * gave up, or died) is taken off that list at once.
- *
- * Each connection reads straight into where its request decoder (wire.c) says the bytes
- * belong: the 16-byte header, then the key, then (SET) the value, allocated as it arrives
- * after the header's lengths passed the limits. A request over a limit or not in the protocol
- * gets a BAD_REQUEST reply and the connection is closed.
- *
- * Clients that are not ranks of the job (a port scanner, another program, a hostile peer)
- * must not hold the server's memory or descriptors, nor starve the ranks. Fixed limits:
- *
- *   - REQUEST_DEADLINE_MS (10 s): a connection's first request must be whole within 10 s of
- *     its accept, and every later one within 10 s of its first byte; else it gets a
- *     BAD_REQUEST saying so and is closed (checked once a second). Ranks send each request
- *     at once; a client that trickles bytes (slowloris) or connects and says nothing is cut.
- *     A connection between requests, or whose GET is held, has no deadline: ranks keep
- *     theirs open for the communicator's life.
- *   - MAX_UNPROVEN (128): connections that have not yet completed a request the server took
- *     (HELLO with the job token; on a server without one, any request). When a new connection
- *     makes more, the oldest of them that are at least EVICT_MIN_AGE_MS (1 s) old are closed
- *     until the count is back at the cap. A rank proves itself within one round trip of its
- *     connect, so only silent or stalled connections are old; a burst of ranks connecting at
- *     once is never cut.
- *   - MAX_QUEUED_REPLIES (8): a connection whose replies pile up unread stops being read
- *     until they drain, so a client that sends requests without reading the answers holds
- *     at most that many replies (and its kernel socket buffers).
- *
- * What one connection holds is its struct conn (about 2 KiB), its held key and its partial
- * value; everything a closed connection held is freed at once.
+ * Everything runs on the loop thread, except start (which binds and listens on the caller's
+ * thread, so that "address in use" comes back as a result) and stop (which only signals the
+ * loop through a uv_async and joins). Nothing is shared between the two threads while the
+ * loop runs, so there are no locks.
  *
  * The loop thread blocks every signal: signals stay with the application's threads, and a
  * write to a peer that is gone fails with EPIPE instead of raising SIGPIPE.
  */
-#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "hash.h"
 #include "log.h"
+#include "server_int.h"
 #include "store.h"
 #include "thread.h"
 #include "trust.h"
-#include "wire.h"
 
 #define LISTEN_BACKLOG 1024
-#define FIRST_BUCKETS 256
-
-/* Limits against clients that are not ranks (see the opening paragraph). */
-#define REQUEST_DEADLINE_MS 10000
-#define SWEEP_MS 1000
-#define MAX_UNPROVEN 128
-#define EVICT_MIN_AGE_MS 1000
-#define MAX_QUEUED_REPLIES 8
-
-struct conn;
-
-struct entry {
-  struct entry *next;          /* hash chain */
-  struct hccl_store_blob *val; /* NULL while the key only has waiters */
-  struct conn *waiters;        /* held GETs, linked through conn->wnext */
-  uint32_t key_len;
-  char key[];
-};
-
-enum state {
-  CONN_READING, /* reading a request (or waiting for the next) */
-  CONN_HELD,    /* its GET waits for the key */
-  CONN_CLOSING  /* takes no more requests: closed, or closing once its last reply is out */
-};
-
-struct conn {
-  uv_tcp_t tcp; /* tcp.data points back here */
-  struct hccl_store_server *srv;
-  struct conn *prev, *next;   /* every open connection */
-  struct conn *uprev, *unext; /* unproven connections, oldest first */
-  struct conn *wprev, *wnext; /* waiters of `waiting` */
-  struct entry *waiting;      /* the key a held GET waits for */
-  enum state state;
-  struct hccl_store_reader rd; /* the request being read */
-  uint64_t accepted_ms;        /* loop time of the accept */
-  uint64_t request_ms;         /* loop time the current request's first byte came */
-  unsigned replies;            /* replies queued and not yet written */
-  int reading;                 /* uv_read_start in effect */
-  int proven;       /* completed a request the server took (HELLO with the token, or any request on
-                       a server without one) */
-  int authed;       /* presented the server's job token (or the server has none) */
-  char scratch[64]; /* reads while a GET is held (any byte there is an error) */
-  char peer[64];
-};
-
-struct wreq {
-  uv_write_t req;
-  struct conn *c;
-  struct hccl_store_blob *val; /* GET value being sent (a reference), or NULL */
-  int close_after;             /* BAD_REQUEST: close once the reply is out */
-  unsigned char hdr[HCCL_STORE_HEADER_LEN];
-  char msg[HCCL_STORE_MAX_ERROR_LEN];
-};
-
-struct hccl_store_server {
-  uv_loop_t loop;
-  uv_tcp_t listener;
-  uv_async_t stop_async;
-  pthread_t thread;
-  struct entry **buckets;
-  size_t nbuckets, nentries;
-  struct conn *conns;
-  struct conn *unproven, *unproven_tail; /* oldest first */
-  unsigned nunproven;
-  uv_timer_t sweep; /* request deadlines; runs while a connection has one */
-  unsigned long evicted;
-  /* What the server sent, headers and values (the loop thread's own): the bootstrap's bytes
-   * at rank 0, O(n) for n ranks (docs/scaling.md); logged at INFO when it stops. */
-  unsigned long long served_bytes, replies;
-  char where[300];
-  struct hccl_store_trust trust;
-};
-
-/* ---- values and keys ---- */
-
-static uint64_t hash_key(const char *key, uint32_t len) {
-  return hccl__fnv1a(HCCL_FNV1A_SEED, key, len);
-}
-
-static struct entry **slot_of(struct hccl_store_server *s, const char *key, uint32_t len) {
-  struct entry **p = &s->buckets[hash_key(key, len) & (s->nbuckets - 1)];
-  while (*p && !((*p)->key_len == len && memcmp((*p)->key, key, len) == 0))
-    p = &(*p)->next;
-  return p;
-}
-
-static void grow(struct hccl_store_server *s) {
-  size_t n = s->nbuckets * 2;
-  struct entry **b = calloc(n, sizeof(*b));
-  if (!b) return; /* longer chains, still correct */
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (struct entry *e = s->buckets[i], *next; e; e = next) {
-      next = e->next;
-      struct entry **head = &b[hash_key(e->key, e->key_len) & (n - 1)];
-      e->next = *head;
-      *head = e;
-    }
-  free(s->buckets);
-  s->buckets = b;
-  s->nbuckets = n;
-}
-
-/* The entry of key, created (without a value) when absent; NULL when out of memory. */
-static struct entry *entry_get(struct hccl_store_server *s, const char *key, uint32_t len) {
-  struct entry **p = slot_of(s, key, len);
-  if (*p) return *p;
-  struct entry *e = calloc(1, sizeof(*e) + len + 1);
-  if (!e) return NULL;
-  memcpy(e->key, key, len);
-  e->key_len = len;
-  *p = e;
-  if (++s->nentries > 2 * s->nbuckets) grow(s);
-  return e;
-}
-
-/* Drops an entry that has neither a value nor waiters (a held GET whose client left). */
-static void entry_drop_if_empty(struct hccl_store_server *s, struct entry *e) {
-  if (e->val || e->waiters) return;
-  struct entry **p = slot_of(s, e->key, e->key_len);
-  *p = e->next;
-  s->nentries--;
-  free(e);
-}
-
-/* ---- connections ---- */
-
-static void on_conn_closed(uv_handle_t *h) {
-  free(h->data);
-}
-
-static void unhold(struct conn *c) {
-  struct entry *e = c->waiting;
-  if (!e) return;
-  if (c->wprev)
-    c->wprev->wnext = c->wnext;
-  else
-    e->waiters = c->wnext;
-  if (c->wnext) c->wnext->wprev = c->wprev;
-  c->wprev = c->wnext = NULL;
-  c->waiting = NULL;
-  entry_drop_if_empty(c->srv, e);
-}
-
-static void unlist_unproven(struct conn *c) {
-  struct hccl_store_server *s = c->srv;
-  if (c->uprev)
-    c->uprev->unext = c->unext;
-  else
-    s->unproven = c->unext;
-  if (c->unext)
-    c->unext->uprev = c->uprev;
-  else
-    s->unproven_tail = c->uprev;
-  c->uprev = c->unext = NULL;
-  s->nunproven--;
-}
-
-/* c completed a request the server took: it is a client of this job, not a stranger. */
-static void prove(struct conn *c) {
-  if (c->proven) return;
-  c->proven = 1;
-  unlist_unproven(c);
-}
-
-/* c takes no more requests: drops its held GET, its partial request and its place among the
- * unproven. */
-static void stop_serving(struct conn *c) {
-  if (c->state == CONN_CLOSING) return;
-  if (!c->proven) unlist_unproven(c);
-  c->state = CONN_CLOSING;
-  unhold(c);
-  hccl__store_reader_free(&c->rd);
-}
-
-/* Closes c; the memory goes in on_conn_closed. */
-static void conn_close(struct conn *c) {
-  if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
-  stop_serving(c);
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    c->srv->conns = c->next;
-  if (c->next) c->next->prev = c->prev;
-  uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-
-/* Reads c while it is served and its replies do not pile up (MAX_QUEUED_REPLIES). */
-static void pace_reading(struct conn *c) {
-  int want = c->state != CONN_CLOSING && c->replies < MAX_QUEUED_REPLIES;
-  if (want == c->reading || uv_is_closing((uv_handle_t *)&c->tcp)) return;
-  int rc = want ? uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)
-                : uv_read_stop((uv_stream_t *)&c->tcp);
-  if (rc < 0) {
-    conn_close(c);
-    return;
-  }
-  c->reading = want;
-}
-
-static void on_written(uv_write_t *req, int status) {
-  struct wreq *w = (struct wreq *)req;
-  struct conn *c = w->c;
-  hccl__store_blob_unref(w->val);
-  c->replies--;
-  if (status < 0 && status != UV_ECANCELED)
-    HCCL_DEBUG("store server %s: reply to %s not delivered: %s", c->srv->where, c->peer,
-               uv_strerror(status));
-  if (status < 0 || w->close_after)
-    conn_close(c);
-  else
-    pace_reading(c);
-  free(w);
-}
-
-/* Queues one reply: header with status and arg, then val (a new reference is taken) or msg. */
-static void reply(struct conn *c, uint8_t status, uint64_t arg, struct hccl_store_blob *val,
-                  const char *msg) {
-  struct wreq *w = calloc(1, sizeof(*w));
-  if (!w) {
-    HCCL_WARN("store server %s: no memory for a reply to %s; closing it", c->srv->where, c->peer);
-    conn_close(c);
-    return;
-  }
-  uv_buf_t bufs[2];
-  unsigned nbufs = 1;
-  w->c = c;
-  if (val) {
-    w->val = val;
-    val->refs++;
-    arg = val->len;
-    bufs[nbufs++] = uv_buf_init(val->data, (unsigned)val->len);
-  } else if (msg) {
-    size_t n = strlen(msg);
-    if (n > sizeof(w->msg)) n = sizeof(w->msg);
-    memcpy(w->msg, msg, n);
-    arg = n;
-    bufs[nbufs++] = uv_buf_init(w->msg, (unsigned)n);
-    w->close_after = status == HCCL_STORE_STATUS_BAD_REQUEST || status == HCCL_STORE_STATUS_DENIED;
-  }
-  struct hccl_store_header h = {.op = status, .key_len = 0, .arg = arg};
-  hccl__store_header_pack(&h, w->hdr);
-  bufs[0] = uv_buf_init((char *)w->hdr, sizeof(w->hdr));
-  c->srv->replies++;
-  for (unsigned i = 0; i < nbufs; i++)
-    c->srv->served_bytes += bufs[i].len;
-  int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_written);
-  if (rc < 0) {
-    hccl__store_blob_unref(w->val);
-    free(w);
-    conn_close(c);
-    return;
-  }
-  c->replies++;
-  pace_reading(c);
-}
-
-/* Answers status and msg, then closes c once the reply is out; nothing more is read. */
-static void hang_up(struct conn *c, uint8_t status, const char *msg) {
-  stop_serving(c);
-  pace_reading(c);
-  reply(c, status, 0, NULL, msg);
-}
-
-/* Rejects a request the stream cannot continue after, saying so in the log. */
-static void refuse(struct conn *c, uint8_t status, const char *msg) {
-  HCCL_WARN("store server %s: request from %s %s: %s", c->srv->where, c->peer,
-            status == HCCL_STORE_STATUS_DENIED ? "refused" : "rejected", msg);
-  hang_up(c, status, msg);
-}
-
-static void reject(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reject(struct conn *c, const char *fmt, ...) {
-  char msg[HCCL_STORE_MAX_ERROR_LEN];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  refuse(c, HCCL_STORE_STATUS_BAD_REQUEST, msg);
-}
-
-/* The job token check (trust.h): HELLO carries the client's token as its key. A server with a
- * token accepts nothing else first; one without refuses a client that has one. */
-static void hello(struct conn *c) {
-  const char *mine = c->srv->trust.token;
-  if (!mine[0]) {
-    refuse(c, HCCL_STORE_STATUS_DENIED,
-           "this store serves a job without a job token, and the client has one "
-           "(HCCL_JOB_TOKEN): it belongs to another job");
-    return;
-  }
-  if (!hccl__token_equal(c->rd.key, c->rd.h.key_len, mine, strlen(mine))) {
-    refuse(c, HCCL_STORE_STATUS_DENIED,
-           "the client's job token differs from this store's (HCCL_JOB_TOKEN): it belongs to "
-           "another job");
-    return;
-  }
-  c->authed = 1;
-  prove(c);
-  reply(c, HCCL_STORE_STATUS_OK, 0, NULL, NULL);
-}
-
-/* Gives e the value val (taking over the caller's reference) and answers its held GETs. */
-static void entry_set(struct entry *e, struct hccl_store_blob *val) {
-  hccl__store_blob_unref(e->val);
-  e->val = val;
-  while (e->waiters) {
-    struct conn *w = e->waiters;
-    e->waiters = w->wnext;
-    if (e->waiters) e->waiters->wprev = NULL;
-    w->wnext = w->wprev = NULL;
-    w->waiting = NULL;
-    w->state = CONN_READING;
-    reply(w, HCCL_STORE_STATUS_OK, 0, val, NULL);
-  }
-}
-
-static void do_add(struct conn *c, struct entry *e) {
-  int64_t base, sum;
-  char msg[HCCL_STORE_MAX_ERROR_LEN];
-  if (hccl__store_parse_int(e->val ? e->val->data : NULL, e->val ? e->val->len : 0, &base) != 0) {
-    snprintf(msg, sizeof(msg), "add to key '%.*s': its value (%zu bytes) is not a decimal integer",
-             (int)e->key_len, e->key, e->val->len);
-    reply(c, HCCL_STORE_STATUS_NOT_INTEGER, 0, NULL, msg);
-    return;
-  }
-  if (hccl__store_add_checked(base, (int64_t)c->rd.h.arg, &sum) != 0) {
-    snprintf(msg, sizeof(msg), "add of %lld to key '%.*s' (now %lld) overflows int64",
-             (long long)(int64_t)c->rd.h.arg, (int)e->key_len, e->key, (long long)base);
-    reply(c, HCCL_STORE_STATUS_OVERFLOW, 0, NULL, msg);
-    return;
-  }
-  char text[HCCL_STORE_INT_TEXT_LEN + 2];
-  int n = snprintf(text, sizeof(text), "%lld", (long long)sum);
-  struct hccl_store_blob *b = hccl__store_blob_new((size_t)n);
-  if (!b) {
-    reject(c, "server out of memory");
-    return;
-  }
-  memcpy(b->data, text, (size_t)n);
-  entry_set(e, b);
-  reply(c, HCCL_STORE_STATUS_OK, (uint64_t)sum, NULL, NULL);
-}
-
-/* Runs the request c->rd decoded and readies c for the next one. */
-static void dispatch(struct conn *c) {
-  struct hccl_store_server *s = c->srv;
-  struct hccl_store_reader *rd = &c->rd;
-  struct hccl_store_blob *body = rd->body;
-  rd->body = NULL;
-  hccl__store_reader_next(rd); /* rd->h and rd->key stay until c reads again */
-  if (rd->h.op == HCCL_STORE_OP_HELLO) {
-    hello(c);
-    return;
-  }
-  prove(c);
-  struct entry *e = entry_get(s, rd->key, rd->h.key_len);
-  if (!e) {
-    hccl__store_blob_unref(body);
-    reject(c, "server out of memory for key '%s'", rd->key);
-    return;
-  }
-  switch (rd->h.op) {
-  case HCCL_STORE_OP_SET:
-    entry_set(e, body);
-    reply(c, HCCL_STORE_STATUS_OK, 0, NULL, NULL);
-    break;
-  case HCCL_STORE_OP_GET:
-    if (e->val) {
-      reply(c, HCCL_STORE_STATUS_OK, 0, e->val, NULL);
-      break;
-    }
-    c->state = CONN_HELD;
-    c->waiting = e;
-    c->wnext = e->waiters;
-    if (e->waiters) e->waiters->wprev = c;
-    e->waiters = c;
-    break;
-  default:
-    do_add(c, e);
-  }
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  struct conn *c = h->data;
-  char *p = NULL;
-  size_t n = 0;
-  if (c->state == CONN_READING) hccl__store_reader_space(&c->rd, &p, &n);
-  if (n == 0)
-    *buf = uv_buf_init(c->scratch, sizeof(c->scratch));
-  else
-    *buf = uv_buf_init(p, n > (1u << 30) ? 1u << 30 : (unsigned)n);
-}
-
-/* The sweep runs while some connection has a deadline. */
-static void on_sweep(uv_timer_t *t);
-static void arm_sweep(struct hccl_store_server *s) {
-  if (!uv_is_active((uv_handle_t *)&s->sweep))
-    uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
-}
-
-static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
-  struct conn *c = stream->data;
-  if (nread == 0) return;
-  if (nread < 0) {
-    /* EOF or reset: the client is gone, maybe mid-request or while held. */
-    if (nread != UV_EOF || (c->state == CONN_READING && hccl__store_reader_started(&c->rd)))
-      HCCL_DEBUG("store server %s: %s left mid-request: %s", c->srv->where, c->peer,
-                 uv_strerror((int)nread));
-    conn_close(c);
-    return;
-  }
-  if (c->state == CONN_CLOSING) return;
-  if (c->state == CONN_HELD || buf->base == c->scratch) {
-    HCCL_WARN("store server %s: %s sent a request while its GET was held; one request at a "
-              "time per connection; closing it",
-              c->srv->where, c->peer);
-    conn_close(c);
-    return;
-  }
-  if (!hccl__store_reader_started(&c->rd)) {
-    c->request_ms = uv_now(&c->srv->loop);
-    arm_sweep(c->srv);
-  }
-  c->rd.need_hello = c->srv->trust.token[0] && !c->authed;
-  switch (hccl__store_reader_got(&c->rd, (size_t)nread)) {
-  case HCCL_STORE_READ_MORE:
-    break;
-  case HCCL_STORE_READ_DONE:
-    dispatch(c);
-    break;
-  default:
-    refuse(c, c->rd.status, c->rd.msg);
-  }
-}
-
-/* Closes connections whose request is overdue (REQUEST_DEADLINE_MS), one log line a sweep. */
-static void on_sweep(uv_timer_t *t) {
-  struct hccl_store_server *s = t->data;
-  uint64_t now = uv_now(&s->loop);
-  unsigned closed = 0, pending = 0;
-  char last[64] = "";
-  for (struct conn *c = s->conns, *next; c; c = next) {
-    next = c->next;
-    if (c->state != CONN_READING) continue;
-    int started = hccl__store_reader_started(&c->rd);
-    if (c->proven && !started) continue;
-    uint64_t since = c->proven ? c->request_ms : c->accepted_ms;
-    if (now - since < REQUEST_DEADLINE_MS) {
-      pending++;
-      continue;
-    }
-    char msg[160];
-    snprintf(msg, sizeof(msg),
-             c->proven ? "request not whole %d s after it began; a request is sent at once"
-             : started ? "first request not whole %d s after connecting"
-                       : "no request within %d s of connecting",
-             REQUEST_DEADLINE_MS / 1000);
-    snprintf(last, sizeof(last), "%s", c->peer);
-    hang_up(c, HCCL_STORE_STATUS_BAD_REQUEST, msg);
-    closed++;
-  }
-  if (closed)
-    HCCL_WARN("store server %s: closed %u connection(s) whose request was not whole within %d s "
-              "(the last from %s): not ranks of this job, or stalled",
-              s->where, closed, REQUEST_DEADLINE_MS / 1000, last);
-  if (!pending) uv_timer_stop(t);
-}
-
-/* Over MAX_UNPROVEN: closes the oldest unproven connections that are old enough. */
-static void evict(struct hccl_store_server *s) {
-  uint64_t now = uv_now(&s->loop);
-  unsigned closed = 0;
-  while (s->nunproven > MAX_UNPROVEN && s->unproven &&
-         now - s->unproven->accepted_ms >= EVICT_MIN_AGE_MS) {
-    char msg[200];
-    snprintf(msg, sizeof(msg),
-             "closed: %u connections have made no request; this one, the oldest, for %.1f s",
-             s->nunproven, (double)(now - s->unproven->accepted_ms) / 1000);
-    HCCL_DEBUG("store server %s: %s: %s", s->where, s->unproven->peer, msg);
-    hang_up(s->unproven, HCCL_STORE_STATUS_BAD_REQUEST, msg);
-    closed++;
-  }
-  if (closed && s->evicted == 0)
-    HCCL_WARN("store server %s: more than %d connections made no request; closing the oldest "
-              "(said once per server)",
-              s->where, MAX_UNPROVEN);
-  s->evicted += closed;
-}
-
-static void on_connection(uv_stream_t *listener, int status) {
-  struct hccl_store_server *s = listener->data;
-  if (status < 0) {
-    HCCL_WARN("store server %s: accept failed: %s", s->where, uv_strerror(status));
-    return;
-  }
-  struct conn *c = calloc(1, sizeof(*c));
-  if (!c) {
-    HCCL_WARN("store server %s: no memory for a new connection", s->where);
-    return; /* it stays in the backlog; the client's deadline ends it */
-  }
-  uv_tcp_init(&s->loop, &c->tcp);
-  c->tcp.data = c;
-  c->srv = s;
-  c->next = s->conns;
-  if (s->conns) s->conns->prev = c;
-  s->conns = c;
-  c->uprev = s->unproven_tail;
-  if (s->unproven_tail)
-    s->unproven_tail->unext = c;
-  else
-    s->unproven = c;
-  s->unproven_tail = c;
-  s->nunproven++;
-  c->accepted_ms = uv_now(&s->loop);
-  hccl__store_reader_init(&c->rd);
-  int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
-  if (rc == 0) {
-    rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    c->reading = rc == 0;
-  }
-  if (rc < 0) {
-    HCCL_WARN("store server %s: cannot accept a connection: %s", s->where, uv_strerror(rc));
-    conn_close(c);
-    return;
-  }
-  uv_tcp_nodelay(&c->tcp, 1);
-  struct sockaddr_storage ss;
-  int len = sizeof(ss);
-  char ip[INET6_ADDRSTRLEN] = "?";
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-    if (ss.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-      snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip,
-               ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-    } else {
-      uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-      snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
-    }
-    if (!hccl__whitelist_allows(s->trust.whitelist, (struct sockaddr *)&ss)) {
-      char msg[700];
-      snprintf(msg, sizeof(msg),
-               "the address %s is not in this job's whitelist %s (HCCL_WHITELIST_FILE)", ip,
-               hccl__whitelist_file(s->trust.whitelist));
-      refuse(c, HCCL_STORE_STATUS_DENIED, msg); /* says why, then closes */
-      return;
-    }
-  } else if (s->trust.whitelist) {
-    conn_close(c); /* no address to check */
-    return;
-  }
-  arm_sweep(s);
-  evict(s);
-}
-
-/* ---- the loop thread, start and stop ---- */
 
 static void on_stop(uv_async_t *a) {
   struct hccl_store_server *s = a->data;
   uv_close((uv_handle_t *)&s->listener, NULL);
   uv_close((uv_handle_t *)&s->stop_async, NULL);
   uv_close((uv_handle_t *)&s->sweep, NULL);
-  while (s->conns)
-    conn_close(s->conns);
+  hccl__store_conns_close(s);
 }
 
 static void *loop_main(void *arg) {
@@ -637,13 +42,7 @@ static void *loop_main(void *arg) {
 }
 
 static void free_all(struct hccl_store_server *s) {
-  for (size_t i = 0; i < s->nbuckets; i++)
-    for (struct entry *e = s->buckets[i], *next; e; e = next) {
-      next = e->next;
-      hccl__store_blob_unref(e->val);
-      free(e);
-    }
-  free(s->buckets);
+  hccl__store_keys_free(&s->keys);
   hccl__whitelist_free(s->trust.whitelist);
   free(s);
 }
@@ -705,16 +104,12 @@ HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port
     return r;
   }
   struct hccl_store_server *s = calloc(1, sizeof(*s));
-  struct entry **buckets = calloc(FIRST_BUCKETS, sizeof(*buckets));
-  if (!s || !buckets) {
+  if (!s || hccl__store_keys_init(&s->keys) != 0) {
     freeaddrinfo(ai);
     free(s);
-    free(buckets);
     hccl__whitelist_free(wl);
     return hccl__fail(HCCL_E_MEMORY, "no memory for the store server");
   }
-  s->buckets = buckets;
-  s->nbuckets = FIRST_BUCKETS;
   if (trust) s->trust = *trust; /* the whitelist stays the caller's */
   snprintf(s->where, sizeof(s->where), ai->ai_family == AF_INET6 ? "[%s]:%u" : "%s:%u", bind_addr,
            port);
@@ -731,7 +126,8 @@ HcclResult hccl__store_server_start_trusted(const char *bind_addr, uint16_t port
    * live listener still holds the port. EADDRINUSE may come from bind or from listen. */
   rc = uv_tcp_bind(&s->listener, ai->ai_addr, 0);
   freeaddrinfo(ai);
-  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, hccl__store_on_connection);
   if (rc < 0) return listen_error(s, rc);
   struct sockaddr_storage ss;
   int len = sizeof(ss);

@@ -1,6 +1,6 @@
 /*
  * wire.c - the store server's request decoder (see wire.h): bytes of one client's stream in,
- * whole requests or one refusal out. No sockets, no event loop, no logging: server.c calls it
+ * whole requests or one refusal out. No sockets, no event loop, no logging: server_conn.c calls it
  * from its read callbacks, and tests/fuzz/fuzz_store_wire.c feeds it arbitrary streams.
  *
  * The checks and their messages are the server's protocol: clients and tests read them.

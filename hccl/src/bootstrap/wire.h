@@ -1,6 +1,6 @@
 /*
  * wire.h - the wire format the TCP store client (client.c) and the store server
- * (server.c) speak, the limits both enforce, and the few helpers they share.
+ * (server*.c) speak, the limits both enforce, and the few helpers they share.
  *
  * One request, one reply, in order, over one TCP connection. Every integer is big-endian.
  *
