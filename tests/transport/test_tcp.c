@@ -784,7 +784,7 @@ static ssize_t watch_sendmsg(int fd, const struct msghdr *m, int flags) {
  * fills the socket and times out after 1 s with frames of that buffer queued. From its return
  * on, nothing may read the buffer: rank 0 lets rank 1 go on (SIGCONT), whose progress thread
  * drains the socket, and rank 0's progress thread must send those frames no further
- * (tcp_progress.c's link_write after an abort). Rank 1's call then fails on the ABORT. */
+ * (tcp_write.c's link_write after an abort). Rank 1's call then fails on the ABORT. */
 static int late_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
   if (enter_server(rank, j)) return 1;
@@ -858,7 +858,7 @@ static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
 /* 2 servers x 1: rank 1 receives 64 MiB from rank 0 in place (the progress thread reads the
  * payloads straight into the buffer, tcp.c's recv_post) and aborts its communicator once some have
  * landed there; the frames still in flight, which arrive after the failed receive returned, must go
- * to the slots, not the buffer (tcp_progress.c's post_sync). Rank 0's send fails on the ABORT. */
+ * to the slots, not the buffer (tcp_read.c's post_sync). Rank 0's send fails on the ABORT. */
 static int late_recv_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
   if (enter_server(rank, j)) return 1;

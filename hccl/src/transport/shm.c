@@ -24,6 +24,10 @@
  * Failure: a rank that fails writes (origin, code, reason) into every local header and wakes
  * every sleeper; a waiter checks its own header, the peer's "destroyed" mark and the peer's
  * pidfd (exited, even if not yet reaped) every sleep slice.
+ *
+ * This file is the ops table over those areas; mapping a peer's HcclMemAlloc region for the
+ * zero-copy collectives (the map_window op) is shm_window.c's; the link they both use is in
+ * shm.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,7 +43,7 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "mem_region.h"
+#include "shm.h"
 #include "transport.h"
 #include "wait.h"
 
@@ -78,38 +82,6 @@ struct shm_fifo {
 };
 
 _Static_assert(sizeof(struct shm_msg) == 64, "a slot's record is one cache line");
-
-struct shm_area {
-  struct shm_header *hdr;
-  struct shm_fifo *fifos;
-  char *data;
-  size_t bytes;
-};
-
-/* A peer's HcclMemAlloc region mapped here (map_window), kept for its next calls. torch_hccl's
- * allocator makes each arena as large as all before it, so 8 cover 128 GiB of tensors. */
-#define SHM_WINDOWS 8
-struct shm_window {
-  uint64_t serial; /* 0: empty */
-  char *base;
-  size_t bytes;
-  uint64_t used; /* the link's use counter when last used: the least recent is replaced */
-};
-
-struct shm_link {
-  struct hccl_link base;
-  struct shm_window win[SHM_WINDOWS];
-  uint64_t win_uses;
-  int channel;
-  struct shm_area peer; /* the peer's area (we send into fifo[my local index]) */
-  struct shm_fifo *sfifo;
-  char *sdata;
-  uint32_t sent, head_seen;
-  struct shm_fifo *rfifo; /* in our own area: fifo[peer local index] */
-  char *rdata;
-  uint32_t received;
-  int pidfd;
-};
 
 /* This transport's blob in the peer info: the owner's memfd (opened by peers through
  * /proc/<pid>/fd) and the area's size; fd -1 when the owner has no area. */
@@ -423,64 +395,6 @@ static struct hccl_progress *shm_progress(struct hccl_tctx *tx, uint32_t rank) {
   return st->by_rank[rank] ? &st->by_rank[rank]->peer.hdr->progress : NULL;
 }
 
-/* Opens the owner's region through /proc and checks that the descriptor still names the
- * region it was described as (the owner may have freed it and reused the number). */
-static HcclResult map_region(struct shm_link *l, const struct hccl_window *w,
-                             struct shm_window *slot) {
-  struct hccl_tctx *tx = l->base.tx;
-  uint32_t peer = l->base.peer;
-  char path[64], got[128], want[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", tx->peers[peer].pid, w->fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    return hccl__fail(HCCL_E_SYSCALL,
-                      "rank %u cannot open rank %u's HcclMemAlloc region %llu (%s): %s; was it "
-                      "freed during the call?",
-                      tx->rank, peer, (unsigned long long)w->serial, path, strerror(errno));
-  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(path, got, sizeof(got) - 1);
-  got[n > 0 ? n : 0] = '\0';
-  snprintf(want, sizeof(want), "/memfd:" HCCL_MEM_NAME_FMT " ", (unsigned long long)w->serial);
-  struct stat sb;
-  if (strncmp(got, want, strlen(want)) != 0 || fstat(fd, &sb) != 0 ||
-      (uint64_t)sb.st_size != w->region_bytes) {
-    close(fd);
-    return hccl__fail(HCCL_E_PARA,
-                      "rank %u: rank %u's buffer is no longer in HcclMemAlloc region %llu (its "
-                      "descriptor now names \"%s\"); was it freed during the call?",
-                      tx->rank, peer, (unsigned long long)w->serial, got);
-  }
-  void *base = mmap(NULL, w->region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int e = errno;
-  close(fd);
-  if (base == MAP_FAILED)
-    return hccl__fail(HCCL_E_MEMORY, "rank %u cannot map %llu bytes of rank %u's HcclMemAlloc "
-                      "region: %s", tx->rank, (unsigned long long)w->region_bytes, peer,
-                      strerror(e));
-  if (slot->serial) munmap(slot->base, slot->bytes);
-  slot->serial = w->serial;
-  slot->base = base;
-  slot->bytes = w->region_bytes;
-  return HCCL_SUCCESS;
-}
-
-static HcclResult shm_map_window(struct hccl_link *base, const struct hccl_window *w, void **ptr) {
-  struct shm_link *l = (struct shm_link *)base;
-  struct shm_window *slot = &l->win[0];
-  for (int i = 0; i < SHM_WINDOWS; i++) {
-    if (l->win[i].serial == w->serial && l->win[i].bytes == w->region_bytes) {
-      slot = &l->win[i];
-      goto found;
-    }
-    if (l->win[i].used < slot->used) slot = &l->win[i];
-  }
-  HCCL_TRY(map_region(l, w, slot));
-found:
-  slot->used = ++l->win_uses;
-  *ptr = slot->base + w->offset;
-  return HCCL_SUCCESS;
-}
-
 static void shm_close(struct hccl_link *base) {
   struct shm_link *l = (struct shm_link *)base;
   for (int i = 0; i < SHM_WINDOWS; i++)
@@ -524,7 +438,7 @@ const struct hccl_transport_ops hccl__transport_shm = {
     .abort = shm_abort,
     .check_abort = shm_check_abort,
     .progress = shm_progress,
-    .map_window = shm_map_window,
+    .map_window = hccl__shm_map_window,
     .wait_check = shm_check,
     .close = shm_close,
     .teardown = shm_teardown,

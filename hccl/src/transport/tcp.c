@@ -54,10 +54,11 @@
  * Frames are in host byte order; the hello's magic reads differently in the other order, so
  * servers of different byte order are refused at connect, never misread.
  *
- * This file is the ops table; the progress thread is tcp_progress.c, dialling a peer and the
- * progress thread's turn at the listener tcp_dial.c, the socket steps and the acceptor
- * tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the structures
- * they share tcp.h, the system-call table tests replace tcp_sys.h.
+ * This file is the ops table; the progress thread is tcp_progress.c, a link's socket written
+ * tcp_write.c and read tcp_read.c, its framing state and its failure tcp_pump.c, dialling a
+ * peer and the progress thread's turn at the listener tcp_dial.c, the socket steps and the
+ * acceptor tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the
+ * structures they share tcp.h, the system-call table tests replace tcp_sys.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -488,7 +489,7 @@ out:
 
 /* The failed call's buffers are the caller's again when it returns: waits until the progress
  * thread has begun a pass after the abort was marked and finished it (from that pass on it
- * reads no payload, tcp_progress.c's link_write), at most QUIESCE_MS. Not from the thread
+ * reads no payload, tcp_write.c's link_write), at most QUIESCE_MS. Not from the thread
  * itself, and not once it is stopping. */
 #define QUIESCE_MS 1000
 static void quiesce(struct tcp_state *st) {

@@ -1,13 +1,17 @@
 /*
  * tcp.h - what the TCP transport's files share, and the pure steps tests reach. Internal to
  * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
- * abort, teardown); tcp_progress.c the progress thread (frames out and in, failures seen on
- * sockets); tcp_dial.c dialling a peer and the thread's turn at the listener; tcp_sock.c the
- * socket steps (choosing the address, listening, connecting, the acceptor that reads hellos);
- * tcp_wire.c the pure steps on the bytes a peer controls (reading and checking a hello, decoding
- * the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
- * Who calls whom: tcp.c -> tcp_progress.c, tcp_dial.c; tcp_progress.c -> tcp_dial.c, tcp_wire.c;
- * tcp_dial.c -> tcp_sock.c; never back.
+ * abort, teardown); tcp_progress.c the progress thread, which drives every link's socket through
+ * tcp_write.c (frames out), tcp_read.c (frames in) and tcp_pump.c (the framing state, failures
+ * seen on sockets), also called by the algorithm's threads (hccl__tcp_write_now,
+ * hccl__tcp_read_now; tcp_pump.h is what those four share); tcp_dial.c dialling a peer and the
+ * thread's turn at the listener; tcp_sock.c the socket steps (choosing the address, listening,
+ * connecting, the acceptor that reads hellos); tcp_wire.c the pure steps on the bytes a peer
+ * controls (reading and checking a hello, decoding the frame stream), which
+ * tests/fuzz/fuzz_tcp_handshake.c feeds.
+ * Who calls whom: tcp.c -> tcp_progress.c, tcp_read.c, tcp_write.c, tcp_pump.c, tcp_dial.c;
+ * tcp_progress.c -> tcp_read.c, tcp_write.c, tcp_dial.c; tcp_read.c -> tcp_write.c, tcp_pump.c,
+ * tcp_wire.c; tcp_write.c -> tcp_pump.c; tcp_dial.c -> tcp_sock.c; never back.
  *
  * System calls on the transport's sockets go through the table of tcp_sys.h (a test seam).
  */
@@ -158,7 +162,7 @@ int hccl__tcp_acceptor_take(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t
 void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a);
 void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 
-/* ---- frames: shared by tcp.c, tcp_progress.c and tcp_wire.c ---- */
+/* ---- frames: shared by tcp.c, tcp_write.c, tcp_read.c, tcp_progress.c and tcp_wire.c ---- */
 
 #define TCP_NSLOTS 8          /* slots per direction per link */
 #define TCP_INBUF (64u << 10) /* staging for frame headers and small payloads */
@@ -317,7 +321,7 @@ struct tcp_link {
   pthread_mutex_t post_lock;
   struct hccl_tcp_post post;
   _Atomic uint32_t post_gen;
-  /* The progress thread's own: the framing state of both directions (tcp_progress.c). */
+  /* The progress thread's own: the framing state of both directions (tcp_pump.h). */
   struct tcp_pump *pump;
 };
 
@@ -429,7 +433,7 @@ void hccl__tcp_serve(struct tcp_state *st);
  * (the kernel's view, TCP_INFO: the host of a stopped process still acknowledges, a cut cable
  * or a dead host does not; keepalive probes every second keep an idle link's view fresh), and
  * in *data_ms (may be NULL) since bytes last came from it; -1 when there is no link. Any
- * thread. (tcp_progress.c) */
+ * thread. (tcp_pump.c) */
 int64_t hccl__tcp_quiet_ms(struct tcp_state *st, uint32_t peer, int64_t *data_ms);
 /* Wakes every waiter on every link (an abort). */
 void hccl__tcp_wake_all(struct tcp_state *st);

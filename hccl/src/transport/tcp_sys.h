@@ -3,7 +3,8 @@
  * hccl__tcp_sys, as SQLite's aSyscall and Redis's connection types route theirs. A test
  * replaces an entry to inject short writes, EINTR, EAGAIN or a reset, and puts the real one
  * back. Only recv, sendmsg, connect and accept4 are routed; everything else (socket, bind,
- * poll, epoll) is called directly. Used by tcp_sock.c and tcp_progress.c, and by the tests.
+ * poll, epoll) is called directly. Used by tcp_sock.c, tcp_write.c and tcp_read.c, and by the
+ * tests.
  */
 #ifndef HCCL_TCP_SYS_H
 #define HCCL_TCP_SYS_H
