@@ -1,5 +1,5 @@
 /*
- * reduce_rate.c - the reduction kernels (hccl/src/algo/reduce.c, reduce_half.c) against the
+ * reduce_rate.c - the reduction kernels (hccl/src/algo/reduce_native.c, reduce_half.c) against the
  * rate this core copies memory: for every type and op, out = a (op) b over inputs of N MiB
  * each (64 by default: far beyond the caches), the best of R runs, as bytes moved per second
  * (two read streams and one written: 3 N), beside memcpy's rate over the same N MiB (one read

@@ -45,18 +45,19 @@
  * propagates from either side; on ties (+0 vs -0 included) they return b, as MAXPS does. */
 
 #define HCCL__INT_TYPES(X)                                                                         \
-  X(i8, uint8_t, int8_t, unsigned)                                                                 \
-  X(u8, uint8_t, uint8_t, unsigned)                                                                \
-  X(i16, uint16_t, int16_t, unsigned)                                                              \
-  X(u16, uint16_t, uint16_t, unsigned)                                                             \
-  X(i32, uint32_t, int32_t, uint32_t)                                                              \
-  X(u32, uint32_t, uint32_t, uint32_t)                                                             \
-  X(i64, uint64_t, int64_t, uint64_t)                                                              \
-  X(u64, uint64_t, uint64_t, uint64_t)
+  X(i8, uint8_t, int8_t, unsigned, int8_t)                                                         \
+  X(u8, uint8_t, uint8_t, unsigned, int8_t)                                                        \
+  X(i16, uint16_t, int16_t, unsigned, int16_t)                                                     \
+  X(u16, uint16_t, uint16_t, unsigned, int16_t)                                                    \
+  X(i32, uint32_t, int32_t, uint32_t, int32_t)                                                     \
+  X(u32, uint32_t, uint32_t, uint32_t, int32_t)                                                    \
+  X(i64, uint64_t, int64_t, uint64_t, int64_t)                                                     \
+  X(u64, uint64_t, uint64_t, uint64_t, int64_t)
 
 /* name: the type's short name; U: its unsigned type; S: its own type (signed or not); P: the
- * type a product is taken in. */
-#define HCCL__INT_OPS(name, U, S, P)                                                               \
+ * type a product is taken in; I: the signed type of its width (the lanes of a vector compare,
+ * for the n-input kernels). */
+#define HCCL__INT_OPS(name, U, S, P, I)                                                             \
   static inline U name##_sum(U a, U b) {                                                           \
     return (U)(a + b);                                                                             \
   }                                                                                                \
@@ -195,7 +196,7 @@ HCCL__FLOAT_OPS(f64, double, double)
     }                                                                                              \
   }
 
-#define HCCL__INT_LOOPS(name, U, S, P)                                                             \
+#define HCCL__INT_LOOPS(name, U, S, P, I)                                                           \
   HCCL__LOOP2(loop_##name##_sum, U, name##_sum)                                                    \
   HCCL__LOOP2(loop_##name##_prod, U, name##_prod)                                                  \
   HCCL__LOOP2(loop_##name##_max, S, name##_max)                                                    \
@@ -228,66 +229,6 @@ HCCL__LOOP_UAVG(loop_u64_sum_div, uint64_t, 0)
   HCCL__LOOP1S(loop_##name##_mul, T, name##_mul, FIELD)
 HCCL__FLOAT_LOOPS(f32, float, f32)
 HCCL__FLOAT_LOOPS(f64, double, f64)
-
-/* ---- the two builds ----
- * Every loop wrapped in a function built with ATTR, named <loop>_<SUFFIX>, and a table of
- * them: rows in HcclDataType order (NULL rows for float16 and bfloat16, reduce_half.c's),
- * columns enum hccl_kern. */
-#define HCCL__WRAP(loop, SUFFIX, ATTR)                                                             \
-  static ATTR void loop##_##SUFFIX(void *out, const void *a, const void *b, size_t n,              \
-                                   const struct hccl_scale *s) {                                   \
-    loop(out, a, b, n, s);                                                                         \
-  }
-/* The kernels every type has; the integer types also have the bitwise ones. */
-#define HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                       \
-  HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_max, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_min, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
-#define HCCL__WRAP_INT(name, SUFFIX, ATTR)                                                         \
-  HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                             \
-  HCCL__WRAP(loop_##name##_band, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_bor, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_bxor, SUFFIX, ATTR)
-#define HCCL__WRAP_ALL(SUFFIX, ATTR)                                                               \
-  HCCL__WRAP_INT(i8, SUFFIX, ATTR)                                                                 \
-  HCCL__WRAP_INT(u8, SUFFIX, ATTR)                                                                 \
-  HCCL__WRAP_INT(i16, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u16, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(i32, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u32, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(i64, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u64, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_FLOAT(f32, SUFFIX, ATTR)                                                              \
-  HCCL__WRAP_FLOAT(f64, SUFFIX, ATTR)
-
-#define HCCL__ROW_COMMON(name, SUFFIX)                                                             \
-  [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                  \
-  [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                    \
-  [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX,    \
-  [HK_MUL] = loop_##name##_mul_##SUFFIX
-#define HCCL__ROW_FLOAT(name, SUFFIX) {HCCL__ROW_COMMON(name, SUFFIX)}
-#define HCCL__ROW_INT(name, SUFFIX)                                                                \
-  {                                                                                                \
-    HCCL__ROW_COMMON(name, SUFFIX), [HK_BAND] = loop_##name##_band_##SUFFIX,                       \
-    [HK_BOR] = loop_##name##_bor_##SUFFIX, [HK_BXOR] = loop_##name##_bxor_##SUFFIX,                \
-  }
-#define HCCL__TABLE(SUFFIX)                                                                        \
-  {                                                                                                \
-    [HCCL_DATA_TYPE_INT8] = HCCL__ROW_INT(i8, SUFFIX),                                             \
-    [HCCL_DATA_TYPE_UINT8] = HCCL__ROW_INT(u8, SUFFIX),                                            \
-    [HCCL_DATA_TYPE_INT16] = HCCL__ROW_INT(i16, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT16] = HCCL__ROW_INT(u16, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_INT32] = HCCL__ROW_INT(i32, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT32] = HCCL__ROW_INT(u32, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_INT64] = HCCL__ROW_INT(i64, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT64] = HCCL__ROW_INT(u64, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_FP32] = HCCL__ROW_FLOAT(f32, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_FP64] = HCCL__ROW_FLOAT(f64, SUFFIX),                                          \
-  }
 
 /* ---- n inputs ----
  * name(out, in, n, c, s): blocks of four vectors of W bytes; in each, acc = in[0], acc =
@@ -360,91 +301,102 @@ HCCL__FLOAT_LOOPS(f64, double, f64)
   HCCL__LOOP_MANY(many_##name##_band, U, I, name##_band, HCCL__V_BAND, loop_##name##_band, W)      \
   HCCL__LOOP_MANY(many_##name##_bor, U, I, name##_bor, HCCL__V_BOR, loop_##name##_bor, W)          \
   HCCL__LOOP_MANY(many_##name##_bxor, U, I, name##_bxor, HCCL__V_BXOR, loop_##name##_bxor, W)
-#define HCCL__MANY_ALL(W)                                                                          \
-  HCCL__INT_MANY(i8, uint8_t, int8_t, int8_t, W)                                                   \
-  HCCL__INT_MANY(u8, uint8_t, uint8_t, int8_t, W)                                                  \
-  HCCL__INT_MANY(i16, uint16_t, int16_t, int16_t, W)                                               \
-  HCCL__INT_MANY(u16, uint16_t, uint16_t, int16_t, W)                                              \
-  HCCL__INT_MANY(i32, uint32_t, int32_t, int32_t, W)                                               \
-  HCCL__INT_MANY(u32, uint32_t, uint32_t, int32_t, W)                                              \
-  HCCL__INT_MANY(i64, uint64_t, int64_t, int64_t, W)                                               \
-  HCCL__INT_MANY(u64, uint64_t, uint64_t, int64_t, W)                                              \
-  HCCL__MANY_COMMON(f32, float, float, int32_t, W)                                                 \
-  HCCL__MANY_COMMON(f64, double, double, int64_t, W)
-HCCL__MANY_ALL(16)
+#define HCCL__INT_MANY16(name, U, S, P, I) HCCL__INT_MANY(name, U, S, I, 16)
+#define HCCL__INT_MANY32(name, U, S, P, I) HCCL__INT_MANY(name, U, S, I, 32)
+HCCL__INT_TYPES(HCCL__INT_MANY16)
+HCCL__MANY_COMMON(f32, float, float, int32_t, 16)
+HCCL__MANY_COMMON(f64, double, double, int64_t, 16)
 #if HCCL__HAVE_X86
-HCCL__MANY_ALL(32)
+HCCL__INT_TYPES(HCCL__INT_MANY32)
+HCCL__MANY_COMMON(f32, float, float, int32_t, 32)
+HCCL__MANY_COMMON(f64, double, double, int64_t, 32)
 #endif
 
-/* many_<t>_<kind>_<W> wrapped as the set SUFFIX's kernel, built with ATTR. */
-#define HCCL__WRAP_MANY(loop, SUFFIX, ATTR, W)                                                     \
-  static ATTR void loop##_##SUFFIX(void *out, const void *const in[], uint32_t n, size_t c,        \
-                                   const struct hccl_scale *s) {                                   \
-    loop##_##W(out, in, n, c, s);                                                                  \
+/* ---- the two builds ----
+ * Every kernel wrapped in a function built with ATTR, named <PRE>_<t>_<kind>_<SUFFIX>, PRE
+ * being loop (two inputs) or many (n inputs, at vector width W), and a table of each: rows in
+ * HcclDataType order (NULL rows for float16 and bfloat16, reduce_half.c's), columns enum
+ * hccl_kern. HK_MUL (post(a) alone) has only the two-input form: HCCL__IF_<PRE>. */
+#define HCCL__WRAP_loop(fn, SUFFIX, ATTR, W)                                                       \
+  static ATTR void fn##_##SUFFIX(void *out, const void *a, const void *b, size_t n,                \
+                                 const struct hccl_scale *s) {                                     \
+    fn(out, a, b, n, s);                                                                           \
   }
-#define HCCL__WRAP_MANY_FLOAT(name, SUFFIX, ATTR, W)                                                  \
-  HCCL__WRAP_MANY(many_##name##_sum, SUFFIX, ATTR, W)                                                 \
-  HCCL__WRAP_MANY(many_##name##_prod, SUFFIX, ATTR, W)                                                \
-  HCCL__WRAP_MANY(many_##name##_max, SUFFIX, ATTR, W)                                                 \
-  HCCL__WRAP_MANY(many_##name##_min, SUFFIX, ATTR, W)                                                 \
-  HCCL__WRAP_MANY(many_##name##_sum_div, SUFFIX, ATTR, W)                                             \
-  HCCL__WRAP_MANY(many_##name##_sum_mul, SUFFIX, ATTR, W)
-#define HCCL__WRAP_MANY_INT(name, SUFFIX, ATTR, W)                                                    \
-  HCCL__WRAP_MANY_FLOAT(name, SUFFIX, ATTR, W)                                                        \
-  HCCL__WRAP_MANY(many_##name##_band, SUFFIX, ATTR, W)                                                \
-  HCCL__WRAP_MANY(many_##name##_bor, SUFFIX, ATTR, W)                                                 \
-  HCCL__WRAP_MANY(many_##name##_bxor, SUFFIX, ATTR, W)
-#define HCCL__WRAP_MANY_ALL(SUFFIX, ATTR, W)                                                          \
-  HCCL__WRAP_MANY_INT(i8, SUFFIX, ATTR, W)                                                            \
-  HCCL__WRAP_MANY_INT(u8, SUFFIX, ATTR, W)                                                            \
-  HCCL__WRAP_MANY_INT(i16, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_INT(u16, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_INT(i32, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_INT(u32, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_INT(i64, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_INT(u64, SUFFIX, ATTR, W)                                                           \
-  HCCL__WRAP_MANY_FLOAT(f32, SUFFIX, ATTR, W)                                                         \
-  HCCL__WRAP_MANY_FLOAT(f64, SUFFIX, ATTR, W)
+#define HCCL__WRAP_many(fn, SUFFIX, ATTR, W)                                                       \
+  static ATTR void fn##_##SUFFIX(void *out, const void *const in[], uint32_t n, size_t c,          \
+                                 const struct hccl_scale *s) {                                     \
+    fn##_##W(out, in, n, c, s);                                                                    \
+  }
+#define HCCL__IF_loop(...) __VA_ARGS__
+#define HCCL__IF_many(...)
 
-#define HCCL__MROW_COMMON(name, SUFFIX)                                                            \
-  [HK_SUM] = many_##name##_sum_##SUFFIX, [HK_PROD] = many_##name##_prod_##SUFFIX,                  \
-  [HK_MAX] = many_##name##_max_##SUFFIX, [HK_MIN] = many_##name##_min_##SUFFIX,                    \
-  [HK_SUM_DIV] = many_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = many_##name##_sum_mul_##SUFFIX
-#define HCCL__MROW_FLOAT(name, SUFFIX) {HCCL__MROW_COMMON(name, SUFFIX)}
-#define HCCL__MROW_INT(name, SUFFIX)                                                               \
+/* The kernels every type has; the integer types also have the bitwise ones. */
+#define HCCL__WRAP_FLOAT(PRE, name, SUFFIX, ATTR, W)                                               \
+  HCCL__WRAP_##PRE(PRE##_##name##_sum, SUFFIX, ATTR, W)                                            \
+  HCCL__WRAP_##PRE(PRE##_##name##_prod, SUFFIX, ATTR, W)                                           \
+  HCCL__WRAP_##PRE(PRE##_##name##_max, SUFFIX, ATTR, W)                                            \
+  HCCL__WRAP_##PRE(PRE##_##name##_min, SUFFIX, ATTR, W)                                            \
+  HCCL__WRAP_##PRE(PRE##_##name##_sum_div, SUFFIX, ATTR, W)                                        \
+  HCCL__WRAP_##PRE(PRE##_##name##_sum_mul, SUFFIX, ATTR, W)                                        \
+  HCCL__IF_##PRE(HCCL__WRAP_##PRE(PRE##_##name##_mul, SUFFIX, ATTR, W))
+#define HCCL__WRAP_INT(PRE, name, SUFFIX, ATTR, W)                                                 \
+  HCCL__WRAP_FLOAT(PRE, name, SUFFIX, ATTR, W)                                                     \
+  HCCL__WRAP_##PRE(PRE##_##name##_band, SUFFIX, ATTR, W)                                           \
+  HCCL__WRAP_##PRE(PRE##_##name##_bor, SUFFIX, ATTR, W)                                            \
+  HCCL__WRAP_##PRE(PRE##_##name##_bxor, SUFFIX, ATTR, W)
+#define HCCL__WRAP_ALL(PRE, SUFFIX, ATTR, W)                                                       \
+  HCCL__WRAP_INT(PRE, i8, SUFFIX, ATTR, W)                                                         \
+  HCCL__WRAP_INT(PRE, u8, SUFFIX, ATTR, W)                                                         \
+  HCCL__WRAP_INT(PRE, i16, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_INT(PRE, u16, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_INT(PRE, i32, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_INT(PRE, u32, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_INT(PRE, i64, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_INT(PRE, u64, SUFFIX, ATTR, W)                                                        \
+  HCCL__WRAP_FLOAT(PRE, f32, SUFFIX, ATTR, W)                                                      \
+  HCCL__WRAP_FLOAT(PRE, f64, SUFFIX, ATTR, W)
+
+#define HCCL__ROW_COMMON(PRE, name, SUFFIX)                                                        \
+  [HK_SUM] = PRE##_##name##_sum_##SUFFIX, [HK_PROD] = PRE##_##name##_prod_##SUFFIX,                \
+  [HK_MAX] = PRE##_##name##_max_##SUFFIX, [HK_MIN] = PRE##_##name##_min_##SUFFIX,                  \
+  [HK_SUM_DIV] = PRE##_##name##_sum_div_##SUFFIX,                                                  \
+  [HK_SUM_MUL] = PRE##_##name##_sum_mul_##SUFFIX                                                   \
+  HCCL__IF_##PRE(, [HK_MUL] = PRE##_##name##_mul_##SUFFIX)
+#define HCCL__ROW_FLOAT(PRE, name, SUFFIX) {HCCL__ROW_COMMON(PRE, name, SUFFIX)}
+#define HCCL__ROW_INT(PRE, name, SUFFIX)                                                           \
   {                                                                                                \
-    HCCL__MROW_COMMON(name, SUFFIX), [HK_BAND] = many_##name##_band_##SUFFIX,                      \
-    [HK_BOR] = many_##name##_bor_##SUFFIX, [HK_BXOR] = many_##name##_bxor_##SUFFIX,                \
+    HCCL__ROW_COMMON(PRE, name, SUFFIX), [HK_BAND] = PRE##_##name##_band_##SUFFIX,                 \
+    [HK_BOR] = PRE##_##name##_bor_##SUFFIX, [HK_BXOR] = PRE##_##name##_bxor_##SUFFIX,              \
   }
-#define HCCL__MTABLE(SUFFIX)                                                                       \
+#define HCCL__TABLE(PRE, SUFFIX)                                                                   \
   {                                                                                                \
-    [HCCL_DATA_TYPE_INT8] = HCCL__MROW_INT(i8, SUFFIX),                                            \
-    [HCCL_DATA_TYPE_UINT8] = HCCL__MROW_INT(u8, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_INT16] = HCCL__MROW_INT(i16, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_UINT16] = HCCL__MROW_INT(u16, SUFFIX),                                         \
-    [HCCL_DATA_TYPE_INT32] = HCCL__MROW_INT(i32, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_UINT32] = HCCL__MROW_INT(u32, SUFFIX),                                         \
-    [HCCL_DATA_TYPE_INT64] = HCCL__MROW_INT(i64, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_UINT64] = HCCL__MROW_INT(u64, SUFFIX),                                         \
-    [HCCL_DATA_TYPE_FP32] = HCCL__MROW_FLOAT(f32, SUFFIX),                                         \
-    [HCCL_DATA_TYPE_FP64] = HCCL__MROW_FLOAT(f64, SUFFIX),                                         \
+    [HCCL_DATA_TYPE_INT8] = HCCL__ROW_INT(PRE, i8, SUFFIX),                                        \
+    [HCCL_DATA_TYPE_UINT8] = HCCL__ROW_INT(PRE, u8, SUFFIX),                                       \
+    [HCCL_DATA_TYPE_INT16] = HCCL__ROW_INT(PRE, i16, SUFFIX),                                      \
+    [HCCL_DATA_TYPE_UINT16] = HCCL__ROW_INT(PRE, u16, SUFFIX),                                     \
+    [HCCL_DATA_TYPE_INT32] = HCCL__ROW_INT(PRE, i32, SUFFIX),                                      \
+    [HCCL_DATA_TYPE_UINT32] = HCCL__ROW_INT(PRE, u32, SUFFIX),                                     \
+    [HCCL_DATA_TYPE_INT64] = HCCL__ROW_INT(PRE, i64, SUFFIX),                                      \
+    [HCCL_DATA_TYPE_UINT64] = HCCL__ROW_INT(PRE, u64, SUFFIX),                                     \
+    [HCCL_DATA_TYPE_FP32] = HCCL__ROW_FLOAT(PRE, f32, SUFFIX),                                     \
+    [HCCL_DATA_TYPE_FP64] = HCCL__ROW_FLOAT(PRE, f64, SUFFIX),                                     \
   }
 
-HCCL__WRAP_ALL(base, )
-HCCL__WRAP_MANY_ALL(base, , 16)
+HCCL__WRAP_ALL(loop, base, , 16)
+HCCL__WRAP_ALL(many, base, , 16)
 static const hccl__reduce_fn kernels_portable[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__TABLE(base);
+    HCCL__TABLE(loop, base);
 static const hccl__reduce_many_fn many_portable[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__MTABLE(base);
+    HCCL__TABLE(many, base);
 
 #if HCCL__HAVE_X86
 
-HCCL__WRAP_ALL(avx2, __attribute__((target("avx2"))))
-HCCL__WRAP_MANY_ALL(avx2, __attribute__((target("avx2"))), 32)
+HCCL__WRAP_ALL(loop, avx2, __attribute__((target("avx2"))), 32)
+HCCL__WRAP_ALL(many, avx2, __attribute__((target("avx2"))), 32)
 static const hccl__reduce_fn kernels_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__TABLE(avx2);
+    HCCL__TABLE(loop, avx2);
 static const hccl__reduce_many_fn many_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__MTABLE(avx2);
+    HCCL__TABLE(many, avx2);
 
 #else
 
