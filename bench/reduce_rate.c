@@ -1,5 +1,5 @@
 /*
- * reduce_rate.c - the reduction kernels (hccl/src/algo/reduce.c, reduce_half.c) against the
+ * reduce_rate.c - the reduction kernels (hccl/src/algo/reduce_native.c, reduce_half.c) against the
  * rate this core copies memory: for every type and op, out = a (op) b over inputs of N MiB
  * each (64 by default: far beyond the caches), the best of R runs, as bytes moved per second
  * (two read streams and one written: 3 N), beside memcpy's rate over the same N MiB (one read
@@ -113,14 +113,14 @@ static void fill_tiled(HcclDataType dt, char *p, size_t bytes, uint64_t seed) {
 
 /* One fold of the P inputs into out, chunk by chunk as the zero-copy and staged paths cut a block; its time. */
 static double fold_time(const struct hccl_red *r, size_t es, char *const in[], uint32_t p,
-                        char *out, size_t n, char *tmp) {
+                        char *out, size_t n) {
   size_t per = HCCL_FOLD_CHUNK_BYTES / es; /* as hccl__zview_per */
   double t0 = now();
   for (size_t lo = 0; lo < n; lo += per) {
     const void *src[HCCL_FOLD_MAX_INPUTS];
     for (uint32_t k = 0; k < p; k++)
       src[k] = in[k] + lo * es;
-    hccl__red_fold(r, true, out + lo * es, src, p, n - lo < per ? n - lo : per, tmp);
+    hccl__red_fold(r, true, out + lo * es, src, p, n - lo < per ? n - lo : per);
   }
   return now() - t0;
 }
@@ -131,8 +131,8 @@ static double fold_time(const struct hccl_red *r, size_t es, char *const in[], u
 /* The p-input mode (see the top of the file). */
 static int many(uint32_t p, size_t mib, int runs) {
   size_t bytes = mib << 20;
-  char *in[HCCL_FOLD_MAX_INPUTS], *out = aligned_alloc(64, bytes), *tmp = aligned_alloc(64, 1 << 20);
-  bool ok = out && tmp;
+  char *in[HCCL_FOLD_MAX_INPUTS], *out = aligned_alloc(64, bytes);
+  bool ok = out != NULL;
   for (uint32_t k = 0; k < p; k++)
     ok = ok && (in[k] = aligned_alloc(64, bytes)) != NULL;
   if (!ok) {
@@ -152,7 +152,7 @@ static int many(uint32_t p, size_t mib, int runs) {
       struct hccl_red r;
       uint64_t scalar = 0;
       hccl__red_make(&r, dt, HCCL_REDUCE_SUM, &scalar, p);
-      t[d][run] = fold_time(&r, es, in, p, out, n, tmp);
+      t[d][run] = fold_time(&r, es, in, p, out, n);
     }
   }
   printf("# reduce_rate -p %u: sums of %u inputs of %zu MiB, %d interleaved rounds, kernel set "
@@ -178,7 +178,6 @@ static int many(uint32_t p, size_t mib, int runs) {
   for (uint32_t k = 0; k < p; k++)
     free(in[k]);
   free(out);
-  free(tmp);
   return 0;
 }
 

@@ -169,7 +169,7 @@ HcclResult hccl__oneshot_allreduce(const struct hccl_group *g, const struct hccl
       in[k] = a.area[k] + slot;
     for (size_t o2 = 0; o2 < c; o2 += cper)
       hccl__zview_reduce(g, p, in, last, o2 * es, (char *)recv + off + o2 * es,
-                         c - o2 < cper ? c - o2 : cper, g->scratch);
+                         c - o2 < cper ? c - o2 : cper);
   }
   *ran = true;
   return HCCL_SUCCESS;

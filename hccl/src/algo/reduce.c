@@ -1,27 +1,13 @@
 /*
- * reduce.c - the element-wise reduction kernels of the integer types, float32 and float64,
- * the choice of kernel set, and struct hccl_red, what a call hands its algorithms (contract
- * and precision: reduce.h). The float16 and bfloat16 kernels are reduce_half.c's. Beside
- * them, the copy with streaming stores that a step uses for a large output.
+ * reduce.c - which kernels a reducing call uses, and struct hccl_red, what it hands its
+ * algorithms (contract and precision: reduce.h): the kernel set chosen once, the (type, op)
+ * looked up once per call (hccl__red_make) so the hot loops have no switch inside, the scale
+ * of AVG and PREMUL_SUM, and the fold of a block one reader combines (hccl__red_fold). The
+ * kernels are reduce_native.c's (integers, float32, float64) and reduce_half.c's (float16,
+ * bfloat16). Beside them, the copy with streaming stores that a step uses for a large output.
  *
- * This is the hot loop of every reducing collective, so the kernels of a call are looked up
- * once (hccl__red_make) and each is a plain loop with no switch inside. Each loop is written
- * once, as C the compiler vectorizes, and built twice:
- *   - baseline: for the baseline ISA (SSE2 on x86-64), with no -ffast-math: integer sums and
- *     products are done in unsigned types (two's-complement wrap, no undefined behaviour),
- *     float max/min are written as IEEE selects the vectorizer turns into compare + blend;
- *   - avx2: the same loops under __attribute__((target("avx2"))): twice the width, and
- *     AVX2's 32- and 64-bit compares, min/max and multiplies.
  * The avx2 set is used when the CPU has AVX2 and F16C (checked once, at the first lookup, by
  * CPUID: no ifunc resolver, which crashed under TSan); otherwise the baseline set.
- * AVX-512 is not built: no machine this is tested on has it, and the AVX2 kernels already run
- * at the memory's speed (bench/reduce_rate.c).
- *
- * Integer AVG divides the wrapped sum by the group size, rounded toward zero: a shift (with
- * the rounding correction for negative values) when the size is a power of two, a division in
- * double for types up to 32 bits otherwise (both vectorize), and an integer division for
- * uint32 and the 64-bit types, which does not (x86 has no vector integer divide); only the
- * step that finishes an element divides, a 1/p share of the elements of a ring.
  */
 #include "reduce.h"
 
@@ -37,280 +23,16 @@
 #define HCCL__HAVE_X86 0
 #endif
 
-/* ---- element ops ----
- * Sums and products in the unsigned type of the same width (wrap by definition); the product
- * of two narrow unsigned values is taken in `unsigned` (uint8_t * uint8_t would be an int,
- * which overflows for uint16_t). Float max/min return a if a is NaN, b if b is NaN, so NaN
- * propagates from either side; on ties (+0 vs -0 included) they return b, as MAXPS does. */
-
-#define HCCL__INT_TYPES(X)                                                                         \
-  X(i8, uint8_t, int8_t, unsigned)                                                                 \
-  X(u8, uint8_t, uint8_t, unsigned)                                                                \
-  X(i16, uint16_t, int16_t, unsigned)                                                              \
-  X(u16, uint16_t, uint16_t, unsigned)                                                             \
-  X(i32, uint32_t, int32_t, uint32_t)                                                              \
-  X(u32, uint32_t, uint32_t, uint32_t)                                                             \
-  X(i64, uint64_t, int64_t, uint64_t)                                                              \
-  X(u64, uint64_t, uint64_t, uint64_t)
-
-/* name: the type's short name; U: its unsigned type; S: its own type (signed or not); P: the
- * type a product is taken in. */
-#define HCCL__INT_OPS(name, U, S, P)                                                               \
-  static inline U name##_sum(U a, U b) {                                                           \
-    return (U)(a + b);                                                                             \
-  }                                                                                                \
-  static inline U name##_prod(U a, U b) {                                                          \
-    return (U)((P)a * (P)b);                                                                       \
-  }                                                                                                \
-  static inline S name##_max(S a, S b) {                                                           \
-    return a > b ? a : b;                                                                          \
-  }                                                                                                \
-  static inline S name##_min(S a, S b) {                                                           \
-    return a < b ? a : b;                                                                          \
-  }                                                                                                \
-  static inline U name##_band(U a, U b) {                                                          \
-    return (U)(a & b);                                                                             \
-  }                                                                                                \
-  static inline U name##_bor(U a, U b) {                                                           \
-    return (U)(a | b);                                                                             \
-  }                                                                                                \
-  static inline U name##_bxor(U a, U b) {                                                          \
-    return (U)(a ^ b);                                                                             \
-  }                                                                                                \
-  static inline U name##_sum_mul(U a, U b, uint64_t k) {                                           \
-    return (U)((P)(U)(a + b) * (P)k);                                                              \
-  }                                                                                                \
-  static inline U name##_mul(U a, uint64_t k) {                                                    \
-    return (U)((P)a * (P)k);                                                                       \
-  }
-HCCL__INT_TYPES(HCCL__INT_OPS)
-
-#define HCCL__FLOAT_OPS(name, T, K)                                                                \
-  static inline T name##_sum(T a, T b) {                                                           \
-    return a + b;                                                                                  \
-  }                                                                                                \
-  static inline T name##_prod(T a, T b) {                                                          \
-    return a * b;                                                                                  \
-  }                                                                                                \
-  static inline T name##_max(T a, T b) {                                                           \
-    return ((a != a) | (a > b)) ? a : b; /* `|`, not `||`: no branch, so it vectorizes */          \
-  }                                                                                                \
-  static inline T name##_min(T a, T b) {                                                           \
-    return ((a != a) | (a < b)) ? a : b;                                                           \
-  }                                                                                                \
-  static inline T name##_sum_div(T a, T b, K k) {                                                  \
-    return (a + b) / k;                                                                            \
-  }                                                                                                \
-  static inline T name##_sum_mul(T a, T b, K k) {                                                  \
-    return (a + b) * k;                                                                            \
-  }                                                                                                \
-  static inline T name##_mul(T a, K k) {                                                           \
-    return a * k;                                                                                  \
-  }
-HCCL__FLOAT_OPS(f32, float, float)
-HCCL__FLOAT_OPS(f64, double, double)
-
-/* ---- generic loops ----
- * One always-inline loop per (type, op); each ISA build below wraps it in a function with
- * its own target attribute, and the loop is vectorized for that target after inlining. The
- * scale is read into a local first: a store through `o` could alias *s otherwise. */
-
-#define HCCL__INLINE static inline __attribute__((always_inline))
-
-#define HCCL__LOOP2(name, T, OP)                                                                   \
-  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
-                         const struct hccl_scale *s) {                                             \
-    (void)s;                                                                                       \
-    T *o = out;                                                                                    \
-    const T *x = a, *y = b;                                                                        \
-    for (size_t i = 0; i < n; i++)                                                                 \
-      o[i] = OP(x[i], y[i]);                                                                       \
-  }
-#define HCCL__LOOP2S(name, T, OP, FIELD)                                                           \
-  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
-                         const struct hccl_scale *s) {                                             \
-    const __typeof__(s->FIELD) k = s->FIELD;                                                       \
-    T *o = out;                                                                                    \
-    const T *x = a, *y = b;                                                                        \
-    for (size_t i = 0; i < n; i++)                                                                 \
-      o[i] = OP(x[i], y[i], k);                                                                    \
-  }
-#define HCCL__LOOP1S(name, T, OP, FIELD)                                                           \
-  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
-                         const struct hccl_scale *s) {                                             \
-    (void)b;                                                                                       \
-    const __typeof__(s->FIELD) k = s->FIELD;                                                       \
-    T *o = out;                                                                                    \
-    const T *x = a;                                                                                \
-    for (size_t i = 0; i < n; i++)                                                                 \
-      o[i] = OP(x[i], k);                                                                          \
-  }
-
-/* Integer AVG: the wrapped sum in the type S, divided by k toward zero. A power of two is a
- * shift; a negative value first gets k - 1 added, so the shift rounds toward zero too. Other
- * divisors: for types whose values fit an int32 (NARROW), a division in double, truncated,
- * which vectorizes and is exact (|v| < 2^31 and k < 2^20: a quotient below an integer by at
- * least 1/k > 2^-20 stays below it after rounding to 53 bits); else an integer division. */
-#define HCCL__LOOP_AVG(name, U, S, W, NARROW)                                                      \
-  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
-                         const struct hccl_scale *s) {                                             \
-    const uint64_t k = s->i;                                                                       \
-    S *o = out;                                                                                    \
-    const U *x = a, *y = b;                                                                        \
-    if ((k & (k - 1)) == 0 && k != 0) {                                                            \
-      const unsigned sh = (unsigned)__builtin_ctzll(k);                                            \
-      const W bias = (W)(k - 1);                                                                   \
-      for (size_t i = 0; i < n; i++) {                                                             \
-        W v = (W)(S)(U)(x[i] + y[i]);                                                              \
-        o[i] = (S)((v + (v < 0 ? bias : 0)) >> sh);                                                \
-      }                                                                                            \
-    } else if (NARROW && k < (1u << 20)) {                                                         \
-      const double kd = (double)k;                                                                 \
-      for (size_t i = 0; i < n; i++)                                                               \
-        o[i] = (S)(int32_t)((double)(int32_t)(S)(U)(x[i] + y[i]) / kd);                            \
-    } else {                                                                                       \
-      for (size_t i = 0; i < n; i++)                                                               \
-        o[i] = (S)((W)(S)(U)(x[i] + y[i]) / (W)k);                                                 \
-    }                                                                                              \
-  }
-/* The unsigned types: the same with nothing to correct. */
-#define HCCL__LOOP_UAVG(name, U, NARROW)                                                           \
-  HCCL__INLINE void name(void *out, const void *a, const void *b, size_t n,                        \
-                         const struct hccl_scale *s) {                                             \
-    const uint64_t k = s->i;                                                                       \
-    U *o = out;                                                                                    \
-    const U *x = a, *y = b;                                                                        \
-    if ((k & (k - 1)) == 0 && k != 0) {                                                            \
-      const unsigned sh = (unsigned)__builtin_ctzll(k);                                            \
-      for (size_t i = 0; i < n; i++)                                                               \
-        o[i] = (U)((uint64_t)(U)(x[i] + y[i]) >> sh);                                              \
-    } else if (NARROW && k < (1u << 20)) {                                                         \
-      const double kd = (double)k;                                                                 \
-      for (size_t i = 0; i < n; i++)                                                               \
-        o[i] = (U)(int32_t)((double)(int32_t)(U)(x[i] + y[i]) / kd);                               \
-    } else {                                                                                       \
-      for (size_t i = 0; i < n; i++)                                                               \
-        o[i] = (U)((uint64_t)(U)(x[i] + y[i]) / k);                                                \
-    }                                                                                              \
-  }
-
-#define HCCL__INT_LOOPS(name, U, S, P)                                                             \
-  HCCL__LOOP2(loop_##name##_sum, U, name##_sum)                                                    \
-  HCCL__LOOP2(loop_##name##_prod, U, name##_prod)                                                  \
-  HCCL__LOOP2(loop_##name##_max, S, name##_max)                                                    \
-  HCCL__LOOP2(loop_##name##_min, S, name##_min)                                                    \
-  HCCL__LOOP2(loop_##name##_band, U, name##_band)                                                  \
-  HCCL__LOOP2(loop_##name##_bor, U, name##_bor)                                                    \
-  HCCL__LOOP2(loop_##name##_bxor, U, name##_bxor)                                                  \
-  HCCL__LOOP2S(loop_##name##_sum_mul, U, name##_sum_mul, i)                                        \
-  HCCL__LOOP1S(loop_##name##_mul, U, name##_mul, i)
-HCCL__INT_TYPES(HCCL__INT_LOOPS)
-
-/* The division's wide type: int64_t for the signed types (an int8_t sum over 200 ranks is
- * divided by 200, not by (int8_t)200), uint64_t for the unsigned ones. */
-HCCL__LOOP_AVG(loop_i8_sum_div, uint8_t, int8_t, int64_t, 1)
-HCCL__LOOP_AVG(loop_i16_sum_div, uint16_t, int16_t, int64_t, 1)
-HCCL__LOOP_AVG(loop_i32_sum_div, uint32_t, int32_t, int64_t, 1)
-HCCL__LOOP_AVG(loop_i64_sum_div, uint64_t, int64_t, int64_t, 0)
-HCCL__LOOP_UAVG(loop_u8_sum_div, uint8_t, 1)
-HCCL__LOOP_UAVG(loop_u16_sum_div, uint16_t, 1)
-HCCL__LOOP_UAVG(loop_u32_sum_div, uint32_t, 0)
-HCCL__LOOP_UAVG(loop_u64_sum_div, uint64_t, 0)
-
-#define HCCL__FLOAT_LOOPS(name, T, FIELD)                                                          \
-  HCCL__LOOP2(loop_##name##_sum, T, name##_sum)                                                    \
-  HCCL__LOOP2(loop_##name##_prod, T, name##_prod)                                                  \
-  HCCL__LOOP2(loop_##name##_max, T, name##_max)                                                    \
-  HCCL__LOOP2(loop_##name##_min, T, name##_min)                                                    \
-  HCCL__LOOP2S(loop_##name##_sum_div, T, name##_sum_div, FIELD)                                    \
-  HCCL__LOOP2S(loop_##name##_sum_mul, T, name##_sum_mul, FIELD)                                    \
-  HCCL__LOOP1S(loop_##name##_mul, T, name##_mul, FIELD)
-HCCL__FLOAT_LOOPS(f32, float, f32)
-HCCL__FLOAT_LOOPS(f64, double, f64)
-
-/* ---- the two builds ----
- * Every loop wrapped in a function built with ATTR, named <loop>_<SUFFIX>, and a table of
- * them: rows in HcclDataType order (NULL rows for float16 and bfloat16, reduce_half.c's),
- * columns enum hccl_kern. */
-#define HCCL__WRAP(loop, SUFFIX, ATTR)                                                             \
-  static ATTR void loop##_##SUFFIX(void *out, const void *a, const void *b, size_t n,              \
-                                   const struct hccl_scale *s) {                                   \
-    loop(out, a, b, n, s);                                                                         \
-  }
-/* The kernels every type has; the integer types also have the bitwise ones. */
-#define HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                       \
-  HCCL__WRAP(loop_##name##_sum, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_prod, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_max, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_min, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_sum_div, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_sum_mul, SUFFIX, ATTR)                                                  \
-  HCCL__WRAP(loop_##name##_mul, SUFFIX, ATTR)
-#define HCCL__WRAP_INT(name, SUFFIX, ATTR)                                                         \
-  HCCL__WRAP_FLOAT(name, SUFFIX, ATTR)                                                             \
-  HCCL__WRAP(loop_##name##_band, SUFFIX, ATTR)                                                     \
-  HCCL__WRAP(loop_##name##_bor, SUFFIX, ATTR)                                                      \
-  HCCL__WRAP(loop_##name##_bxor, SUFFIX, ATTR)
-#define HCCL__WRAP_ALL(SUFFIX, ATTR)                                                               \
-  HCCL__WRAP_INT(i8, SUFFIX, ATTR)                                                                 \
-  HCCL__WRAP_INT(u8, SUFFIX, ATTR)                                                                 \
-  HCCL__WRAP_INT(i16, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u16, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(i32, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u32, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(i64, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_INT(u64, SUFFIX, ATTR)                                                                \
-  HCCL__WRAP_FLOAT(f32, SUFFIX, ATTR)                                                              \
-  HCCL__WRAP_FLOAT(f64, SUFFIX, ATTR)
-
-#define HCCL__ROW_COMMON(name, SUFFIX)                                                             \
-  [HK_SUM] = loop_##name##_sum_##SUFFIX, [HK_PROD] = loop_##name##_prod_##SUFFIX,                  \
-  [HK_MAX] = loop_##name##_max_##SUFFIX, [HK_MIN] = loop_##name##_min_##SUFFIX,                    \
-  [HK_SUM_DIV] = loop_##name##_sum_div_##SUFFIX, [HK_SUM_MUL] = loop_##name##_sum_mul_##SUFFIX,    \
-  [HK_MUL] = loop_##name##_mul_##SUFFIX
-#define HCCL__ROW_FLOAT(name, SUFFIX) {HCCL__ROW_COMMON(name, SUFFIX)}
-#define HCCL__ROW_INT(name, SUFFIX)                                                                \
-  {                                                                                                \
-    HCCL__ROW_COMMON(name, SUFFIX), [HK_BAND] = loop_##name##_band_##SUFFIX,                       \
-    [HK_BOR] = loop_##name##_bor_##SUFFIX, [HK_BXOR] = loop_##name##_bxor_##SUFFIX,                \
-  }
-#define HCCL__TABLE(SUFFIX)                                                                        \
-  {                                                                                                \
-    [HCCL_DATA_TYPE_INT8] = HCCL__ROW_INT(i8, SUFFIX),                                             \
-    [HCCL_DATA_TYPE_UINT8] = HCCL__ROW_INT(u8, SUFFIX),                                            \
-    [HCCL_DATA_TYPE_INT16] = HCCL__ROW_INT(i16, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT16] = HCCL__ROW_INT(u16, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_INT32] = HCCL__ROW_INT(i32, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT32] = HCCL__ROW_INT(u32, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_INT64] = HCCL__ROW_INT(i64, SUFFIX),                                           \
-    [HCCL_DATA_TYPE_UINT64] = HCCL__ROW_INT(u64, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_FP32] = HCCL__ROW_FLOAT(f32, SUFFIX),                                          \
-    [HCCL_DATA_TYPE_FP64] = HCCL__ROW_FLOAT(f64, SUFFIX),                                          \
-  }
-
-HCCL__WRAP_ALL(base, )
-static const hccl__reduce_fn kernels_portable[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__TABLE(base);
-
 #if HCCL__HAVE_X86
-
-HCCL__WRAP_ALL(avx2, __attribute__((target("avx2"))))
-static const hccl__reduce_fn kernels_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS] =
-    HCCL__TABLE(avx2);
-
 /* __builtin_cpu_supports("avx2") also checks that the OS saves the AVX registers (after
  * hccl__cpu_has_f16c's __builtin_cpu_init). */
 static bool cpu_has_avx2_f16c(void) {
   return hccl__cpu_has_f16c() && __builtin_cpu_supports("avx2");
 }
-
 #else
-
-static const hccl__reduce_fn kernels_avx2[HCCL_DATA_TYPE_RESERVED][HK_NKINDS];
 static bool cpu_has_avx2_f16c(void) {
   return false;
 }
-
 #endif
 
 /* ---- choosing a kernel set ----
@@ -356,7 +78,13 @@ static bool is_float(HcclDataType dt) {
 static hccl__reduce_fn kernel(HcclDataType dt, enum hccl_kern k) {
   bool avx2 = use_avx2();
   if (is_half(dt)) return hccl__half_kernel(dt == HCCL_DATA_TYPE_BFP16, avx2, k);
-  return avx2 ? kernels_avx2[dt][k] : kernels_portable[dt][k];
+  return hccl__native_kernel(dt, avx2, k);
+}
+
+static hccl__reduce_many_fn many(HcclDataType dt, enum hccl_kern k) {
+  bool avx2 = use_avx2();
+  if (is_half(dt)) return hccl__half_many(dt == HCCL_DATA_TYPE_BFP16, avx2, k);
+  return hccl__native_many(dt, avx2, k);
 }
 
 bool hccl__reduce_supported(HcclDataType dt, HcclReduceOp op) {
@@ -439,39 +167,26 @@ bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const 
   bool premul = op == HCCL__RED_PREMUL_SUM;
   if (premul ? (hccl__dtype_size(dt) == 0 || !scalar) : !hccl__reduce_supported(dt, op))
     return false;
-  enum hccl_kern k = step_kind(op);
-  r->step = r->last = kernel(dt, k);
+  enum hccl_kern k = step_kind(op), fin = k;
+  r->step = kernel(dt, k);
   if (op == HCCL_REDUCE_AVG) {
     r->s = (struct hccl_scale){.f32 = (float)nranks, .f64 = nranks, .i = nranks};
-    r->last = kernel(dt, HK_SUM_DIV);
+    fin = HK_SUM_DIV;
   } else if (premul) {
     r->s = premul_scale(dt, scalar);
-    r->last = kernel(dt, HK_SUM_MUL);
+    fin = HK_SUM_MUL;
     r->only = kernel(dt, HK_MUL);
   }
-  if (is_half(dt) && (k == HK_SUM || k == HK_PROD)) {
-    bool bf = dt == HCCL_DATA_TYPE_BFP16, avx2 = use_avx2();
-    r->wmany = hccl__half_many(bf, avx2, k);
-    r->wfinal = hccl__half_many(bf, avx2,
-                                op == HCCL_REDUCE_AVG ? HK_SUM_DIV : premul ? HK_SUM_MUL : k);
-  }
+  r->last = kernel(dt, fin);
+  r->wmany = many(dt, k);
+  r->wfinal = many(dt, fin);
   return true;
 }
 
 /* Contract: see reduce.h. */
 void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
-                    uint32_t n, size_t c, void *tmp) {
-  const struct hccl_scale *s = &r->s;
-  if (r->wmany) {
-    (finish ? r->wfinal : r->wmany)(dst, src, n, c, s);
-    return;
-  }
-  const void *acc = src[0];
-  for (uint32_t k = 1; k < n; k++) {
-    void *to = k + 1 == n ? dst : tmp;
-    (k + 1 == n && finish ? r->last : r->step)(to, src[k], acc, c, s);
-    acc = to;
-  }
+                    uint32_t n, size_t c) {
+  (finish ? r->wfinal : r->wmany)(dst, src, n, c, &r->s);
 }
 
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {

@@ -48,8 +48,8 @@ struct hccl_scale {
 typedef void (*hccl__reduce_fn)(void *out, const void *a, const void *b, size_t n,
                                 const struct hccl_scale *s);
 
-/* out = in[0] (op) ... (op) in[n-1] for c elements, n >= 2, in the order and precision of
- * struct hccl_red's wmany; out may be in[n-1] exactly (in place), never another input. */
+/* out = in[n-1] (op) (... (op) (in[1] (op) in[0])) for c elements, n >= 2, in the precision
+ * of struct hccl_red's wmany; out may be in[n-1] exactly (in place), never another input. */
 typedef void (*hccl__reduce_many_fn)(void *out, const void *const in[], uint32_t n, size_t c,
                                      const struct hccl_scale *s);
 
@@ -59,12 +59,13 @@ struct hccl_red {
   hccl__reduce_fn last; /* out = post(a op b): the step that finishes an element; = step when
                            the op has no scale (everything but AVG and PREMUL_SUM) */
   hccl__reduce_fn only; /* one rank: out = post(a) (b unused); NULL where post(a) = a */
-  /* float16 and bfloat16 sum and prod where one reader combines a whole block (zview.h,
-   * hccl__red_fold): all n inputs of an element in float32 registers, rounded once; NULL for
-   * every other (type, op). */
-  hccl__reduce_many_fn wmany;  /* out = N(W(in[n-1]) op (... op (W(in[1]) op W(in[0])))) */
-  hccl__reduce_many_fn wfinal; /* the same with post() on the last op: wmany of the finishing
-                                  step */
+  /* Where one reader combines a whole block (zview.h, hccl__red_fold): n inputs read, the
+   * partial result kept in registers, one write. For float16 and bfloat16 sum and prod, in
+   * float32, rounded once: N(W(in[n-1]) op (... op (W(in[1]) op W(in[0])))); for every other
+   * (type, op), the same steps and bits as a chain of `step` kernels (each step rounded in
+   * the type). Set for every (type, op) hccl__red_make accepts. */
+  hccl__reduce_many_fn wmany;
+  hccl__reduce_many_fn wfinal; /* the same with `last`'s post() on the last op */
   struct hccl_scale s;
 };
 
@@ -85,12 +86,12 @@ bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const 
 #define HCCL_FOLD_MAX_INPUTS 64
 
 /* dst = src[0..n) folded in order, as one reader combines a block (zview.h): acc = src[0],
- * then acc = src[k] (op) acc for k = 1..n-1, the last step with r->last when finish (else
- * r->step); a float16 or bfloat16 sum or product in float32, rounded once (r->wmany). n >= 2
- * and c elements. dst may be src[n-1] exactly (in place), never another input. Partial
- * results of the other types go to tmp (c elements of the type); wmany needs none. */
+ * then acc = src[k] (op) acc for k = 1..n-1, the last step with r->last's post() when finish
+ * (r->wfinal, else r->wmany): a float16 or bfloat16 sum or product in float32, rounded once;
+ * every other (type, op) rounded at each step, as a chain of r->step would be. n >= 2 and c
+ * elements. dst may be src[n-1] exactly (in place), never another input. No scratch. */
 void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
-                    uint32_t n, size_t c, void *tmp);
+                    uint32_t n, size_t c);
 
 /* The plain kernel for (dt, op), or NULL when unsupported: r.step of hccl__red_make. */
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op);

@@ -3,14 +3,15 @@
  * element is widened to float32 (exactly), combined in float32, and narrowed with
  * round-to-nearest-even, once per kernel; the n-input (many) kernels of sum and product keep
  * every input of an element in float32, so a block combined by one reader (zview.h) is rounded
- * once at the end.
+ * once at the end (those of max and min too, where it makes no difference: they are exact).
  *
  * Two sets, giving the same bits:
  *   - AVX2: 16 elements per iteration (two independent chains), then 8, then the last 0..7
  *     through padded buffers with the same vector code. float16 widens and narrows with F16C
  *     (VCVTPH2PS, VCVTPS2PH); bfloat16 in and out widens the even and odd elements of one load
  *     by a shift and a mask, and narrows with integer adds on the float32 bits
- *     (hccl__float_to_bf16's rounding, eight at once) and a blend of the top halves.
+ *     (hccl__float_to_bf16's rounding, eight at once, with no NaN test: v_bf_round_top says
+ *     why none is needed) and a blend of the top halves.
  *     The many kernels take 32 elements of the first input into four float32 registers, fold
  *     each further input's 32 into them (one load or two, the same widening), and narrow once;
  *     a block at 8 members goes from 8 reads, 7 float32 scratch writes and 7 scratch reads per
@@ -108,7 +109,9 @@
   PMANY(p_##t##_many_sum, R_##T, W_##T, E_SUM, E_SUM)                                              \
   PMANY(p_##t##_many_prod, R_##T, W_##T, E_PROD, E_PROD)                                           \
   PMANY(p_##t##_many_sum_div, R_##T, W_##T, E_SUM, E_SUM_DIV)                                      \
-  PMANY(p_##t##_many_sum_mul, R_##T, W_##T, E_SUM, E_SUM_MUL)
+  PMANY(p_##t##_many_sum_mul, R_##T, W_##T, E_SUM, E_SUM_MUL)                                      \
+  PMANY(p_##t##_many_max, R_##T, W_##T, E_MAX, E_MAX)                                              \
+  PMANY(p_##t##_many_min, R_##T, W_##T, E_MIN, E_MIN)
 
 PLOOPS(half, HALF)
 PLOOPS(bf16, BF16)
@@ -127,6 +130,7 @@ static const hccl__reduce_fn portable[2][HK_NKINDS] = {ROW(p, half), ROW(p, bf16
   {                                                                                                \
     [HK_SUM] = pre##_##t##_many_sum, [HK_PROD] = pre##_##t##_many_prod,                            \
     [HK_SUM_DIV] = pre##_##t##_many_sum_div, [HK_SUM_MUL] = pre##_##t##_many_sum_mul,              \
+    [HK_MAX] = pre##_##t##_many_max, [HK_MIN] = pre##_##t##_many_min,                              \
   }
 
 /* [bf16][kind] */
@@ -149,7 +153,14 @@ static AVX2 inline void v_st_half(void *p, __m256 v) {
   _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 /* The element operations on eight lanes. MAXPS(x, y) is (x > y ? x : y), so blending x back
- * in where x is NaN gives E_MAX exactly (likewise min). */
+ * in where x is NaN gives E_MAX's choice (likewise min); the NaN it passes on is then quieted,
+ * as every arithmetic result is, which v_bf_round_top relies on (the narrowing quiets it
+ * anyway, so the bits are E_MAX's). */
+static AVX2 inline __m256 v_quiet(__m256 r) {
+  __m256 q = _mm256_and_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q),
+                           _mm256_castsi256_ps(_mm256_set1_epi32(0x400000)));
+  return _mm256_or_ps(r, q);
+}
 static AVX2 inline __m256 v_sum(__m256 x, __m256 y, __m256 k) {
   (void)k;
   return _mm256_add_ps(x, y);
@@ -160,11 +171,11 @@ static AVX2 inline __m256 v_prod(__m256 x, __m256 y, __m256 k) {
 }
 static AVX2 inline __m256 v_max(__m256 x, __m256 y, __m256 k) {
   (void)k;
-  return _mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return v_quiet(_mm256_blendv_ps(_mm256_max_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
 }
 static AVX2 inline __m256 v_min(__m256 x, __m256 y, __m256 k) {
   (void)k;
-  return _mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return v_quiet(_mm256_blendv_ps(_mm256_min_ps(x, y), x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
 }
 static AVX2 inline __m256 v_sum_div(__m256 x, __m256 y, __m256 k) {
   return _mm256_div_ps(_mm256_add_ps(x, y), k);
@@ -178,27 +189,19 @@ static AVX2 inline __m256 v_mul(__m256 x, __m256 y, __m256 k) {
 }
 
 /* hccl__float_to_bf16 on eight lanes, the result in the top 16 bits of each lane (the low 16
- * are left over): the rounded value, or the quieted NaN. Rounding to the top half needs no
- * shift, so the caller joins two vectors' results with one shift and one blend. */
+ * are left over), for the values these kernels narrow: four integer operations, no NaN test.
+ * Every NaN here is quiet with its low 16 bits zero: the inputs are widened bfloat16 (low 16
+ * zero), an arithmetic result that is NaN is an operand's NaN quieted (its payload kept) or
+ * the default NaN 0xffc00000, and v_max/v_min quiet what they pass on. For such a NaN the
+ * rounding add (at most 0x8000 onto zero low bits) carries nothing into the top half, which is
+ * then the quiet NaN hccl__float_to_bf16 gives: the same bits as the portable kernels, with
+ * the compare and blend of a NaN test gone from the 2-input bfloat16 loop (the one a 2-rank
+ * zero-copy or staged allreduce runs). Rounding to the top half needs no shift, so the caller
+ * joins two vectors' results with one shift and one blend. */
 static AVX2 inline __m256i v_bf_round_top(__m256 v) {
   __m256i x = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
-  __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
-  return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-}
-
-/* The same, in the low 16 bits of each lane (the top 16 are zero). */
-static AVX2 inline __m256i v_bf_round(__m256 v) {
-  return _mm256_srli_epi32(v_bf_round_top(v), 16);
-}
-
-/* hccl__float_to_bf16 on eight lanes (v_bf_round), packed to 16 bits (packus works within
- * 128-bit lanes; the permute joins the two lanes' low quads). */
-static AVX2 inline void v_st_bf16(void *p, __m256 v) {
-  __m256i r = v_bf_round(v);
-  __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
-  _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+  return _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
 }
 
 /* LA/LB/SO: loads of a and b, store of out; EA/EB/EO their element sizes; B the second
@@ -328,7 +331,9 @@ static AVX2 inline void v2_st_half(uint16_t *p, __m256 lo, __m256 hi) {
   VMANY(t, sum, v_sum, v_sum)                                                                     \
   VMANY(t, prod, v_prod, v_prod)                                                                  \
   VMANY(t, sum_div, v_sum, v_sum_div)                                                             \
-  VMANY(t, sum_mul, v_sum, v_sum_mul)
+  VMANY(t, sum_mul, v_sum, v_sum_mul)                                                             \
+  VMANY(t, max, v_max, v_max)                                                                     \
+  VMANY(t, min, v_min, v_min)
 
 VLOOPS(half)
 VLOOPS(bf16)

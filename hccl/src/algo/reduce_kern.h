@@ -1,8 +1,8 @@
 /*
- * reduce_kern.h - what the two files of kernels share (reduce.c: the integer, float32 and
- * float64 kernels, the choice of kernel set, struct hccl_red; reduce_half.c: the float16 and
- * bfloat16 kernels): the kinds of kernel a type has, and how reduce.c asks reduce_half.c for
- * one. Internal to those two files; everything else uses reduce.h.
+ * reduce_kern.h - what the kernel files share with reduce.c (the choice of kernel set, struct
+ * hccl_red): the kinds of kernel a type has, and how reduce.c asks reduce_native.c (integers,
+ * float32, float64) and reduce_half.c (float16, bfloat16) for one. Internal to those three
+ * files; everything else uses reduce.h.
  */
 #ifndef HCCL_REDUCE_KERN_H
 #define HCCL_REDUCE_KERN_H
@@ -31,9 +31,21 @@ enum hccl_kern {
  * portable one; NULL for the bitwise kinds. */
 hccl__reduce_fn hccl__half_kernel(bool bf16, bool avx2, enum hccl_kern k);
 
-/* The n-input float32-accumulating kernel (reduce.h, struct hccl_red's wmany) of float16 or
- * bfloat16 whose last step is kind k (HK_SUM, HK_PROD, HK_SUM_DIV, HK_SUM_MUL; the others
- * combine with the sum), from the AVX2/F16C set or the portable one; NULL for other kinds. */
+/* The n-input kernel (reduce.h, struct hccl_red's wmany) of float16 or bfloat16 whose last
+ * step is kind k: HK_SUM and HK_PROD accumulate in float32; HK_SUM_DIV and HK_SUM_MUL the
+ * same with the sum; HK_MAX and HK_MIN (exact either way) as the chain would. From the
+ * AVX2/F16C set or the portable one; NULL for the other kinds. */
 hccl__reduce_many_fn hccl__half_many(bool bf16, bool avx2, enum hccl_kern k);
+
+/* The two-input kernel of kind k of an integer type, float32 or float64 (dt), from the AVX2
+ * set or the portable one; NULL for the bitwise kinds of the floats, HK_MUL's absent forms
+ * and every other dt. */
+hccl__reduce_fn hccl__native_kernel(HcclDataType dt, bool avx2, enum hccl_kern k);
+
+/* The n-input kernel (struct hccl_red's wmany) of such a type whose last step is kind k (the
+ * plain kinds fold with themselves, HK_SUM_DIV and HK_SUM_MUL with the sum): the same steps
+ * as a chain of two-input kernels, no scratch. NULL for HK_MUL and the floats' bitwise kinds.
+ */
+hccl__reduce_many_fn hccl__native_many(HcclDataType dt, bool avx2, enum hccl_kern k);
 
 #endif

@@ -92,7 +92,7 @@ static void reduce_in(const struct stage_run *s, const void *send, size_t r, cha
   size_t c = piece(s, g->me, r), cper = hccl__zview_per(g, s->p);
   for (size_t o = 0; o < c; o += cper)
     hccl__zview_reduce(g, s->p, in, g->me, o * s->es, dst + o * s->es,
-                       c - o < cper ? c - o : cper, g->scratch);
+                       c - o < cper ? c - o : cper);
 }
 
 /* Round r's piece of every block but block skip's (n: none), from its owner's current part,

@@ -131,13 +131,12 @@ HcclResult hccl__zview_open(const struct hccl_group *g, const struct hccl_prim *
 }
 
 void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
-                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
-                        char *tmp) {
+                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c) {
   int64_t pos = g->pos[owner];
   const void *src[ZCOPY_MAX_MEMBERS];
   for (uint32_t k = 0; k < g->n; k++)
     src[k] = in[hccl__group_at(g, pos + k + 1)] + off;
-  hccl__red_fold(p->red, p->finish, dst, src, g->n, c, tmp);
+  hccl__red_fold(p->red, p->finish, dst, src, g->n, c);
 }
 
 /* Copies bytes from src to byte offset off of every member's output but member skip's (where
@@ -178,7 +177,7 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
     struct hccl_prim part = hccl__prim_partial(p);
     for (size_t lo = 0; lo < len; lo += per) {
       size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es;
-      hccl__zview_reduce(g, &part, v.in, me, at, v.out[me] + at, c, g->scratch);
+      hccl__zview_reduce(g, &part, v.in, me, at, v.out[me] + at, c);
     }
     HCCL_TRY(z->between(z->between_arg, v.out[me] + first * es, len));
     for (size_t lo = 0; lo < len; lo += per) {
@@ -192,11 +191,11 @@ HcclResult hccl__zcopy(const struct hccl_group *g, const struct hccl_prim *p,
     size_t c = len - lo < per ? len - lo : per, at = (first + lo) * es, own = lo * es;
     switch (z->kind) {
     case HCCL_ZCOPY_ALLREDUCE:
-      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + at, c, g->scratch);
+      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + at, c);
       spread(np, v.out, at, v.out[me] + at, c * es, me);
       break;
     case HCCL_ZCOPY_REDUCE_SCATTER:
-      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + own, c, g->scratch);
+      hccl__zview_reduce(g, p, v.in, me, at, v.out[me] + own, c);
       break;
     case HCCL_ZCOPY_ALLGATHER:
       spread(np, v.out, at, v.in[me] + own, c * es, ag_skip);

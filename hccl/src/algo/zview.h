@@ -75,11 +75,10 @@ HcclResult hccl__zview_windows(const struct hccl_group *g, const struct hccl_pri
 /* dst = the c elements at byte offset off of every input, reduced in the ring's order for the
  * block of member `owner`: acc = in[ring pos+1]; acc = in[ring pos+k] (op) acc for k = 2..n,
  * the owner's own input last, with the call's finishing kernel when p->finish
- * (hccl__red_fold). Partial results go to tmp (never to dst, which in place is the owner's
- * input, still to be read; c at most hccl__zview_per elements, so tmp holds them); a float16
- * or bfloat16 sum or product keeps them in float32 registers and rounds once, at the end. */
+ * (hccl__red_fold). Partial results stay in registers (dst, which in place is the owner's
+ * input, is written once, after that input's element is read); a float16 or bfloat16 sum or
+ * product keeps them in float32 and rounds once, at the end. */
 void hccl__zview_reduce(const struct hccl_group *g, const struct hccl_prim *p,
-                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c,
-                        char *tmp);
+                        const char *const in[], uint32_t owner, size_t off, char *dst, size_t c);
 
 #endif
