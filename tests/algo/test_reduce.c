@@ -620,7 +620,7 @@ static int check_fold(HcclDataType dt, HcclReduceOp op, int m, size_t n, bool mi
   for (size_t i = 0; i < n; i++) {
     uint64_t got = load_bits(dt, dst, i), want = load_bits(dt, acc, i);
     if (wide) {
-      const uint16_t *h[8];
+      const uint16_t *h[8] = {0};
       for (int k = 0; k < m; k++)
         h[k] = (const uint16_t *)(buf[k] + off);
       want = fold_ref_wide(dt, op, h, m, i, finish, &r);
