@@ -674,17 +674,18 @@ static void test_max_restarts(void **state) {
 }
 
 /* --on-failure continue: rank 1 exits 3; the others see it gone, go on, and exit 0: the job
- * exits 0, with rank 1's failure reported when it happened and in the summary, and no rank
- * stopped. A survivor failing later fails the job with its code and stops the rest. Refused
+ * exits 0, with rank 1's failure reported when it happened and in the summary, no rank
+ * stopped, and what rank 1 left in its group stopped at once. A survivor failing later fails the job with its code and stops the rest. Refused
  * together with --max-restarts, naming both. */
 static void test_on_failure_continue(void **state) {
   (void)state;
   char prog[600];
+  /* rank 1 leaves a sleep behind in its group: stopped when rank 1 fails, not at the end */
   snprintf(prog, sizeof(prog),
-           "if [ $RANK = 1 ]; then touch %s/dead; exit 3; fi; "
-           "while [ ! -e %s/dead ]; do sleep 0.02; done; sleep 0.3; "
-           "echo $RANK > %s/done$RANK; exit 0",
-           g_dir, g_dir, g_dir);
+           "cd %s; if [ $RANK = 1 ]; then sleep 30 & echo $! > left; touch dead; exit 3; fi; "
+           "while [ ! -e dead ]; do sleep 0.02; done; sleep 0.3; "
+           "kill -0 $(cat left) 2>/dev/null && touch left_alive; echo $RANK > done$RANK; exit 0",
+           g_dir);
   assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--on-failure", "continue",
                        "--device-list", "0-3", "sh", "-c", prog),
                    0);
@@ -699,6 +700,7 @@ static void test_on_failure_continue(void **state) {
     snprintf(name, sizeof(name), "done%d", r);
     assert_true(file_exists(path_in_dir(name)) == (r != 1));
   }
+  assert_false(file_exists(path_in_dir("left_alive")));
 
   /* rank 2 fails after rank 1: the job's failure, the other two (asleep) are stopped */
   unlink(path_in_dir("dead"));
