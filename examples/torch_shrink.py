@@ -2,9 +2,11 @@
 """torch_shrink.py - training that survives a dead rank: dist.shrink_group on torch_hccl.
 
 One process per rank, started with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT; init env://). A small float64 linear model learns by plain SGD; each step's global
-batch of 12 samples is split among the ranks, and their gradient sums are all-reduced, so the
-result does not depend on how many ranks share the batch (up to float64 rounding).
+MASTER_PORT; init env://): by npu-launch --on-failure continue, which leaves the other ranks
+running when one dies (by default it stops them all), or by hand. A small float64 linear model
+learns by plain SGD; each step's global batch of 12 samples is split among the ranks, and their
+gradient sums are all-reduced, so the result does not depend on how many ranks share the batch
+(up to float64 rounding).
 
 With --kill-rank K --kill-step S, rank K SIGKILLs itself in step S, between its backward and its
 all_reduce. The others' all_reduce fails (the dead peer is seen); they call
@@ -17,8 +19,8 @@ K must not be 0 (torchrun's agent hosts it outside the ranks, so there it may be
 Each rank prints "final <parameters>" at the end; tests/torch/test_shrink.py compares a run
 with a kill against an unbroken one.
 
-    RANK=r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 \\
-        python3 examples/torch_shrink.py --kill-rank 2 --kill-step 3
+    PYTHONPATH=build/python build/bin/npu-launch --on-failure continue --tag-output \\
+        --device-list 0-3 -- python3 examples/torch_shrink.py --kill-rank 2 --kill-step 3
 """
 import argparse
 import json

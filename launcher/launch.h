@@ -33,6 +33,11 @@
 
 enum launch_cpu_bind { LAUNCH_BIND_BLOCK, LAUNCH_BIND_NONE, LAUNCH_BIND_LIST };
 
+/* --on-failure: what a rank's failure does to the others. STOP (fail-fast, torchrun's) stops
+ * every rank; CONTINUE reports the first failure and lets the others run on (a fault-tolerant
+ * program shrinks its group around the dead rank), and a later failure stops them as STOP does. */
+enum launch_on_failure { LAUNCH_ON_FAILURE_STOP, LAUNCH_ON_FAILURE_CONTINUE };
+
 /* What the user asked for, as parsed from the command line (options.c). */
 struct launch_opts {
   const char *device_list; /* as typed; NULL when not given */
@@ -51,6 +56,7 @@ struct launch_opts {
   bool topology_from_option;
   double grace_s;
   int max_restarts; /* --max-restarts: times the whole group is started again after a failure */
+  enum launch_on_failure on_failure;
   char **argv; /* the program and its arguments, NULL-terminated */
   char slurm_master[256]; /* first host of SLURM_JOB_NODELIST, when master_addr came from it */
 };

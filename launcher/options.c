@@ -34,6 +34,7 @@ enum {
   OPT_TOPOLOGY,
   OPT_GRACE,
   OPT_MAX_RESTARTS,
+  OPT_ON_FAILURE,
 };
 
 static const struct option long_options[] = {
@@ -57,6 +58,7 @@ static const struct option long_options[] = {
     {"grace-period", required_argument, NULL, OPT_GRACE},
     {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
     {"max_restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"on-failure", required_argument, NULL, OPT_ON_FAILURE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -67,7 +69,7 @@ static const char usage_text[] =
     "\n"
     "Starts one process (rank) per device of this server, with the variables HCCL, torchrun\n"
     "and the Ascend scripts read, each bound to its own CPUs. When one rank fails the others\n"
-    "are stopped and a summary names the failure.\n"
+    "are stopped (unless --on-failure continue) and a summary names the failure.\n"
     "\n"
     "Devices and servers:\n"
     "  --device-list LIST     devices of this server, e.g. 0,1,2,3 or 0-3 (sorted: rank i\n"
@@ -99,14 +101,20 @@ static const char usage_text[] =
     "                         again, up to N times (torchrun's meaning; default 0); ranks see\n"
     "                         TORCHELASTIC_RESTART_COUNT and NPU_LAUNCH_RESTART_COUNT; across\n"
     "                         servers the launchers agree on --master-port + 1\n"
+    "  --on-failure MODE      stop (default): a rank's failure stops every rank; continue:\n"
+    "                         the first failed rank is reported and the others run on (a\n"
+    "                         program that shrinks its group, dist.shrink_group); the job\n"
+    "                         exits 0 when every other rank exits 0, and a second failure\n"
+    "                         stops the rest as stop does. Not with --max-restarts\n"
     "  --dry-run              print each rank's command, variables and CPUs; start nothing\n"
     "  -h, --help             this text\n"
     "  -V, --version          the version\n"
     "\n"
     "Each rank gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,\n"
     "MASTER_PORT, RANK_ID, RANK_SIZE, DEVICE_ID, ASCEND_DEVICE_ID, and OMP_NUM_THREADS (its CPU\n"
-    "count) unless already set. Exit status: 0 when every rank exits 0; 2 when refused before\n"
-    "starting; otherwise the first failed rank's exit code (128 + signal number for a signal).\n"
+    "count) unless already set. Exit status: 0 when every rank exits 0 (with --on-failure\n"
+    "continue: every rank but the first failed one); 2 when refused before starting; otherwise\n"
+    "the failed rank's exit code (128 + signal number for a signal).\n"
     "See docs/launching.md.\n";
 
 bool launch_parse_long(const char *s, long lo, long hi, long *out) {
@@ -209,7 +217,7 @@ static int take_placement(int c, struct launch_opts *o, struct given *g, char *e
 }
 
 /* The options that say how the ranks run: devices, CPU binding, output, topology, restarts,
- * grace period. 0, or -1 with the message in err. */
+ * what a failure does, grace period. 0, or -1 with the message in err. */
 static int take_run(int c, struct launch_opts *o, char *err, size_t errlen) {
   switch (c) {
   case OPT_DEVICE_LIST:
@@ -251,6 +259,14 @@ static int take_run(int c, struct launch_opts *o, char *err, size_t errlen) {
     o->max_restarts = (int)restarts;
     break;
   }
+  case OPT_ON_FAILURE:
+    if (strcmp(optarg, "stop") == 0)
+      o->on_failure = LAUNCH_ON_FAILURE_STOP;
+    else if (strcmp(optarg, "continue") == 0)
+      o->on_failure = LAUNCH_ON_FAILURE_CONTINUE;
+    else
+      return usage_error(err, errlen, "--on-failure '%s' must be stop or continue", optarg);
+    break;
   case OPT_GRACE: {
     char *end;
     errno = 0;
@@ -318,6 +334,18 @@ static int take_slurm(struct launch_opts *o, struct given *g, char *err, size_t 
                          nodes);
     o->master_addr = o->slurm_master;
   }
+  return 0;
+}
+
+/* What a failure does: --on-failure continue keeps the other ranks running, --max-restarts
+ * stops them all to start the group again; both at once is refused, naming both. */
+static int check_on_failure(const struct launch_opts *o, char *err, size_t errlen) {
+  if (o->on_failure == LAUNCH_ON_FAILURE_CONTINUE && o->max_restarts > 0)
+    return usage_error(err, errlen,
+                       "--on-failure continue with --max-restarts %d: continue keeps the other "
+                       "ranks running after a failure, --max-restarts stops them all to start the "
+                       "group again; choose one",
+                       o->max_restarts);
   return 0;
 }
 
@@ -404,6 +432,8 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
     return -1;
   }
   o->argv = argv + optind;
-  if (take_slurm(o, &g, err, errlen) != 0 || check_servers(o, &g, err, errlen) != 0) return -1;
+  if (check_on_failure(o, err, errlen) != 0 || take_slurm(o, &g, err, errlen) != 0 ||
+      check_servers(o, &g, err, errlen) != 0)
+    return -1;
   return check_devices(o, err, errlen);
 }

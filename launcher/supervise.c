@@ -10,6 +10,12 @@
  *   - The first rank to end badly (non-zero exit or a signal) makes the launcher send SIGTERM
  *     to every rank's group, then SIGKILL to what is left after the grace period. The launcher
  *     exits with that rank's code (128 + signal number for a signal).
+ *   - With --on-failure continue the first rank to end badly is reported at once (the same
+ *     line, "failed" instead of "failed first") and the others run on: a fault-tolerant
+ *     program shrinks its group around the dead rank. What is left in that rank's group gets
+ *     SIGTERM. A second failure is the job's: every rank is stopped as above and the launcher
+ *     exits with that rank's code. Otherwise the job exits 0 when every other rank exits 0
+ *     (and with the failed rank's code when it had no other rank).
  *   - SIGINT, SIGTERM or SIGHUP sent to the launcher is sent on to every rank's group, with the
  *     same grace period; a second one sends SIGKILL at once. Exit code 128 + that signal.
  *   - SIGUSR1 is sent on to every rank and stops nothing (the flight recorder's dump).
@@ -59,8 +65,9 @@ struct supervisor {
   sigset_t orig_mask;
   pid_t self;
   struct timespec t0;
-  int first_failed; /* local index of the first failed rank, -1 */
+  int first_failed; /* local index of the failure that stopped the ranks, -1 */
   struct timespec fail_wall;
+  int let_pass; /* --on-failure continue: local index of the failure let pass, -1 */
   int interrupted_by; /* signal received by the launcher, 0 */
   bool spawn_failed;
   double kill_at; /* when to SIGKILL what is left (seconds after start); 0 = not stopping */
@@ -201,12 +208,45 @@ static int spawn(struct supervisor *s, int i) {
   return 0;
 }
 
+/* How rank i ended ("exit code 3", "killed by SIGKILL") into how. */
+static void describe_end(const struct rank_proc *p, char *how, size_t len) {
+  char name[32];
+  if (WIFSIGNALED(p->status))
+    snprintf(how, len, "killed by %s", launch_signal_name(WTERMSIG(p->status), name, sizeof(name)));
+  else
+    snprintf(how, len, "exit code %d", WEXITSTATUS(p->status));
+}
+
+/* The one-line failure report: "rank R (device D, pid P) <what>: <how>, at <time> (<t> s after
+ * start)<tail>". */
+static void report_failure(const struct supervisor *s, int i, const struct timespec *wall,
+                           const char *what, const char *tail) {
+  const struct rank_proc *p = &s->p[i];
+  const struct launch_rank *r = &s->j->ranks[i];
+  char how[64], when[64];
+  describe_end(p, how, sizeof(how));
+  struct tm tm;
+  localtime_r(&wall->tv_sec, &tm);
+  strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  launch_note("rank %d (device %d, pid %d) %s: %s, at %s.%03ld (%.2f s after start)%s", r->rank,
+              r->device, (int)p->pid, what, how, when, wall->tv_nsec / 1000000, p->t_end, tail);
+}
+
 static void on_rank_end(struct supervisor *s, int i, int status) {
   struct rank_proc *p = &s->p[i];
   p->alive = false;
   p->status = status;
   p->t_end = now_s(s);
   if (failed_status(status) && s->first_failed < 0 && !s->interrupted_by && !p->stopped_by_us) {
+    if (s->j->o.on_failure == LAUNCH_ON_FAILURE_CONTINUE && s->let_pass < 0) {
+      struct timespec wall;
+      s->let_pass = i;
+      clock_gettime(CLOCK_REALTIME, &wall);
+      report_failure(s, i, &wall, "failed",
+                     s->nstarted > 1 ? "; the other ranks go on (--on-failure continue)" : "");
+      if (group_exists(p)) kill(-p->pid, SIGTERM); /* what it left running in its group */
+      return;
+    }
     s->first_failed = i;
     clock_gettime(CLOCK_REALTIME, &s->fail_wall);
     stop_all(s, SIGTERM);
@@ -278,20 +318,11 @@ static void print_summary(struct supervisor *s) {
   struct launch_job *j = s->j;
   char name[32];
   if (s->first_failed >= 0) {
-    struct rank_proc *p = &s->p[s->first_failed];
-    struct launch_rank *r = &j->ranks[s->first_failed];
-    char how[64], when[64];
-    if (WIFSIGNALED(p->status))
-      snprintf(how, sizeof(how), "killed by %s",
-               launch_signal_name(WTERMSIG(p->status), name, sizeof(name)));
-    else
-      snprintf(how, sizeof(how), "exit code %d", WEXITSTATUS(p->status));
-    struct tm tm;
-    localtime_r(&s->fail_wall.tv_sec, &tm);
-    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-    launch_note("rank %d (device %d, pid %d) failed first: %s, at %s.%03ld (%.2f s after start)",
-                r->rank, r->device, (int)p->pid, how, when, s->fail_wall.tv_nsec / 1000000,
-                p->t_end);
+    char what[64] = "failed first";
+    if (s->let_pass >= 0)
+      snprintf(what, sizeof(what), "failed after rank %d (a second failure)",
+               j->ranks[s->let_pass].rank);
+    report_failure(s, s->first_failed, &s->fail_wall, what, "");
     if (j->nlocal > 1)
       launch_note("the other ranks were sent SIGTERM, and SIGKILL if still running after %g s",
                   j->o.grace_s);
@@ -308,26 +339,34 @@ static void print_summary(struct supervisor *s) {
                p->stopped_by_us && WTERMSIG(p->status) == p->stop_signal ? " from npu-launch" : "");
     else
       snprintf(how, sizeof(how), "exit code %d", WEXITSTATUS(p->status));
-    if (i == s->first_failed) strncat(how, " (first failure)", sizeof(how) - strlen(how) - 1);
+    if (i == s->first_failed)
+      strncat(how, s->let_pass >= 0 ? " (second failure)" : " (first failure)",
+              sizeof(how) - strlen(how) - 1);
+    if (i == s->let_pass) strncat(how, " (went on without it)", sizeof(how) - strlen(how) - 1);
     char after[32] = "-";
     if (!p->alive) snprintf(after, sizeof(after), "%.2f s", p->t_end);
     launch_note("%-6d %-7d %-8d %-36s %s", j->ranks[i].rank, j->ranks[i].device, (int)p->pid, how,
                 after);
   }
-  if (s->first_failed >= 0 && j->o.log_dir) {
+  int failed = s->first_failed >= 0 ? s->first_failed : s->let_pass;
+  if (failed >= 0 && j->o.log_dir) {
     char path[4200];
-    launch_log_path(j, s->first_failed, path, sizeof(path));
+    launch_log_path(j, failed, path, sizeof(path));
     launch_print_log_tail(path, LAUNCH_TAIL_LINES);
   }
 }
 
+/* A rank's wait status as an exit code: its own, or 128 + the signal that killed it. */
+static int code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 static int exit_code(const struct supervisor *s) {
-  if (s->first_failed >= 0) {
-    int st = s->p[s->first_failed].status;
-    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-  }
+  if (s->first_failed >= 0) return code_of(s->p[s->first_failed].status);
   if (s->interrupted_by) return 128 + s->interrupted_by;
   if (s->spawn_failed) return 1;
+  if (s->let_pass >= 0 && s->nstarted == 1) /* no other rank went on */
+    return code_of(s->p[s->let_pass].status);
   return 0;
 }
 
@@ -379,6 +418,7 @@ int launch_run(struct launch_job *j) {
   memset(&s, 0, sizeof(s));
   s.j = j;
   s.first_failed = -1;
+  s.let_pass = -1;
   s.self = getpid();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGPIPE, SIG_IGN);
@@ -450,11 +490,15 @@ int launch_run(struct launch_job *j) {
   for (int i = 0; i < s.nstarted; i++)
     if (s.p[i].out.log_fd >= 0) close(s.p[i].out.log_fd);
 
-  if (s.first_failed >= 0 || s.interrupted_by || s.spawn_failed) print_summary(&s);
+  if (s.first_failed >= 0 || s.interrupted_by || s.spawn_failed || s.let_pass >= 0)
+    print_summary(&s);
   int code = exit_code(&s);
   if (code != 0) {
     if (s.first_failed >= 0)
       launch_note("exit code %d (rank %d's)", code, j->ranks[s.first_failed].rank);
+    else if (s.let_pass >= 0 && !s.interrupted_by && !s.spawn_failed)
+      launch_note("exit code %d (rank %d's: no other rank went on)", code,
+                  j->ranks[s.let_pass].rank);
     else
       launch_note("exit code %d", code);
   }

@@ -6,9 +6,10 @@
  *
  * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run), CPU
  * binding (block, explicit lists, none, --report-bindings), each refusal (exit 2), the master
- * port check, fail-fast with exit codes, signals and the grace period, signal forwarding,
- * no orphans (leftovers, strays, a SIGKILLed launcher), --log-dir, --tag-output, and an
- * end-to-end allreduce_perf run at 1/2/4/8 devices (in its own test: it needs the library).
+ * port check, fail-fast with exit codes, --on-failure continue (the others go on after a
+ * failure), signals and the grace period, signal forwarding, no orphans (leftovers, strays, a
+ * SIGKILLed launcher), --log-dir, --tag-output, and an end-to-end allreduce_perf run at
+ * 1/2/4/8 devices (in its own test: it needs the library).
  * Every launcher run has a deadline, and each test is capped with alarm().
  */
 #define _GNU_SOURCE
@@ -683,6 +684,68 @@ static void test_max_restarts(void **state) {
   ASSERT_HAS(g_run.err, "the launchers meet on --master-port + 1, and --master-port is 65535");
 }
 
+/* --on-failure continue: rank 1 exits 3; the others see it gone, go on, and exit 0: the job
+ * exits 0, with rank 1's failure reported when it happened and in the summary, no rank
+ * stopped, and what rank 1 left in its group stopped at once. A survivor failing later fails the job with its code and stops the rest. Refused
+ * together with --max-restarts, naming both. */
+static void test_on_failure_continue(void **state) {
+  (void)state;
+  char prog[600];
+  /* rank 1 leaves a sleep behind in its group: stopped when rank 1 fails, not at the end */
+  snprintf(prog, sizeof(prog),
+           "cd %s; if [ $RANK = 1 ]; then sleep 30 & echo $! > left; touch dead; exit 3; fi; "
+           "while [ ! -e dead ]; do sleep 0.02; done; sleep 0.3; "
+           "kill -0 $(cat left) 2>/dev/null && touch left_alive; echo $RANK > done$RANK; exit 0",
+           g_dir);
+  assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--on-failure", "continue",
+                       "--device-list", "0-3", "sh", "-c", prog),
+                   0);
+  ASSERT_HAS(g_run.err, "rank 1 (device 1, pid ");
+  ASSERT_HAS(g_run.err, "failed: exit code 3, at ");
+  ASSERT_HAS(g_run.err, "; the other ranks go on (--on-failure continue)");
+  ASSERT_HAS(g_run.err, "exit code 3 (went on without it)");
+  ASSERT_LACKS(g_run.err, "from npu-launch");
+  ASSERT_LACKS(g_run.err, "failed first");
+  for (int r = 0; r < 4; r++) {
+    char name[16];
+    snprintf(name, sizeof(name), "done%d", r);
+    assert_true(file_exists(path_in_dir(name)) == (r != 1));
+  }
+  assert_false(file_exists(path_in_dir("left_alive")));
+
+  /* rank 2 fails after rank 1: the job's failure, the other two (asleep) are stopped */
+  unlink(path_in_dir("dead"));
+  snprintf(prog, sizeof(prog),
+           "if [ $RANK = 1 ]; then touch %s/dead; exit 3; fi; "
+           "if [ $RANK = 2 ]; then while [ ! -e %s/dead ]; do sleep 0.02; done; sleep 0.3; "
+           "exit 4; fi; sleep 30",
+           g_dir, g_dir);
+  assert_int_equal(RUN("--master-port", g_port, "--grace-period", "1", "--on-failure", "continue",
+                       "--device-list", "0-3", "sh", "-c", prog),
+                   4);
+  assert_true(g_run.seconds < 10);
+  ASSERT_HAS(g_run.err, "failed: exit code 3, at ");
+  ASSERT_HAS(g_run.err, "rank 2 (device 2, pid ");
+  ASSERT_HAS(g_run.err, "failed after rank 1 (a second failure): exit code 4, at ");
+  ASSERT_HAS(g_run.err, "exit code 4 (second failure)");
+  ASSERT_HAS(g_run.err, "exit code 4 (rank 2's)");
+  assert_int_equal(count_of(g_run.err, "SIGTERM from npu-launch"), 2);
+
+  /* one rank: nobody went on, so its failure is the job's */
+  assert_int_equal(RUN("--master-port", g_port, "--on-failure", "continue", "--device-list", "0",
+                       "sh", "-c", "exit 3"),
+                   3);
+  ASSERT_HAS(g_run.err, "exit code 3 (rank 0's: no other rank went on)");
+
+  assert_int_equal(RUN("--on-failure", "continue", "--max-restarts", "2", "--device-list", "0",
+                       "true"),
+                   2);
+  ASSERT_HAS(g_run.err, "--on-failure continue with --max-restarts 2: continue keeps the other "
+                        "ranks running after a failure, --max-restarts stops them all");
+  assert_int_equal(RUN("--on-failure", "maybe", "--device-list", "0", "true"), 2);
+  ASSERT_HAS(g_run.err, "--on-failure 'maybe' must be stop or continue");
+}
+
 static void test_fail_fast_signal_and_grace(void **state) {
   (void)state;
   /* a rank killed by a signal: 128 + its number, named in the summary */
@@ -952,6 +1015,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_master_port_in_use, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_fast_exit_code, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_restarts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_on_failure_continue, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fail_fast_signal_and_grace, setup, teardown),
       cmocka_unit_test_setup_teardown(test_signal_forwarding, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sigusr1_passed_on, setup, teardown),

@@ -4,10 +4,11 @@ with 4 ranks, rank 2 SIGKILLed in step 3; the other three catch the failed all_r
 and finish on the 3-rank group, in the same processes, within 10 s of the kill; their final
 parameters equal an unbroken run's (float64, to 1e-12; the example's result does not depend on
 the group's size). The unbroken run has 4 ranks: 3 from the start is refused on one server (1, 2,
-4 or 8 ranks per server); only a shrink's survivors may be 3. Each process is started
-with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), not by npu-launch:
-npu-launch stops every rank when one fails (its --grace-period teardown), which is what a
-shrink must not meet. Skipped on a torch without shrink_group (1.13).
+4 or 8 ranks per server); only a shrink's survivors may be 3. The run with the kill is
+docs/reliability.md's command, as a reader runs it: npu-launch --on-failure continue (which
+reports rank 2's death and leaves the others running) with --tag-output; each rank's exit code
+is read from npu-launch's summary, and the job must exit 0. The unbroken run's processes are
+started with torchrun's variables by hand. Skipped on a torch without shrink_group (1.13).
 
 test_two_servers: the same across two pretend servers (network namespaces on a bridge,
 tests/multi/netns.sh) of 2 ranks each, with HCCL_EXEC_TIMEOUT=5: rank 2, on the second server (1),
@@ -22,6 +23,7 @@ result). Skipped where network namespaces cannot be made (not root).
 import json
 import os
 import re
+import signal
 import random
 import subprocess
 import sys
@@ -34,7 +36,8 @@ import torch.distributed as dist
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "docs"))
-from docblocks import free_port  # noqa: E402,F401  (one port chooser for every test)
+import docblocks  # noqa: E402
+from docblocks import free_port  # noqa: E402  (one port chooser for every test)
 EXAMPLE = os.path.join(ROOT, "examples", "torch_shrink.py")
 NETNS = os.path.join(ROOT, "tests", "multi", "netns.sh")
 
@@ -93,6 +96,29 @@ def run(nranks, *args, timeout=60):
             raise
         out.append((p.returncode, text))
     return out
+
+
+def run_launched():
+    """docs/reliability.md's npu-launch command (4 ranks, rank 2 killed in step 3), run and
+    checked as test_docs.py would (exit 0, its texts, its sample): [(exit code, output)] in rank
+    order, each rank's lines by their [rank N] tag, its exit code from npu-launch's summary
+    table (-N for signal N)."""
+    body, args, samples = docblocks.block_by(ROOT, "docs/reliability.md",
+                                             "tests/torch/test_shrink.py#npu-launch")
+    build = os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
+        os.path.join(ROOT, "build")
+    out = docblocks.run_block(ROOT, build, sys.executable, docblocks.with_free_port(body), args,
+                              samples, dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
+    ranks = []
+    for r in range(4):
+        text = "\n".join(re.findall(r"^\[rank %d\] (.*)$" % r, out, re.M))
+        row = re.search(r"^npu-launch: %d +\d+ +\d+ +(?:exit code (\d+)|SIG(\w+))" % r, out,
+                        re.M)
+        if not row:
+            raise AssertionError("no summary row for rank %d:\n%s" % (r, out))
+        code = int(row.group(1)) if row.group(1) else -getattr(signal, "SIG" + row.group(2))
+        ranks.append((code, text))
+    return ranks
 
 
 def run_two_servers(*args, timeout=120):
@@ -162,7 +188,8 @@ class TestShrink(unittest.TestCase):
         return killed, last
 
     def test_killed_rank_survivors_shrink(self):
-        self.check_survivors(run(4, "--kill-rank", "2", "--kill-step", "3"))
+        """Under npu-launch --on-failure continue: docs/reliability.md's command."""
+        self.check_survivors(run_launched())
 
     def test_two_servers(self):
         """The module's paragraph: 2 + 1 survivors across two pretend servers."""
