@@ -6,6 +6,10 @@
 # --torch: the same layout made through torch's new_group at 8 ranks (bench/torch_split.py):
 # hccl's split, hccl over the store (TORCH_HCCL_SPLIT=0), and gloo; one line each.
 #
+# SPLIT_LOG=dir keeps the pretend servers' logs (HCCL_LOG_LEVEL=info) as dir/<S>.<mode>.<k>.log:
+# each split's and each group's bootstrap phases, and the TCP links each group dialled/accepted;
+# after each split run a line per split gives their means over the ranks (split_phases below).
+#
 # usage: bash bench/split.sh [build] ["64 128" servers] [D=1] [TP=2] [PP=2]
 #        bash bench/split.sh --torch [build] [TP=2] [PP=2]
 set -u
@@ -28,6 +32,24 @@ case "${1:-}" in
   exit $status ;;
 -*) echo "split.sh: unknown option '$1'; see bash bench/split.sh --help" >&2; exit 2 ;;
 esac
+# The means over the ranks of split q's phases (ms) and its group's TCP links, from the logs
+# "$1".split.*.log: the parent allgather (with the wait for the slowest rank's previous split),
+# the group's bootstrap and its "conn", links and "ready" phases, links made and dialled.
+split_phases() {
+  local q
+  for q in 0 1 2; do
+    cat "$1".split.*.log | awk -v q="$q" -v S="$2" '
+      function val(k,  i) { for (i = 1; i < NF; i++) if ($i == k) return $(i + 1); return 0 }
+      $0 ~ "HcclCommSplit " q ":" { ag += val("allgather"); gb += val("bootstrap"); n++ }
+      $0 ~ "split" q "\\.[0-9-]+ rank .*bootstrap phases" { c += val("conn"); l += val("links"); r += val("ready") }
+      $0 ~ "split" q "\\.[0-9-]+ rank .*TCP transport: rank .* made" { m += val("made"); d += $(index_d()) }
+      function index_d(  i) { for (i = 1; i < NF; i++) if ($i == "dialled,") return i - 1; return 1 }
+      END { if (n) printf "split_phases: servers %s split %d ranks %d parent_allgather_ms %.1f " \
+            "group_bootstrap_ms %.1f conn %.1f links %.1f ready %.1f tcp_links %d dialled %d\n",
+            S, q, n, ag / n, gb / n, c / n, l / n, r / n, m, d }'
+  done
+}
+
 BUILD=$(cd "${1:-build}" && pwd)
 SERVERS=${2:-}
 D=${3:-1}
@@ -50,14 +72,18 @@ for S in $SERVERS; do
     pids=()
     for ((k = 0; k < S; k++)); do
       # The server's own status, not grep's (only server 0's rank 0 prints the line).
-      (netns_exec "$k" env HCCL_IF_IP="$(netns_addr "$k")" HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 timeout -k 5 600 \
+      log=/dev/null level=${HCCL_LOG_LEVEL:-warn}
+      [ -n "${SPLIT_LOG:-}" ] && log="$SPLIT_LOG/$S.$mode.$k.log" level=info
+      (netns_exec "$k" env HCCL_IF_IP="$(netns_addr "$k")" HCCL_CONNECT_TIMEOUT=300 OMP_NUM_THREADS=1 \
+        HCCL_LOG_LEVEL="$level" timeout -k 5 600 \
         "$BUILD/bin/npu-launch" --nnodes "$S" --node-rank "$k" --master-addr "$(netns_addr 0)" \
         --master-port "$port" --device-list "$devs" -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" \
-        2>/dev/null | grep "^split_probe:"; exit "${PIPESTATUS[0]}") &
+        2>"$log" | grep "^split_probe:"; exit "${PIPESTATUS[0]}") &
       pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || status=1; done
   done
+  [ -n "${SPLIT_LOG:-}" ] && split_phases "$SPLIT_LOG/$S" "$S"
   netns_down
 done
 exit $status

@@ -43,11 +43,17 @@ HcclResult hccl__link_get(struct hccl_tctx *c, int channel, uint32_t peer, int m
   return HCCL_SUCCESS;
 }
 
+/* The ranks above this one first, then those below: at init a transport whose link is made by
+ * one end has the lower rank make it without waiting for the higher (HCCL_CONNECT_INIT), so a
+ * rank makes every link it owes before it waits for any, and no wait chains through another
+ * rank's waits. In rank order, rank k waited for its lower partners before dialling its higher
+ * ones, which waited for it in turn: a chain as long as the ring (bench/split.sh's SPLIT_LOG
+ * shows the "links" phase). */
 HcclResult hccl__links_connect(struct hccl_tctx *c, const bool *need) {
   uint64_t mine = c->peers[c->rank].host_hash;
   struct hccl_link *l;
-  for (uint32_t r = 0; r < c->nranks; r++) {
-    if (r == c->rank) continue;
+  for (uint32_t k = 1; k < c->nranks; k++) {
+    uint32_t r = (c->rank + k) % c->nranks;
     bool local = c->peers[r].host_hash == mine;
     if (local || need[r]) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_COLL, r, HCCL_CONNECT_INIT, &l));
     if (local) HCCL_TRY(hccl__link_get(c, HCCL_CHANNEL_P2P, r, HCCL_CONNECT_INIT, &l));

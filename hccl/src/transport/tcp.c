@@ -308,6 +308,7 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
     if (tcp_can_connect(tx, r)) nremote++;
   if (nremote == 0) return HCCL_SUCCESS; /* one server: no state at all */
 
+  int64_t t0 = hccl__now_ns();
   struct tcp_state *st = calloc(1, sizeof(*st));
   if (!st) return hccl__fail(HCCL_E_MEMORY, "out of memory for the TCP transport");
   st->tx = tx;
@@ -376,6 +377,7 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   if (hccl__thread_start(&st->thread, hccl__tcp_progress_main, st) != 0)
     return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", tx->rank);
   st->thread_started = true;
+  st->setup_ns = hccl__now_ns() - t0;
   return HCCL_SUCCESS;
 }
 
@@ -444,6 +446,7 @@ static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, 
   *out = NULL;
   pthread_mutex_lock(&st->lock);
   int fd = hccl__tcp_acceptor_take(&st->acc, peer, (uint32_t)channel);
+  bool dialled = false;
   if (fd < 0 && mode == HCCL_CONNECT_OFFERED) goto out;
   if (!d->since_ns) d->since_ns = hccl__now_ns();
   if (fd < 0 && tx->rank < peer && d->state == DIAL_NONE) {
@@ -453,6 +456,7 @@ static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, 
     pthread_mutex_lock(&st->lock);
     d->state = DIAL_NONE;
     if (r != HCCL_SUCCESS) goto out;
+    dialled = true;
   } else if (fd < 0 && tx->rank > peer && mode != HCCL_CONNECT_INIT && d->state == DIAL_NONE) {
     d->state = DIAL_ASKED;
     pthread_mutex_unlock(&st->lock);
@@ -470,6 +474,7 @@ static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, 
     fd = hccl__tcp_acceptor_take(&st->acc, peer, (uint32_t)channel);
   }
   if (fd >= 0) {
+    if (!dialled) atomic_fetch_add(&st->n_accepted, 1);
     r = link_make(st, peer, channel, fd, out);
   } else if (hccl__now_ns() >= deadline) {
     hccl__tcp_peer_addr(st, peer, &(struct sockaddr_storage){0});
@@ -590,6 +595,17 @@ static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target
   return atomic_load(&p->reach_quiet_ms);
 }
 
+/* After init's links: what making them cost (bench/split.sh's runs read this line). The
+ * listener stays: links are made on first use. */
+static void tcp_connected(struct hccl_tctx *tx) {
+  struct tcp_state *st = state_of(tx);
+  if (!st) return;
+  HCCL_INFO("TCP transport: rank %u made %d links at init: %u dialled, %u accepted, %u "
+            "callbacks asked; setup %.2f ms",
+            tx->rank, atomic_load(&st->nlinks), atomic_load(&st->n_dialled),
+            atomic_load(&st->n_accepted), atomic_load(&st->n_callbacks), st->setup_ns / 1e6);
+}
+
 static void tcp_close(struct hccl_link *base) {
   /* The progress thread may still be writing this link's last frames (ACKs, BYE): links live
    * until teardown, which stops the thread first. */
@@ -614,7 +630,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .can_connect = tcp_can_connect,
     .setup = tcp_setup,
     .connect = tcp_connect,
-    .connected = NULL, /* the listener stays: links are made on first use */
+    .connected = tcp_connected,
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,
     .send_ref = tcp_send_ref,

@@ -380,6 +380,12 @@ struct tcp_state {
   bool stopping;          /* progress thread: BYE and linger under way */
   _Atomic uint64_t passes; /* the progress thread's passes so far (tcp_abort waits on it) */
 
+  /* What making this communicator's links cost, for the debug log (tcp_connected): sockets
+   * this rank dialled for links and for callbacks, links made over an accepted socket, and the
+   * setup's time (listener, epoll, progress thread). */
+  _Atomic uint32_t n_dialled, n_callbacks, n_accepted;
+  int64_t setup_ns;
+
   _Atomic uint32_t abort_origin; /* origin + 1; 0 = no abort */
   _Atomic int32_t abort_code;
   _Atomic uint32_t abort_ready; /* abort_reason written */

@@ -75,6 +75,7 @@ HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel,
     return hccl__fail(HCCL_E_TCP_CONNECT, "rank %u cannot send its hello to rank %u at %s: %s",
                       tx->rank, peer, addr, strerror(e));
   }
+  atomic_fetch_add(channel >= HCCL_TCP_CALLBACK ? &st->n_callbacks : &st->n_dialled, 1);
   *fd_out = fd;
   return HCCL_SUCCESS;
 }

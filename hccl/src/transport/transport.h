@@ -61,7 +61,9 @@ enum hccl_channel { HCCL_CHANNEL_COLL = 0, HCCL_CHANNEL_P2P = 1, HCCL_NCHANNELS 
  * made by one end (tcp: the lower rank dials) has the other end ask the peer's transport to
  * dial (a callback), and waits for that. */
 enum hccl_connect_mode {
-  HCCL_CONNECT_INIT = 0,    /* both ends ask, at init: wait for the link */
+  HCCL_CONNECT_INIT = 0,    /* both ends ask, at init: wait for the link (the lower rank of
+                               a pair never waits on the higher's threads: links.c asks for
+                               the higher ranks first) */
   HCCL_CONNECT_WAIT = 1,    /* first use: make it or have it made, wait for it */
   HCCL_CONNECT_TRY = 2,     /* first use, never waiting: start it, *out NULL until it is there */
   HCCL_CONNECT_OFFERED = 3  /* only if the peer already made it (a receive from any rank) */
