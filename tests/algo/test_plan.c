@@ -6,8 +6,9 @@
  * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
  * back-off as the view's offers hold it, where zero-copy starts (with and without a core for
  * each rank), where the staged allreduce runs, and where the one-shot one does; on servers of
- * different counts (a shrink's survivors), the same plan on every rank, flat or through leaders. That the trace records, for a real call, the
- * name that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
+ * different counts (a shrink's survivors), the same plan on every rank, flat or through
+ * leaders. That the trace records, for a real call, the name that agrees with
+ * HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -331,7 +332,8 @@ static void test_plan_uneven(void **st) {
               assert_int_equal(p.tree_inside, strstr(algos[a], "level0:hd") != NULL);
             }
             if (algos[a] && !strchr(algos[a], ':')) assert_false(lead);
-            if (lead) assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
+            if (lead)
+              assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
             if (on == 0 && leader) {
               first = p;
               continue;

@@ -14,9 +14,10 @@ tests/multi/netns.sh) of 2 ranks each, with HCCL_EXEC_TIMEOUT=5: rank 2, on the 
 is SIGKILLed in step 3; the survivors are 2 + 1 (ranks 0, 1 on server 0, rank 3 alone on
 server 1), a count per server only a shrink may have (topo/place.h: such a group runs its
 allreduces through each server's leader, algo/hier.c, which each survivor's trace of the shrunk
-communicator must name). Rank 3's final parameters equal the unbroken run's only if the shrunk group's
-allreduces crossed the veth between the servers, and server 1's link counters show bytes both
-ways after the kill. Its error must name rank 2 as dead, not a network fault or a cut-off server.
+communicator must name). Rank 3's final parameters equal the unbroken run's only if the shrunk
+group's allreduces crossed the veth between the servers, and server 1's link counters show bytes
+both ways after the kill. Its error must name rank 2 as dead, not a network fault or a cut-off
+server.
 It shares the unbroken run with test_killed_rank_survivors_shrink (placement does not change the
 result). Skipped where network namespaces cannot be made (not root).
 """

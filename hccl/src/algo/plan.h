@@ -101,8 +101,9 @@ struct hccl_plan {
    * hccl__plan_run). */
   const char *name;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring",
-   * "hier-hd" (also for the form through leaders) or "oneshot", the cost model's choice without zero-copy (on one rank the
-   * model's "ring", though the call only copies). NULL for the other collectives. */
+   * "hier-hd" (also for the form through leaders) or "oneshot", the cost model's choice
+   * without zero-copy (on one rank the model's "ring", though the call only copies). NULL
+   * for the other collectives. */
   const char *word;
   bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
   bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */

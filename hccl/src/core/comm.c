@@ -149,7 +149,8 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
-  res = hccl__groups_make(&c->tx, c->nservers, c->uneven, server_of, &c->world, &c->local, &c->cross);
+  res = hccl__groups_make(&c->tx, c->nservers, c->uneven, server_of, &c->world, &c->local,
+                          &c->cross);
 out:
   free(pr);
   free(server_of);
