@@ -404,7 +404,8 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
 /* The algorithm the cost model (or HCCL_ALGO) picks for an allreduce of `bytes` on this
  * communicator: "ring" or "hd" (recursive halving-doubling) over every rank, or, on a
  * communicator that spans servers, "hier-ring" or "hier-hd" (two-level: inside each server,
- * then ring or halving-doubling between servers), or "oneshot" (one server: every rank reads
+ * then ring or halving-doubling between servers; on servers of different counts, through
+ * each server's first rank), or "oneshot" (one server: every rank reads
  * every rank's input after one synchronisation; small messages, or HCCL_ALGO=oneshot). Static
  * string. It does not see buffers: an
  * allreduce whose buffers are HcclMemAlloc memory on every rank may run zero-copy instead (its

@@ -11,9 +11,15 @@
  * each server, which must then run), HcclMemAlloc everywhere but on rank 0 (server 0 runs
  * the ring, the others zero-copy, over the same exchange between servers), and malloc buffers
  * with the staged path asked for (algo/staged.c, which must then run: 4 KiB slots, so the
- * larger counts take several rounds, and every call starts at the part the last one left).
+ * larger counts take several rounds, and every call starts at the part the last one left);
+ * with one rank a server (8x1) only the first two, the others having nothing inside to run.
  * Ranks outside the S x L shape sit the case out. The multi-server path through real TCP
  * links is tests/transport/test_tcp.c.
+ *
+ * test_lead_layouts: the form through leaders for servers of different counts (a shrink's
+ * survivors), hccl__lead_allreduce, on pretend layouts 2 + 1 and 4 + 2 + 1 (lead_body's
+ * comment); through a real uneven communicator it is tests/torch/test_shrink.py's
+ * test_two_servers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -75,6 +81,29 @@ static void buf_free(cc_buf *b, bool shared) {
     cc_buf_free(b);
 }
 
+/* The primitive of an allreduce of dt with op over `members` ranks, waiting with w; false when
+ * the library has no kernel for them. */
+static bool make_prim(struct hccl_prim *p, const struct hccl_wait *w, struct hccl_red *red,
+                      HcclDataType dt, HcclReduceOp op, uint32_t members) {
+  uint64_t no_scalar = 0;
+  if (!hccl__red_make(red, dt, op, &no_scalar, members)) return false;
+  *p = (struct hccl_prim){
+      .w = w, .esz = cc_dtype_size(dt), .red = red, .reduce = red->step, .finish = true};
+  return true;
+}
+
+/* After a call: sb's payload still `in` when rb (out of place) is given, no guard damaged;
+ * frees sb, rb, in and want. 0 when all is well. */
+static int bufs_done(cc_buf *sb, cc_buf *rb, void *in, void *want, bool shared) {
+  int bad = (rb && memcmp(sb->p, in, sb->bytes) != 0) || cc_buf_guard_damage(sb) != 0 ||
+            (rb && cc_buf_guard_damage(rb) != 0);
+  buf_free(sb, shared);
+  if (rb) buf_free(rb, shared);
+  free(want);
+  free(in);
+  return bad;
+}
+
 static void make_groups(struct hccl_comm *c, struct shape sh, struct groups *g) {
   uint32_t s = c->rank / sh.per_server, k = c->rank % sh.per_server;
   for (uint32_t i = 0; i < sh.per_server; i++) {
@@ -131,6 +160,9 @@ static int hier_body(int rank, int nranks, void *arg) {
               for (int zc = 0; zc < 4; zc++) {
               salt++;
               if ((uint32_t)rank >= members) continue;
+              /* One rank a server has no steps inside to run zero-copy or staged: zc 2 and 3
+               * would repeat zc 1 (which checks that neither runs). */
+              if (sh.per_server == 1 && zc >= 2) continue;
               uint64_t count = counts[ci];
               size_t bytes = count * es;
               void *want = malloc(bytes), *in = malloc(bytes);
@@ -148,10 +180,8 @@ static int hier_body(int rank, int nranks, void *arg) {
               void *out = inplace ? sb.p : rb.p;
               struct hccl_wait w = hccl__comm_wait(c, "two-level allreduce", NULL);
               struct hccl_red red;
-              uint64_t no_scalar = 0;
-              RANK_CHECK(hccl__red_make(&red, dt, OP[oi], &no_scalar, members), "no kernel");
-              struct hccl_prim p = {
-                  .w = &w, .esz = es, .red = &red, .reduce = red.step, .finish = true};
+              struct hccl_prim p;
+              RANK_CHECK(make_prim(&p, &w, &red, dt, OP[oi], members), "no kernel");
               bool ran_zc = zc == 1 || zc == 2, ran_st = zc == 3;
               HcclResult r = hccl__hier_allreduce(&g.local, &g.cross, (enum hccl_algo_kind)kind, &p,
                                                   sb.p, out, count, &ran_zc, &ran_st);
@@ -173,15 +203,9 @@ static int hier_body(int rank, int nranks, void *arg) {
                          kind ? "halving-doubling" : "ring",
                          ran_zc ? "zero-copy" : ran_st ? "staged" : "ring inside",
                          (long long)bad);
-              if (!inplace)
-                RANK_CHECK(memcmp(sb.p, in, bytes) == 0, "send buffer changed (%ux%u)", sh.servers,
-                           sh.per_server);
-              RANK_CHECK(cc_buf_guard_damage(&sb) == 0, "send guard damaged");
-              if (!inplace) RANK_CHECK(cc_buf_guard_damage(&rb) == 0, "recv guard damaged");
-              buf_free(&sb, shared);
-              if (!inplace) buf_free(&rb, shared);
-              free(want);
-              free(in);
+              RANK_CHECK(bufs_done(&sb, inplace ? NULL : &rb, in, want, shared) == 0,
+                         "%ux%u: send buffer changed or a guard damaged", sh.servers,
+                         sh.per_server);
               checks++;
             }
       }
@@ -192,6 +216,134 @@ static int hier_body(int rank, int nranks, void *arg) {
   RANK_CHECK(checks > 0, "no case ran");
   HcclCommDestroy(comm);
   return 0;
+}
+
+/* Servers of different counts, as a shrink leaves them: `count` ranks on each, consecutive. */
+struct layout {
+  uint32_t servers, count[3];
+};
+
+/* One rank's local group (its server's ranks, ring order 0, L-1, ..., 1) and cross group (the
+ * servers' first ranks for a leader, itself alone otherwise) in layout lo, as group.c makes
+ * them for an uneven communicator. */
+static void make_uneven(struct hccl_comm *c, const struct layout *lo, struct groups *g) {
+  uint32_t first = 0, s = 0, starts[3];
+  for (uint32_t i = 0; i < lo->servers; i++) {
+    starts[i] = first;
+    if (c->rank >= first && c->rank < first + lo->count[i]) s = i;
+    first += lo->count[i];
+  }
+  uint32_t L = lo->count[s], k = c->rank - starts[s];
+  for (uint32_t i = 0; i < L; i++) {
+    g->lrank[i] = starts[s] + i;
+    g->lring[i] = i == 0 ? 0 : L - i;
+  }
+  for (uint32_t i = 0; i < L; i++)
+    g->lpos[g->lring[i]] = i;
+  bool leader = k == 0;
+  for (uint32_t i = 0; i < (leader ? lo->servers : 1); i++) {
+    g->xrank[i] = leader ? starts[i] : c->rank;
+    g->xring[i] = g->xpos[i] = i;
+  }
+  g->local = c->world;
+  g->local.n = L;
+  g->local.me = k;
+  g->local.rank = g->lrank;
+  g->local.ring = g->lring;
+  g->local.pos = g->lpos;
+  g->cross = c->world;
+  g->cross.n = leader ? lo->servers : 1;
+  g->cross.me = leader ? s : 0;
+  g->cross.rank = g->xrank;
+  g->cross.ring = g->xring;
+  g->cross.pos = g->xpos;
+  g->local.zmemo = g->cross.zmemo = NULL;
+}
+
+static const HcclDataType ALL_DT[] = {
+    HCCL_DATA_TYPE_INT8,  HCCL_DATA_TYPE_UINT8,  HCCL_DATA_TYPE_INT16, HCCL_DATA_TYPE_UINT16,
+    HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
+    HCCL_DATA_TYPE_FP16,  HCCL_DATA_TYPE_BFP16,  HCCL_DATA_TYPE_FP32,  HCCL_DATA_TYPE_FP64};
+
+/* The form through leaders (hccl__lead_allreduce) on layouts 2 + 1 and 4 + 2 + 1 (rank 7 sits
+ * the second out): every dtype x sum, prod, max, min, counts 0, 1, 7 and three slots plus an
+ * odd tail, in place and not; the chain or the tree inside and the ring or halving-doubling
+ * between servers, all four pairs in turn over the dtypes. Bit for bit against the
+ * reference. */
+static int lead_body(int rank, int nranks, void *arg) {
+  (void)arg;
+  (void)nranks;
+  setenv("HCCL_BUFFSIZE", "1", 1);
+  setenv("HCCL_EXEC_TIMEOUT", "60", 1);
+  HcclComm comm;
+  RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
+  struct hccl_comm *c = comm;
+  static const struct layout layouts[] = {{2, {2, 1}}, {3, {4, 2, 1}}};
+  double t0 = cc_now();
+  uint32_t salt = 1000000;
+  int checks = 0;
+  for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++) {
+    const struct layout *lo = &layouts[li];
+    uint32_t members = 0;
+    for (uint32_t i = 0; i < lo->servers; i++)
+      members += lo->count[i];
+    struct groups g;
+    if ((uint32_t)rank < members) make_uneven(c, lo, &g);
+    for (size_t di = 0; di < sizeof(ALL_DT) / sizeof(ALL_DT[0]); di++)
+      for (size_t oi = 0; oi < 4; oi++) {
+        HcclDataType dt = ALL_DT[di];
+        size_t es = cc_dtype_size(dt);
+        uint64_t counts[] = {0, 1, 7, 3 * 4096 / es + 5};
+        for (size_t ci = 0; ci < 4; ci++)
+          for (int inplace = 0; inplace < 2; inplace++) {
+            salt++;
+            if ((uint32_t)rank >= members) continue;
+            int pair = (int)((di + oi + ci) % 4);
+            enum hccl_algo_kind inside = pair & 1 ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+            enum hccl_algo_kind between = pair & 2 ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+            uint64_t count = counts[ci];
+            size_t bytes = count * es;
+            void *want = malloc(bytes + 1), *in = malloc(bytes + 1);
+            cc_reduce_expect(want, dt, OP[oi], salt, (int)members, 0, count);
+            cc_fill_input(in, dt, OP[oi], salt, rank, 0, count);
+            cc_buf sb, rb = {0};
+            cc_buf_alloc(&sb, bytes);
+            memcpy(sb.p, in, bytes);
+            if (!inplace) cc_buf_alloc(&rb, bytes);
+            void *out = inplace ? sb.p : rb.p;
+            struct hccl_wait w = hccl__comm_wait(c, "allreduce through leaders", NULL);
+            struct hccl_red red;
+            struct hccl_prim p;
+            RANK_CHECK(make_prim(&p, &w, &red, dt, OP[oi], members), "no kernel");
+            HcclResult r =
+                hccl__lead_allreduce(&g.local, &g.cross, inside, between, &p, sb.p, out, count);
+            RANK_CHECK(r == HCCL_SUCCESS, "layout %zu %s %s count %llu: %s", li, cc_dtype_name(dt),
+                       cc_op_name(OP[oi]), (unsigned long long)count, HcclGetLastErrorMessage());
+            int64_t bad = cc_first_mismatch(out, want, dt, count);
+            RANK_CHECK(bad < 0,
+                       "layout %zu (%u servers), %s %s, count %llu, %s, %s inside, %s between: "
+                       "element %lld wrong",
+                       li, lo->servers, cc_dtype_name(dt), cc_op_name(OP[oi]),
+                       (unsigned long long)count, inplace ? "in place" : "out of place",
+                       inside ? "tree" : "chain", between ? "halving-doubling" : "ring",
+                       (long long)bad);
+            RANK_CHECK(bufs_done(&sb, inplace ? NULL : &rb, in, want, false) == 0,
+                       "layout %zu: send buffer changed or a guard damaged", li);
+            checks++;
+          }
+      }
+    RANK_CHECK(HcclBarrier(comm, NULL) == HCCL_SUCCESS, "barrier: %s", HcclGetLastErrorMessage());
+  }
+  printf("rank %d: %d allreduces through leaders checked in %.1f s\n", rank, checks,
+         cc_now() - t0);
+  RANK_CHECK(checks > 0 || rank == NRANKS - 1, "no case ran"); /* rank 7 is on no layout */
+  HcclCommDestroy(comm);
+  return 0;
+}
+
+static void test_lead_layouts(void **st) {
+  (void)st;
+  assert_int_equal(harness_run_ranks(NRANKS, 60, lead_body, NULL), 0);
 }
 
 static void test_hier_shapes(void **st) {
@@ -228,6 +380,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_one_server),
       cmocka_unit_test(test_hier_shapes),
+      cmocka_unit_test(test_lead_layouts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

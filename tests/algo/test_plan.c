@@ -5,8 +5,10 @@
  * ranks per server, HCCL_ALGO) gives the algorithm, the name the trace and the flight recorder
  * print, HcclAllReduceAlgoName's word, and whether zero-copy is offered; then the zero-copy
  * back-off as the view's offers hold it, where zero-copy starts (with and without a core for
- * each rank), where the staged allreduce runs, and where the one-shot one does. That the trace records, for a real call, the
- * name that agrees with HcclAllReduceAlgoName is tests/core/test_trace.c.
+ * each rank), where the staged allreduce runs, and where the one-shot one does; on servers of
+ * different counts (a shrink's survivors), the same plan on every rank, flat or through
+ * leaders. That the trace records, for a real call, the name that agrees with
+ * HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,33 +279,93 @@ static void test_plan_staged(void **st) {
   assert_false(hccl__plan(&s.v, &b).staged);
 }
 
-/* A shrink's survivors on servers of different counts (2 + 1): every rank plans the same flat
- * allreduce whatever its own server's count, never the two-level one (there is no cross
- * group), even when HCCL_ALGO's level form asks for it or its level 1 would fit one rank a
- * server; nothing is staged or zero-copy. */
+/* A shrink's survivors on servers of different counts: `counts` ranks on each server. Every
+ * rank's view of them, as core/comm.c makes it: the world and cross groups with the network's
+ * figures and the local group with the device links', on every rank (an uneven communicator
+ * takes every rank's worst); the cross group is the leaders for a leader, the rank alone for
+ * the others. */
+static void make_uneven(struct shape *s, const uint32_t *counts, uint32_t nservers, uint32_t on,
+                        bool leader, const char *algo) {
+  make_shape(s, nservers, counts[on], algo);
+  uint32_t n = 0, most = 0;
+  for (uint32_t i = 0; i < nservers; i++) {
+    n += counts[i];
+    if (counts[i] > most) most = counts[i];
+  }
+  s->world.n = s->v.nranks = n;
+  s->v.max_local_nranks = most;
+  s->cross.n = leader ? nservers : 1;
+  s->v.uneven = true;
+}
+
+/* Servers of different counts (2 + 1, 4 + 2 + 1, 8 + 7): every rank plans the same allreduce
+ * whatever its server's count and whether it leads it; the even two-level form never (there
+ * is no shard every server owns), but the form through leaders where the model says so, or
+ * where HCCL_ALGO's level form asks (level 0 then says chain or tree inside); one word of
+ * HCCL_ALGO gives the flat one; nothing is staged or zero-copy. */
 static void test_plan_uneven(void **st) {
   (void)st;
-  static const char *const algos[] = {NULL, "level0:ring;level1:hd", "ring"};
-  for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
-    for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16) {
-      struct hccl_plan p[2];
-      for (uint32_t L = 1; L <= 2; L++) {
-        struct shape s;
-        make_shape(&s, 2, L, algos[a]);
-        s.world.n = s.v.nranks = 3;
-        s.cross.n = 1;
-        s.v.uneven = true;
-        struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
-        p[L - 1] = hccl__plan(&s.v, &c);
-        assert_true(p[L - 1].algo == HCCL_PLAN_RING_ALLREDUCE ||
-                    p[L - 1].algo == HCCL_PLAN_HD_ALLREDUCE);
-        assert_false(p[L - 1].staged);
-        assert_false(p[L - 1].zcopy_offer);
+  static const uint32_t layouts[][4] = {{2, 1}, {4, 2, 1}, {8, 7}, {1, 4}};
+  static const uint32_t nservers[] = {2, 3, 2, 2};
+  static const char *const algos[] = {NULL, "level0:ring;level1:hd", "level0:hd;level1:ring",
+                                      "ring", "tree"};
+  for (size_t li = 0; li < 4; li++)
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+      for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16) {
+        struct hccl_plan first = {0};
+        for (uint32_t on = 0; on < nservers[li]; on++)
+          for (int leader = 1; leader >= (layouts[li][on] > 1 ? 0 : 1); leader--) {
+            struct shape s;
+            make_uneven(&s, layouts[li], nservers[li], on, leader, algos[a]);
+            struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+            struct hccl_plan p = hccl__plan(&s.v, &c);
+            if (on == 0 && leader)
+              printf("  uneven layout %zu, HCCL_ALGO %-22s %9zu B -> %s, %s inside\n", li,
+                     algos[a] ? algos[a] : "unset", bytes, p.name,
+                     p.tree_inside ? "tree" : "chain");
+            assert_false(p.algo == HCCL_PLAN_HIER_RING || p.algo == HCCL_PLAN_HIER_HD);
+            assert_false(p.staged);
+            assert_false(p.zcopy_offer);
+            assert_false(p.oneshot);
+            bool lead = p.algo == HCCL_PLAN_LEAD_RING || p.algo == HCCL_PLAN_LEAD_HD;
+            if (algos[a] && strchr(algos[a], ':')) {
+              assert_true(lead);
+              assert_int_equal(p.algo == HCCL_PLAN_LEAD_HD, strstr(algos[a], "level1:hd") != NULL);
+              assert_int_equal(p.tree_inside, strstr(algos[a], "level0:hd") != NULL);
+            }
+            if (algos[a] && !strchr(algos[a], ':')) assert_false(lead);
+            if (lead)
+              assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
+            if (on == 0 && leader) {
+              first = p;
+              continue;
+            }
+            if (p.algo != first.algo || p.tree_inside != first.tree_inside ||
+                strcmp(p.name, first.name) || strcmp(p.word, first.word))
+              fail_msg("layout %zu, HCCL_ALGO=%s, %zu bytes: server 0's leader plans %s, "
+                       "server %u's %s %s",
+                       li, algos[a] ? algos[a] : "(unset)", bytes, first.name, on,
+                       leader ? "leader" : "other rank", p.name);
+          }
       }
-      if (p[0].algo != p[1].algo)
-        fail_msg("HCCL_ALGO=%s, %zu bytes: a server of 1 plans %s, a server of 2 %s",
-                 algos[a] ? algos[a] : "(unset)", bytes, p[0].name, p[1].name);
-    }
+  /* Unset, the model: through leaders for short messages (the network's latency paid over S
+   * leaders, not p ranks), and for long ones where the servers are large (8 + 7: the flat
+   * ring's 2(p-1)/p n across each server's link against 2(S-1)/S n); flat for long ones on
+   * 2 + 1, where the chain inside costs more than the network bytes it saves. */
+  static const struct {
+    size_t li, bytes;
+    enum hccl_plan_algo algo;
+  } want[] = {{0, 4 * K, HCCL_PLAN_LEAD_HD},   {1, 4 * K, HCCL_PLAN_LEAD_HD},
+              {2, 4 * K, HCCL_PLAN_LEAD_HD},   {0, 64 * M, HCCL_PLAN_RING_ALLREDUCE},
+              {2, 64 * M, HCCL_PLAN_LEAD_RING}};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    struct shape s;
+    make_uneven(&s, layouts[want[i].li], nservers[want[i].li], 0, true, NULL);
+    struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = want[i].bytes / 4, .esz = 4};
+    struct hccl_plan p = hccl__plan(&s.v, &c);
+    if (p.algo != want[i].algo)
+      fail_msg("layout %zu, %zu bytes: planned %s", want[i].li, want[i].bytes, p.name);
+  }
 }
 
 int main(void) {

@@ -13,10 +13,12 @@ started with torchrun's variables by hand. Skipped on a torch without shrink_gro
 test_two_servers: the same across two pretend servers (network namespaces on a bridge,
 tests/multi/netns.sh) of 2 ranks each, with HCCL_EXEC_TIMEOUT=5: rank 2, on the second server (1),
 is SIGKILLed in step 3; the survivors are 2 + 1 (ranks 0, 1 on server 0, rank 3 alone on
-server 1), a count per server only a shrink may have (topo/place.h: such a group runs flat
-algorithms). Rank 3's final parameters equal the unbroken run's only if the shrunk group's
-allreduces crossed the veth between the servers, and server 1's link counters show bytes both
-ways after the kill. Its error must name rank 2 as dead, not a network fault or a cut-off server.
+server 1), a count per server only a shrink may have (topo/place.h: such a group runs its
+allreduces through each server's leader, algo/hier.c, which each survivor's trace of the shrunk
+communicator must name). Rank 3's final parameters equal the unbroken run's only if the shrunk
+group's allreduces crossed the veth between the servers, and server 1's link counters show bytes
+both ways after the kill. Its error must name rank 2 as dead, not a network fault or a cut-off
+server.
 It shares the unbroken run with test_killed_rank_survivors_shrink (placement does not change the
 result). Skipped where network namespaces cannot be made (not root).
 """
@@ -43,7 +45,9 @@ NETNS = os.path.join(ROOT, "tests", "multi", "netns.sh")
 
 # Two servers of 2 ranks: ranks 2s, 2s+1 in namespace sk<pid>_s, rank 0's store at server 0's
 # address. Server 1's link counters (rx tx bytes, with the time) every 0.1 s while ranks run.
-# Each rank's output in OUT/<rank>, its exit code in OUT/rc.<rank>. Exit 77: no namespaces.
+# Each rank's output in OUT/<rank>, its exit code in OUT/rc.<rank>, its communicators' traces in
+# OUT/trace.<rank>.<k>.<its rank in it>.json (k: the communicator's number in its
+# process). Exit 77: no namespaces.
 TWO_SERVERS = r"""
 set -u
 netns=$1 out=$2 port=$3
@@ -60,7 +64,7 @@ pids=()
 for r in 0 1 2 3; do
   netns_exec $((r / 2)) env RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 \
     MASTER_ADDR="$(netns_addr 0)" MASTER_PORT="$port" HCCL_EXEC_TIMEOUT=5 OMP_NUM_THREADS=1 \
-    timeout -k 5 90 "$@" >"$out/$r" 2>&1 &
+    HCCL_TRACE_FILE="$out/trace.$r.%c.%r.json" timeout -k 5 90 "$@" >"$out/$r" 2>&1 &
   pids+=($!)
 done
 while [ -n "$(jobs -rp)" ]; do
@@ -143,7 +147,26 @@ def run_two_servers(*args, timeout=120):
                 ranks.append((-9 if code == 128 + 9 else code, f.read()))  # bash's SIGKILL
         with open(os.path.join(out, "counters")) as f:
             counters = [tuple(float(v) for v in line.split()) for line in f if line.strip()]
-        return ranks, counters
+        return ranks, counters, allreduce_algos(out)
+
+
+def allreduce_algos(out):
+    """{(rank, communicator number): the algorithms its allreduces ran} from the traces."""
+    algos = {}
+    for name in os.listdir(out):
+        m = re.match(r"trace\.(\d+)\.(\d+)\.\d+\.json$", name)
+        if not m:
+            continue
+        with open(os.path.join(out, name)) as f:
+            text = f.read()
+        if not text:
+            continue  # a communicator never destroyed (the aborted parent) writes nothing
+        events = json.loads(text)
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        algos[(int(m.group(1)), int(m.group(2)))] = {
+            e["args"]["algo"] for e in events
+            if e.get("cat") == "collective" and "allreduce" in e.get("name", "").lower()}
+    return algos
 
 
 def final(text):
@@ -198,8 +221,18 @@ class TestShrink(unittest.TestCase):
         got = run_two_servers("--kill-rank", "2", "--kill-step", "3")
         if got is None:
             self.skipTest("network namespaces cannot be made here (needs root and iproute2)")
-        ranks, counters = got
+        ranks, counters, algos = got
         print("two servers: %.1f s" % (time.time() - t0))
+        # The shrunk group (each survivor's last communicator; the aborted parent writes no
+        # trace) ran its allreduces through the servers' leaders (algo/hier.c), as every rank
+        # planned alike.
+        print("allreduce algorithms by (rank, communicator):", algos)
+        for r in (0, 1, 3):
+            mine = sorted(k for k in algos if k[0] == r)
+            self.assertTrue(mine, "rank %d wrote no trace: %s" % (r, algos))
+            self.assertEqual(algos[mine[-1]],
+                             {"two-level through leaders, halving-doubling between servers"},
+                             "rank %d: %s" % (r, algos))
         killed, last = self.check_survivors(ranks)
         self.assertEqual(len(want), len(final(ranks[3][1])))
         # The dead rank is named as dead (its process, seen by its peers' links), not as a

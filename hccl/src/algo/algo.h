@@ -71,6 +71,15 @@ HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hcc
                                 enum hccl_algo_kind cross_kind, const struct hccl_prim *p,
                                 const void *send, void *recv, size_t count, bool *zcopy,
                                 bool *staged);
+/* Two-level allreduce through leaders (hier.c), for servers of different counts: reduce to
+ * member 0 of `local`, allreduce of the whole over `cross` (the leaders; skipped by the other
+ * members) with `between`, broadcast from member 0 over `local`; the steps inside a server by
+ * chain (HCCL_ALGO_KIND_RING) or binomial tree (HCCL_ALGO_KIND_HD) as `inside` says. recv is
+ * the whole result on every member. */
+HcclResult hccl__lead_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
+                                enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                                const struct hccl_prim *p, const void *send, void *recv,
+                                size_t count);
 
 /* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
  * displs[j], or (NULL arrays) count elements at element j * count. */

@@ -58,14 +58,16 @@ HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers, bool
                              struct hccl_group *local, struct hccl_group *cross) {
   uint32_t mine = server_of[tx->rank], my_index = tx->local_index[tx->rank];
   HCCL_TRY(hccl__group_alloc(local, tx->local_nranks));
-  HCCL_TRY(hccl__group_alloc(cross, uneven ? 1 : nservers));
+  /* Uneven: the leaders (local index 0) for a leader, this rank alone for the others. */
+  bool alone = uneven && my_index != 0;
+  HCCL_TRY(hccl__group_alloc(cross, alone ? 1 : nservers));
   no_zcopy(cross);
   if (nservers > 1) no_zcopy(world);
   for (uint32_t r = 0; r < tx->nranks; r++) {
     if (server_of[r] == mine) local->rank[tx->local_index[r]] = r;
-    if (!uneven && tx->local_index[r] == my_index) cross->rank[server_of[r]] = r;
+    if (!alone && tx->local_index[r] == my_index) cross->rank[server_of[r]] = r;
   }
-  if (uneven) cross->rank[0] = tx->rank;
+  if (alone) cross->rank[0] = tx->rank;
   uint32_t pos = 0;
   for (uint32_t i = 0; i < tx->nranks; i++) {
     uint32_t r = world->ring[i];
@@ -76,7 +78,7 @@ HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers, bool
   for (uint32_t s = 0; s < cross->n; s++)
     cross->ring[s] = cross->pos[s] = s;
   local->me = my_index;
-  cross->me = uneven ? 0 : mine;
+  cross->me = alone ? 0 : mine;
   return HCCL_SUCCESS;
 }
 

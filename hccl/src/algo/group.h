@@ -74,8 +74,9 @@ void hccl__group_free(struct hccl_group *g);
 /* The local and cross groups of rank tx->rank, once the world ring is set: server_of[r] is
  * rank r's server index (of nservers), tx->local_index[r] its index on its server. The groups
  * that span servers (the cross group; the world group when nservers > 1) lose their zmemo.
- * uneven: the servers hold different counts (place.h); the cross group is then this rank
- * alone, since a local index need not exist on every server. */
+ * uneven: the servers hold different counts (place.h), so a local index need not exist on
+ * every server: the cross group is then the leaders (local index 0 of each server, in server
+ * order) for a leader, and this rank alone for the others (hier.c's form through leaders). */
 HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers, bool uneven,
                              const uint32_t *server_of, struct hccl_group *world,
                              struct hccl_group *local, struct hccl_group *cross);

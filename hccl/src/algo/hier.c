@@ -20,6 +20,18 @@
  * the same bits. Otherwise, when the plan says so, they run staged (staged.c): each member
  * copies its input into a staging area the others map once, and each block is reduced from
  * there, the same cut in the same order again.
+ *
+ * Servers of different counts (a shrink's survivors, topo/place.h: 2 + 1, 4 + 2 + 1) have no
+ * shard that every server can own, so hccl__lead_allreduce runs the form through leaders
+ * (each server's local index 0) instead:
+ *
+ *   server A: a0 a1 a2 a3     server B: b0 b1     server C: c0
+ *   1. reduce to a0 in A, to b0 in B (chain or binomial tree over device links)
+ *   2. allreduce of the whole buffer among a0, b0, c0 (the `cross` group, the leaders)
+ *   3. broadcast from a0 in A, from b0 in B
+ *
+ * Each byte crosses the network 2(S-1)/S times per leader instead of the flat ring's
+ * 2(p-1)/p per rank, and the network's latency is paid over S members, not p.
  */
 #include <string.h>
 
@@ -73,4 +85,24 @@ HcclResult hccl__hier_allreduce(const struct hccl_group *local, const struct hcc
   HCCL_TRY(cross_allreduce(&step, (char *)recv + off * es, n));
   if (L > 1) HCCL_TRY(hccl__ring_allgather_split(local, p, recv, count));
   return HCCL_SUCCESS;
+}
+
+HcclResult hccl__lead_allreduce(const struct hccl_group *local, const struct hccl_group *cross,
+                                enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                                const struct hccl_prim *p, const void *send, void *recv,
+                                size_t count) {
+  struct hccl_prim cp = *p;
+  cp.stream_out = false;
+  struct cross_step step = {.cross = cross, .kind = between, .p = &cp};
+  struct hccl_prim part = hccl__prim_partial(p); /* the step between servers finishes */
+  bool tree = inside == HCCL_ALGO_KIND_HD;
+  if (local->n > 1)
+    HCCL_TRY(tree ? hccl__binomial_reduce(local, &part, send, recv, count, 0)
+                  : hccl__chain_reduce(local, &part, send, recv, count, 0));
+  else if (send != recv)
+    memcpy(recv, send, count * p->esz);
+  if (local->me == 0) HCCL_TRY(cross_allreduce(&step, recv, count));
+  if (local->n < 2) return HCCL_SUCCESS;
+  return tree ? hccl__binomial_broadcast(local, p, recv, count, 0)
+              : hccl__chain_broadcast(local, p, recv, count, 0);
 }

@@ -11,6 +11,7 @@
  *   ring                  2(p-1) a + 2(p-1)/p n b
  *   recursive doubling    log2(p) (a + n b)                 (n up to one slot)
  *   halving-doubling      2 log2(p) a + 2(p-1)/p n b * 1.5  (its halves stride the buffer)
+ *                         (either: + 2 (a + n b) when p is not a power of two, the fold)
  *   allgather, N = p n bytes out:
  *     ring                (p-1) a + (p-1)/p N b
  *     Bruck               ceil(log2 p) a + (p-1)/p N b + N c (c: a local copy, COST_COPY_NS)
@@ -22,6 +23,10 @@
  *   two-level, L ranks on each of S servers (hier.c):
  *                         2 [(L-1) a_l + (L-1)/L n b_l]     reduce-scatter, allgather inside
  *                       + the best flat allreduce of n/L bytes over the S servers
+ *   through leaders, S servers of different counts, the largest of L ranks (hier.c):
+ *                         2 [(L-1) a_l + n b_l]             chain reduce, chain broadcast inside
+ *                      or 2 ceil(log2 L) (a_l + n b_l)      binomial ones (n up to one slot)
+ *                       + the best flat allreduce of n bytes over the S leaders
  * The shm constants were fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs
  * tree, 4 KiB to 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB.
  */
@@ -90,10 +95,13 @@ static double cost_ring(const struct hccl_group *g, double n) {
   return 2 * (p - 1) * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns;
 }
 
+/* A member count that is not a power of two folds its extra members in first and out last
+ * (hd.c): two more hops of the whole message. */
 static double cost_hd(const struct hccl_group *g, double n) {
   double p = g->n, lg = log2u(g->n);
-  if (n <= (double)g->chunk_bytes) return lg * (g->alpha_ns + n * g->beta_ns);
-  return 2 * lg * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns * COST_HD_PENALTY;
+  double fold = (g->n & (g->n - 1)) ? 2 * (g->alpha_ns + n * g->beta_ns) : 0;
+  if (n <= (double)g->chunk_bytes) return lg * (g->alpha_ns + n * g->beta_ns) + fold;
+  return 2 * lg * g->alpha_ns + 2 * (p - 1) / p * n * g->beta_ns * COST_HD_PENALTY + fold;
 }
 
 static double cost_oneshot(const struct hccl_group *g, double n) {
@@ -121,10 +129,39 @@ static enum hccl_algo_choice flat_choice(const struct hccl_plan_view *v) {
   return a->choice;
 }
 
+/* An allreduce of `bytes` on servers of different counts: `flat` (costing flat_cost), or
+ * through leaders with ring or halving-doubling between them when that costs less or HCCL_ALGO's
+ * level form asks for it (level 0 then says chain, "ring", or tree, "hd", inside servers;
+ * unset, the tree up to one slot). Reads only what every rank holds alike: the largest
+ * server's count (whose steps inside the others wait for), HCCL_ALGO, and the groups' figures
+ * (every rank's worst on such a communicator, core/comm.c), the leaders counted as nservers on
+ * every rank, led or not. *tree: the steps inside by binomial tree. */
+static enum hccl_plan_algo plan_leaders(const struct hccl_plan_view *v, size_t bytes,
+                                        enum hccl_plan_algo flat, double flat_cost, bool *tree) {
+  const struct hccl_algo_setting *a = v->algo;
+  if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return flat;
+  struct hccl_group leaders = *v->cross;
+  leaders.n = v->nservers;
+  const struct hccl_group *l = v->local;
+  double L = v->max_local_nranks, n = (double)bytes, cross_cost, steps = 0;
+  enum hccl_algo_kind cross =
+      pick(&leaders, a->levels ? a->level[1] : HCCL_ALGO_AUTO, n, &cross_cost);
+  enum hccl_algo_choice in = a->levels ? a->level[0] : HCCL_ALGO_AUTO;
+  *tree = in == HCCL_ALGO_HD || (in == HCCL_ALGO_AUTO && bytes <= l->chunk_bytes);
+  while ((1u << (unsigned)steps) < v->max_local_nranks)
+    steps += 1;
+  double inside = *tree ? steps * (l->alpha_ns + n * l->beta_ns)
+                        : (L - 1) * l->alpha_ns + n * l->beta_ns;
+  if (a->levels || 2 * inside + cross_cost < flat_cost)
+    return cross == HCCL_ALGO_KIND_HD ? HCCL_PLAN_LEAD_HD : HCCL_PLAN_LEAD_RING;
+  return flat;
+}
+
 /* An allreduce of `bytes`: flat over every rank (ring or halving-doubling), or two-level with
  * ring or halving-doubling between servers when that costs less or HCCL_ALGO's level form asks
- * for it. */
-static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t bytes) {
+ * for it (through leaders on servers of different counts: plan_leaders). */
+static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t bytes,
+                                          bool *tree) {
   const struct hccl_algo_setting *a = v->algo;
   bool two_level = v->nservers > 1 && v->local_nranks > 1 && !v->uneven;
   double flat_cost;
@@ -132,6 +169,7 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
                                      HCCL_ALGO_KIND_HD
                                  ? HCCL_PLAN_HD_ALLREDUCE
                                  : HCCL_PLAN_RING_ALLREDUCE;
+  if (v->uneven && v->nservers > 1) return plan_leaders(v, bytes, flat, flat_cost, tree);
   if (!two_level) return flat;
   /* The level form asks for the two-level algorithm; one word asks for a flat one. */
   if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return flat;
@@ -255,6 +293,8 @@ static const char *const NAMES[] = {
     [HCCL_PLAN_DIRECT_SCATTER] = "direct",
     [HCCL_PLAN_PAIRWISE_ALLTOALL] = "pairwise",
     [HCCL_PLAN_ONESHOT] = "one-shot",
+    [HCCL_PLAN_LEAD_RING] = "two-level through leaders, ring between servers",
+    [HCCL_PLAN_LEAD_HD] = "two-level through leaders, halving-doubling between servers",
 };
 
 /* HcclAllReduceAlgoName's words (hccl.h) for the allreduce algorithms. */
@@ -263,8 +303,10 @@ static const char *allreduce_word(enum hccl_plan_algo algo) {
   case HCCL_PLAN_HD_ALLREDUCE:
     return "hd";
   case HCCL_PLAN_HIER_RING:
+  case HCCL_PLAN_LEAD_RING:
     return "hier-ring";
   case HCCL_PLAN_HIER_HD:
+  case HCCL_PLAN_LEAD_HD:
     return "hier-hd";
   default:
     return "ring";
@@ -317,7 +359,7 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
   struct hccl_plan plan = {.algo = HCCL_PLAN_LOCAL};
   switch (call->kind) {
   case HCCL_K_ALLREDUCE:
-    plan.algo = plan_allreduce(v, bytes);
+    plan.algo = plan_allreduce(v, bytes, &plan.tree_inside);
     plan.oneshot = plan_oneshot(v, bytes);
     plan.word = plan.oneshot ? "oneshot" : allreduce_word(plan.algo);
     plan.staged = plan_staged(v, bytes, plan.algo);
@@ -467,6 +509,12 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   case HCCL_PLAN_HIER_RING:
   case HCCL_PLAN_HIER_HD:
     break; /* run_hier, above */
+  case HCCL_PLAN_LEAD_RING:
+  case HCCL_PLAN_LEAD_HD:
+    return hccl__lead_allreduce(
+        v->local, v->cross, plan->tree_inside ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING,
+        plan->algo == HCCL_PLAN_LEAD_HD ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING, p, call->send,
+        call->recv, call->count);
   case HCCL_PLAN_RING_REDUCE_SCATTER:
     return hccl__ring_reduce_scatter(g, p, call->send, call->recv, call->count);
   case HCCL_PLAN_RD_REDUCE_SCATTER: {

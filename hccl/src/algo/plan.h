@@ -29,8 +29,11 @@ struct hccl_zcopy_offers {
 /* What the planner reads of a communicator. */
 struct hccl_plan_view {
   uint32_t nranks, nservers, local_nranks; /* local_nranks: on this rank's server */
-  /* Servers of different counts (a shrink's survivors, topo/place.h): no cross group, so flat
-   * algorithms only, chosen alike on every rank whatever its server's count. */
+  uint32_t max_local_nranks;               /* on the server with the most ranks */
+  /* Servers of different counts (a shrink's survivors, topo/place.h): no cross group of equal
+   * local indices, so the allreduce runs flat or through leaders (hier.c), chosen alike on
+   * every rank whatever its server's count (the groups' figures are every rank's worst,
+   * core/comm.c; the cross group is the leaders, or this rank alone when it leads none). */
   bool uneven;
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
   const struct hccl_algo_setting *algo;           /* HCCL_ALGO */
@@ -83,6 +86,8 @@ enum hccl_plan_algo {
   HCCL_PLAN_DIRECT_SCATTER,        /* a2a.c */
   HCCL_PLAN_PAIRWISE_ALLTOALL,     /* a2a.c, alltoall and alltoallv */
   HCCL_PLAN_ONESHOT,               /* oneshot.c: set by hccl__plan_run when it ran */
+  HCCL_PLAN_LEAD_RING,             /* hier.c through leaders (uneven servers), ring between */
+  HCCL_PLAN_LEAD_HD,               /* the same, halving-doubling between servers */
 };
 
 struct hccl_plan {
@@ -90,13 +95,15 @@ struct hccl_plan {
   /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
    * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
    * with ", zero-copy inside servers" when that offer ran, or ", staged inside servers"),
+   * "two-level through leaders, ring between servers" (or halving-doubling; uneven servers),
    * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
    * "direct", "pairwise", "local" (one rank), "zero-copy", "staged" or "one-shot" (set by
    * hccl__plan_run). */
   const char *name;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring",
-   * "hier-hd" or "oneshot", the cost model's choice without zero-copy (on one rank the
-   * model's "ring", though the call only copies). NULL for the other collectives. */
+   * "hier-hd" (also for the form through leaders) or "oneshot", the cost model's choice
+   * without zero-copy (on one rank the model's "ring", though the call only copies). NULL
+   * for the other collectives. */
   const char *word;
   bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
   bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */
@@ -104,6 +111,8 @@ struct hccl_plan {
   /* An allreduce that runs one-shot (oneshot.c) unless zero-copy ran, or some rank has no
    * area (then algo runs). */
   bool oneshot;
+  /* The form through leaders: its steps inside servers by binomial tree, not by chain. */
+  bool tree_inside;
 };
 
 /* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and whether zero-copy is

@@ -38,6 +38,7 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
   return (struct hccl_plan_view){.nranks = c->nranks,
                                  .nservers = c->nservers,
                                  .local_nranks = c->local_nranks,
+                                 .max_local_nranks = c->max_local_nranks,
                                  .uneven = c->uneven,
                                  .world = &c->world,
                                  .local = &c->local,

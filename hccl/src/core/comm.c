@@ -114,8 +114,9 @@ static HcclResult check_and_place(struct hccl_comm *c) {
     return hccl__fail(HCCL_E_PARA, "HCCL_TOPO_FILE='%s': %s", c->cfg.topo_file, err);
   struct hccl_place_rank *pr = calloc(c->nranks, sizeof(*pr));
   uint32_t *server_of = calloc(c->nranks, sizeof(uint32_t));
+  uint32_t *on_server = calloc(c->nranks, sizeof(uint32_t)); /* each server's rank count */
   HcclResult res = HCCL_E_MEMORY;
-  if (!pr || !server_of) {
+  if (!pr || !server_of || !on_server) {
     hccl__fail(res, "out of memory placing %u ranks", c->nranks);
     goto out;
   }
@@ -138,18 +139,22 @@ static HcclResult check_and_place(struct hccl_comm *c) {
   c->nservers = pl.nservers;
   c->uneven = pl.uneven;
   c->local_rank = c->local_index[c->rank];
-  c->local_nranks = 0;
   for (uint32_t r = 0; r < c->nranks; r++)
-    c->local_nranks += server_of[r] == server_of[c->rank];
+    on_server[server_of[r]]++;
+  for (uint32_t s = 0; s < c->nservers; s++)
+    if (on_server[s] > c->max_local_nranks) c->max_local_nranks = on_server[s];
+  c->local_nranks = on_server[server_of[c->rank]];
   c->tx.local_nranks = c->local_nranks;
   c->own_cores = (long)c->local_nranks <= hccl__online_cpus();
   c->device = P[c->rank].device;
   for (uint32_t i = 0; i < c->nranks; i++)
     c->world.pos[c->world.ring[i]] = i;
-  res = hccl__groups_make(&c->tx, c->nservers, c->uneven, server_of, &c->world, &c->local, &c->cross);
+  res = hccl__groups_make(&c->tx, c->nservers, c->uneven, server_of, &c->world, &c->local,
+                          &c->cross);
 out:
   free(pr);
   free(server_of);
+  free(on_server);
   return res;
 }
 
@@ -281,6 +286,33 @@ static HcclResult round_allgather(const struct hccl_comm *c, struct hccl_rounds 
   return hccl__round_allgather(rd, round, mine, len, all);
 }
 
+/* What each rank tells the others in the "ready" round: its world, local and cross groups'
+ * figures (group.h; chunk 0 for a group of one). */
+struct ready_note {
+  double alpha_ns[3], beta_ns[3];
+  uint64_t chunk_bytes[3];
+};
+
+/* On servers of different counts the planner's choice between the flat allreduce and the one
+ * through leaders (plan.c) reads the groups' figures, which each rank measured on its own
+ * links: a rank alone on its server has no local link, one that is not its server's leader
+ * no cross link, and a rank in the middle of a large server may have no link to another. So
+ * every rank takes every rank's worst (the slowest alpha and beta, the smallest chunk of the
+ * groups with links) and all plan alike. (Servers of equal counts keep their own: every
+ * rank's groups there have the same kinds of link.) */
+static void uniform_figures(struct hccl_group **g, const struct ready_note *all, uint32_t n) {
+  for (int i = 0; i < 3; i++) {
+    uint64_t chunk = 0;
+    for (uint32_t r = 0; r < n; r++) {
+      if (all[r].alpha_ns[i] > g[i]->alpha_ns) g[i]->alpha_ns = all[r].alpha_ns[i];
+      if (all[r].beta_ns[i] > g[i]->beta_ns) g[i]->beta_ns = all[r].beta_ns[i];
+      if (all[r].chunk_bytes[i] && (!chunk || all[r].chunk_bytes[i] < chunk))
+        chunk = all[r].chunk_bytes[i];
+    }
+    if (chunk) g[i]->chunk_bytes = (size_t)chunk;
+  }
+}
+
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
 /* The bootstrap's phases end at ph_ns[1] (placement, setup, "conn"), [2] (links), [3]
  * ("ready"); [0] is the start of "info", [1] its end until the phase ends. */
@@ -300,16 +332,22 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);
   hccl__group_partners(&c->cross, need);
+  if (c->uneven) hccl__group_partners(&c->local, need); /* hier.c's chain and tree inside */
   HcclResult lr = hccl__links_connect(&c->tx, need);
   free(need);
   HCCL_TRY(lr);
   HCCL_TRY(measure_groups(c));
   ph_ns[3] = hccl__now_ns();
   if (c->nranks > 1) {
-    uint32_t *ready = calloc(c->nranks, sizeof(uint32_t));
+    struct ready_note *ready = calloc(c->nranks, sizeof(*ready)), mine;
     if (!ready) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
-    uint32_t one = 1;
-    HcclResult r = round_allgather(c, rd, "ready", &one, sizeof(one), ready);
+    struct hccl_group *g[3] = {&c->world, &c->local, &c->cross};
+    memset(&mine, 0, sizeof(mine));
+    for (int i = 0; i < 3; i++)
+      mine.alpha_ns[i] = g[i]->alpha_ns, mine.beta_ns[i] = g[i]->beta_ns,
+      mine.chunk_bytes[i] = g[i]->n > 1 ? g[i]->chunk_bytes : 0;
+    HcclResult r = round_allgather(c, rd, "ready", &mine, sizeof(mine), ready);
+    if (r == HCCL_SUCCESS && c->uneven) uniform_figures(g, ready, c->nranks);
     free(ready);
     HCCL_TRY(r);
   }

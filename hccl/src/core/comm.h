@@ -30,6 +30,7 @@ struct hccl_comm {
   uint32_t rank, nranks;
   int32_t device;
   uint32_t local_rank, local_nranks; /* on this server */
+  uint32_t max_local_nranks;         /* on the server with the most ranks */
   uint32_t nservers;
   bool uneven; /* servers of different counts: a shrink's survivors only (topo/place.h) */
   struct hccl_settings cfg;
