@@ -8,8 +8,9 @@
  * hccl/src, or one of these by its own name instead of this file.
  *
  * Declarations only: a program that calls the store, the thread or the topology functions
- * links their code from `hccl_internal` (npu-launch, reduce_rate); ddp's shared library uses
- * only half.h's inline conversions and links libhccl.so.
+ * links their code from `hccl_store` and `hccl_topo` (npu-launch), one that calls the kernels
+ * from `hccl_internal` (reduce_rate); ddp's shared library uses only half.h's inline
+ * conversions and links libhccl.so.
  *
  * One line per header, its users after it. Add a header here only with a user, and say why.
  */

@@ -9,6 +9,7 @@
 #include "allocator.hpp"
 #include "device.hpp"
 #include "process_group.hpp"
+#include "settings.hpp"
 
 namespace py = pybind11;
 
