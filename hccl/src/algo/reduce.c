@@ -180,13 +180,17 @@ bool hccl__red_make(struct hccl_red *r, HcclDataType dt, HcclReduceOp op, const 
   r->last = kernel(dt, fin);
   r->wmany = many(dt, k);
   r->wfinal = many(dt, fin);
+  r->pair_by_step = !is_half(dt);
   return true;
 }
 
 /* Contract: see reduce.h. */
 void hccl__red_fold(const struct hccl_red *r, bool finish, void *dst, const void *const src[],
                     uint32_t n, size_t c) {
-  (finish ? r->wfinal : r->wmany)(dst, src, n, c, &r->s);
+  if (n == 2 && r->pair_by_step) /* the two-input kernel: 2 ranks' every zero-copy block */
+    (finish ? r->last : r->step)(dst, src[1], src[0], c, &r->s);
+  else
+    (finish ? r->wfinal : r->wmany)(dst, src, n, c, &r->s);
 }
 
 hccl__reduce_fn hccl__reduce_kernel(HcclDataType dt, HcclReduceOp op) {

@@ -66,6 +66,8 @@ struct hccl_red {
    * the type). Set for every (type, op) hccl__red_make accepts. */
   hccl__reduce_many_fn wmany;
   hccl__reduce_many_fn wfinal; /* the same with `last`'s post() on the last op */
+  bool pair_by_step; /* a fold of 2 inputs is one `step`/`last`, the same bits (every type but
+                        float16 and bfloat16, whose wmany rounds once from float32) */
   struct hccl_scale s;
 };
 
