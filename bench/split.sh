@@ -64,6 +64,7 @@ for mode in split init; do
 done
 [ -n "$SERVERS" ] || exit $status
 . "$HERE/../tests/multi/netns.sh"
+[ -z "${SPLIT_LOG:-}" ] || mkdir -p "$SPLIT_LOG" || exit 1
 devs=$(seq -s, 0 $((D - 1)))
 for S in $SERVERS; do
   netns_up "$S" || exit $?
