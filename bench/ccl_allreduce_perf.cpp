@@ -222,7 +222,7 @@ opts parse_args(int rank, int argc, char **argv) {
 }
 
 // The first of these variables that is set gives the value; -1 when none is.
-int env_int(std::initializer_list<const char *> names) {
+int first_env_int(std::initializer_list<const char *> names) {
     for (const char *n : names)
         if (const char *v = std::getenv(n)) return std::atoi(v);
     return -1;
@@ -291,9 +291,9 @@ std::string lp_features() {
     return s;
 }
 
-int run(int argc, char **argv) {
-    int rank = env_int({"PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK"});
-    int p = env_int({"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"});
+int run_job(int argc, char **argv) {
+    int rank = first_env_int({"PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK"});
+    int p = first_env_int({"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"});
     if (rank < 0 || p < 1) rank = 0, p = 1; // no launcher: one rank, like allreduce_perf
     opts o = parse_args(rank, argc, argv);
 
@@ -448,7 +448,7 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     try {
-        return run(argc, argv);
+        return run_job(argc, argv);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "%s: rank %s: oneCCL call failed: %s\n", PROG,
                      std::getenv("PMI_RANK") ? std::getenv("PMI_RANK") : "?", e.what());
