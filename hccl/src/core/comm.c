@@ -346,7 +346,9 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     for (int i = 0; i < 3; i++)
       mine.alpha_ns[i] = g[i]->alpha_ns, mine.beta_ns[i] = g[i]->beta_ns,
       mine.chunk_bytes[i] = g[i]->n > 1 ? g[i]->chunk_bytes : 0;
-    HcclResult r = round_allgather(c, rd, "ready", &mine, sizeof(mine), ready);
+    /* Only uneven servers read the figures: elsewhere a rank's record is its first byte, as
+     * before them (every rank places alike, so every record of a round is the same size). */
+    HcclResult r = round_allgather(c, rd, "ready", &mine, c->uneven ? sizeof(mine) : 1, ready);
     if (r == HCCL_SUCCESS && c->uneven) uniform_figures(g, ready, c->nranks);
     free(ready);
     HCCL_TRY(r);
