@@ -11,8 +11,12 @@ is read from npu-launch's summary, and the job must exit 0. The unbroken run's p
 started with torchrun's variables by hand. Skipped on a torch without shrink_group (1.13).
 
 test_two_servers: the same across two pretend servers (network namespaces on a bridge,
-tests/multi/netns.sh) of 2 ranks each, with HCCL_EXEC_TIMEOUT=5: rank 2, on the second server (1),
-is SIGKILLed in step 3; the survivors are 2 + 1 (ranks 0, 1 on server 0, rank 3 alone on
+tests/multi/netns.sh) of 2 ranks each, started as a user starts them: docs/reliability.md's two
+commands, one npu-launch --on-failure continue per server (--nnodes 2, its --node-rank, server 0's
+address), with HCCL_EXEC_TIMEOUT=5: rank 2, on the second server (1), is SIGKILLed in step 3;
+server 1's launcher reports it and lets rank 3 go on, server 0's sees nothing die, and both exit
+0 (each rank's exit code from its launcher's summary, or 0 when a launcher that exits 0 printed
+none); the survivors are 2 + 1 (ranks 0, 1 on server 0, rank 3 alone on
 server 1), a count per server only a shrink may have (topo/place.h: such a group runs its
 allreduces through each server's leader, algo/hier.c, which each survivor's trace of the shrunk
 communicator must name). Rank 3's final parameters equal the unbroken run's only if the shrunk
@@ -27,6 +31,7 @@ import os
 import re
 import signal
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,17 +48,18 @@ from docblocks import free_port  # noqa: E402  (one port chooser for every test)
 EXAMPLE = os.path.join(ROOT, "examples", "torch_shrink.py")
 NETNS = os.path.join(ROOT, "tests", "multi", "netns.sh")
 
-# Two servers of 2 ranks: ranks 2s, 2s+1 in namespace sk<pid>_s, rank 0's store at server 0's
-# address. Server 1's link counters (rx tx bytes, with the time) every 0.1 s while ranks run.
-# Each rank's output in OUT/<rank>, its exit code in OUT/rc.<rank>, its communicators' traces in
-# OUT/trace.<rank>.<k>.<its rank in it>.json (k: the communicator's number in its
-# process). Exit 77: no namespaces.
+# Two servers: docs/reliability.md's command for server k in $2/cmd.k (10.0.0.1 and 29688, the
+# page's address and port, stand for server 0's and a free one), run in namespace k3<pid>_k from
+# a tree whose build/ is the build (docblocks.make_tree: ROOT, BIN on PATH). Server 1's link
+# counters (rx tx bytes, with the time) every 0.1 s while the launchers run. Each launcher's
+# output in OUT/launch.<k>, its exit code in OUT/rc.<k>, its ranks' communicators' traces in
+# OUT/trace.s<k>.<c>.<rank in it>.json (c: the communicator's number in its process). Exit 77:
+# no namespaces.
 TWO_SERVERS = r"""
 set -u
-netns=$1 out=$2 port=$3
-shift 3
-NETNS_PREFIX=sk$$
-NETNS_VETH=sk$$
+netns=$1 out=$2 port=$3 root=$4 bin=$5
+NETNS_PREFIX=k3$$
+NETNS_VETH=k3$$
 . "$netns"
 netns_up_or_exit 2
 sample() {
@@ -61,10 +67,12 @@ sample() {
     /sys/class/net/eth0/statistics/tx_bytes | paste -sd' ')" >>"$out/counters"
 }
 pids=()
-for r in 0 1 2 3; do
-  netns_exec $((r / 2)) env RANK=$r WORLD_SIZE=4 LOCAL_RANK=$((r % 2)) LOCAL_WORLD_SIZE=2 \
-    MASTER_ADDR="$(netns_addr 0)" MASTER_PORT="$port" HCCL_EXEC_TIMEOUT=5 OMP_NUM_THREADS=1 \
-    HCCL_TRACE_FILE="$out/trace.$r.%c.%r.json" timeout -k 5 90 "$@" >"$out/$r" 2>&1 &
+for k in 0 1; do
+  cmd=$(cat "$out/cmd.$k")
+  cmd=${cmd//10.0.0.1/$(netns_addr 0)}
+  netns_exec $k env PATH="$bin:$PATH" HCCL_EXEC_TIMEOUT=5 OMP_NUM_THREADS=1 \
+    HCCL_TRACE_FILE="$out/trace.s$k.%c.%r.json" \
+    timeout -k 5 90 bash -c "cd '$root' && ${cmd//29688/$port}" >"$out/launch.$k" 2>&1 &
   pids+=($!)
 done
 while [ -n "$(jobs -rp)" ]; do
@@ -72,9 +80,9 @@ while [ -n "$(jobs -rp)" ]; do
   sleep 0.1
 done
 sample
-for r in 0 1 2 3; do
-  wait "${pids[$r]}"
-  echo $? >"$out/rc.$r"
+for k in 0 1; do
+  wait "${pids[$k]}"
+  echo $? >"$out/rc.$k"
 done
 """
 
@@ -109,52 +117,94 @@ def run_launched():
     table (-N for signal N)."""
     body, args, samples = docblocks.block_by(ROOT, "docs/reliability.md",
                                              "tests/torch/test_shrink.py#npu-launch")
-    build = os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
+    out = docblocks.run_block(ROOT, build_dir(), sys.executable, docblocks.with_free_port(body),
+                              args, samples, dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
+    return launched_ranks(out, range(4), 0)
+
+
+def build_dir():
+    return os.path.dirname(os.environ.get("TORCH_HCCL_PYTHONPATH", "")) or \
         os.path.join(ROOT, "build")
-    out = docblocks.run_block(ROOT, build, sys.executable, docblocks.with_free_port(body), args,
-                              samples, dict(os.environ, OMP_NUM_THREADS="1"), timeout=60)
-    ranks = []
-    for r in range(4):
+
+
+def launched_ranks(out, ranks, launcher_rc):
+    """[(exit code, output)] of RANKS from one npu-launch --tag-output's OUT: each rank's lines
+    by their [rank N] tag, its exit code from the summary table (-N for signal N); with no
+    summary (printed after any failure), 0 when the launcher exited 0 (every rank did)."""
+    got = []
+    for r in ranks:
         text = "\n".join(re.findall(r"^\[rank %d\] (.*)$" % r, out, re.M))
         row = re.search(r"^npu-launch: %d +\d+ +\d+ +(?:exit code (\d+)|SIG(\w+))" % r, out,
                         re.M)
-        if not row:
+        if row:
+            code = int(row.group(1)) if row.group(1) else -getattr(signal, "SIG" + row.group(2))
+        elif launcher_rc == 0 and "npu-launch: rank   device" not in out:
+            code = 0
+        else:
             raise AssertionError("no summary row for rank %d:\n%s" % (r, out))
-        code = int(row.group(1)) if row.group(1) else -getattr(signal, "SIG" + row.group(2))
-        ranks.append((code, text))
-    return ranks
+        got.append((code, text))
+    return got
 
 
-def run_two_servers(*args, timeout=120):
-    """The example on 2 pretend servers x 2 ranks: ([(exit code, output)] in rank order,
-    [(time, rx bytes, tx bytes)] of server 1's link), or None where namespaces cannot be made."""
+def two_server_commands():
+    """docs/reliability.md's two npu-launch commands (no-run block marked
+    tests/torch/test_shrink.py#two-servers): [server 0's, server 1's]."""
+    found = [b for _l, _lang, kind, args, b in docblocks.blocks(os.path.join(ROOT, "docs",
+                                                                         "reliability.md"))
+             if kind == "no-run" and "tests/torch/test_shrink.py#two-servers" in args]
+    if len(found) != 1:
+        raise AssertionError("docs/reliability.md has %d blocks for #two-servers, not one" %
+                             len(found))
+    cmds = docblocks.commands(found[0])
+    if len(cmds) != 2 or not all("--node-rank %d " % k in c for k, c in enumerate(cmds)):
+        raise AssertionError("not one command per server, --node-rank 0 then 1: %s" % cmds)
+    return cmds
+
+
+def run_two_servers(timeout=120):
+    """docs/reliability.md's two-server commands on 2 pretend servers x 2 ranks: ([(exit
+    code, output)] in rank order, [(time, rx bytes, tx bytes)] of server 1's link, the
+    allreduce algorithms, [each launcher's (exit code, output)]), or None where namespaces
+    cannot be made."""
     with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, PYTHONPATH=os.environ.get("TORCH_HCCL_PYTHONPATH", ""))
-        p = subprocess.run(["bash", "-c", TWO_SERVERS, "two_servers", NETNS, out,
-                            str(random.randint(30000, 60000)), sys.executable, EXAMPLE] +
-                           list(args), env=env, text=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, timeout=timeout)
+        for k, cmd in enumerate(two_server_commands()):
+            with open(os.path.join(out, "cmd.%d" % k), "w") as f:
+                f.write(cmd)
+        root, bind = docblocks.make_tree(ROOT, build_dir(), sys.executable)
+        try:
+            p = subprocess.run(["bash", "-c", TWO_SERVERS, "two_servers", NETNS, out,
+                                str(random.randint(30000, 60000)), root, bind],
+                               env=docblocks.reader_env(os.environ), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
         if p.returncode == 77:
             return None
         if p.returncode != 0:
             raise AssertionError("the two-server driver failed (%d):\n%s" %
                                  (p.returncode, p.stdout))
-        ranks = []
-        for r in range(4):
-            with open(os.path.join(out, "rc.%d" % r)) as f:
+        launchers, ranks = [], []
+        for k in (0, 1):
+            with open(os.path.join(out, "rc.%d" % k)) as f:
                 code = int(f.read())
-            with open(os.path.join(out, str(r))) as f:
-                ranks.append((-9 if code == 128 + 9 else code, f.read()))  # bash's SIGKILL
+            with open(os.path.join(out, "launch.%d" % k)) as f:
+                text = f.read()
+            print("server %d's npu-launch (exit %d):\n%s" % (k, code, text))
+            launchers.append((code, text))
+            ranks += launched_ranks(text, (2 * k, 2 * k + 1), code)
         with open(os.path.join(out, "counters")) as f:
             counters = [tuple(float(v) for v in line.split()) for line in f if line.strip()]
-        return ranks, counters, allreduce_algos(out)
+        return ranks, counters, allreduce_algos(out), launchers
 
 
 def allreduce_algos(out):
-    """{(rank, communicator number): the algorithms its allreduces ran} from the traces."""
+    """{(rank, communicator number): the algorithms its allreduces ran} from the traces. A
+    trace names its server and the rank in its communicator; server 1's are all rank 3's (rank
+    2, SIGKILLed, destroys no communicator, so it writes none), and a rank of server 0 has the
+    same number in every communicator (0 and 1 stay 0 and 1 in the shrunk group)."""
     algos = {}
     for name in os.listdir(out):
-        m = re.match(r"trace\.(\d+)\.(\d+)\.\d+\.json$", name)
+        m = re.match(r"trace\.s(\d)\.(\d+)\.(\d+)\.json$", name)
         if not m:
             continue
         with open(os.path.join(out, name)) as f:
@@ -163,7 +213,8 @@ def allreduce_algos(out):
             continue  # a communicator never destroyed (the aborted parent) writes nothing
         events = json.loads(text)
         events = events["traceEvents"] if isinstance(events, dict) else events
-        algos[(int(m.group(1)), int(m.group(2)))] = {
+        rank = 3 if m.group(1) == "1" else int(m.group(3))
+        algos[(rank, int(m.group(2)))] = {
             e["args"]["algo"] for e in events
             if e.get("cat") == "collective" and "allreduce" in e.get("name", "").lower()}
     return algos
@@ -218,11 +269,19 @@ class TestShrink(unittest.TestCase):
         """The module's paragraph: 2 + 1 survivors across two pretend servers."""
         want = self.want()
         t0 = time.time()
-        got = run_two_servers("--kill-rank", "2", "--kill-step", "3")
+        got = run_two_servers()
         if got is None:
             self.skipTest("network namespaces cannot be made here (needs root and iproute2)")
-        ranks, counters, algos = got
+        ranks, counters, algos, launchers = got
         print("two servers: %.1f s" % (time.time() - t0))
+        # Each launcher decided for its own ranks: server 1's let rank 2 go and rank 3 on, server
+        # 0's saw nothing die; both exit 0 once the survivors finish.
+        for k, (code, text) in enumerate(launchers):
+            self.assertEqual(code, 0, "server %d's npu-launch:\n%s" % (k, text))
+        self.assertRegex(launchers[1][1], r"rank 2 \(device 0, pid \d+\) failed: killed by "
+                         r"SIGKILL, at .*; the other ranks go on \(--on-failure continue\)")
+        self.assertRegex(launchers[1][1], r"npu-launch: 2 +0 +\d+ +SIGKILL \(went on without it\)")
+        self.assertNotRegex(launchers[0][1], r"(?m)^npu-launch: .*(failed|SIG[A-Z])")
         # The shrunk group (each survivor's last communicator; the aborted parent writes no
         # trace) ran its allreduces through the servers' leaders (algo/hier.c), as every rank
         # planned alike.
