@@ -15,8 +15,9 @@
  *     program shrinks its group around the dead rank. What is left in that rank's group gets
  *     SIGTERM. A second failure is the job's: every rank is stopped as above and the launcher
  *     exits with that rank's code. Otherwise the job exits 0 when every other rank exits 0
- *     (and with the failed rank's code when it had no other rank on a one-server job; across
- *     servers such a launcher exits 0: the job goes on on the other servers).
+ *     (and with the failed rank's code when it had no other rank: on a job of several servers
+ *     the others go on, but this server's launcher still says a rank died, so that a job whose
+ *     every rank dies never ends 0).
  *   - SIGINT, SIGTERM or SIGHUP sent to the launcher is sent on to every rank's group, with the
  *     same grace period; a second one sends SIGKILL at once. Exit code 128 + that signal.
  *   - SIGUSR1 is sent on to every rank and stops nothing (the flight recorder's dump).
@@ -247,8 +248,8 @@ static void on_rank_end(struct supervisor *s, int i, int status) {
       if (s->nstarted > 1)
         tail = "; the other ranks go on (--on-failure continue)";
       else if (s->j->o.nnodes > 1)
-        tail = "; it was this server's only rank: the job goes on on the other servers, whose "
-               "launchers report how it ends (--on-failure continue)";
+        tail = "; it was this server's only rank: the job goes on on the other servers, and "
+               "this launcher exits with its code (--on-failure continue)";
       report_failure(s, i, &wall, "failed", tail);
       if (group_exists(p)) kill(-p->pid, SIGTERM); /* what it left running in its group */
       return;
@@ -371,10 +372,11 @@ static int exit_code(const struct supervisor *s) {
   if (s->first_failed >= 0) return code_of(s->p[s->first_failed].status);
   if (s->interrupted_by) return 128 + s->interrupted_by;
   if (s->spawn_failed) return 1;
-  /* No other rank went on: on a one-server job nobody did, so the failure is the job's; across
-   * servers the others' ranks did, and this server's part ended as asked (a non-zero exit here
-   * would fail, or under Slurm's --kill-on-bad-exit stop, a job that its survivors finish). */
-  if (s->let_pass >= 0 && s->nstarted == 1 && s->j->o.nnodes == 1)
+  /* No other rank of this server went on: its code is this launcher's. Across servers the other
+   * servers' ranks may well go on, but exiting 0 here would let a job whose every rank died (one
+   * rank a server) end 0 everywhere; a scheduler that must not stop the survivors is told so by
+   * docs/launching.md (no --kill-on-bad-exit with --on-failure continue). */
+  if (s->let_pass >= 0 && s->nstarted == 1)
     return code_of(s->p[s->let_pass].status);
   return 0;
 }
