@@ -112,15 +112,20 @@ static double cost_oneshot(const struct hccl_group *g, double n) {
   return g->alpha_ns + (g->n + 1.0) * n * COST_COPY_NS;
 }
 
-static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
-                                double *cost) {
-  double ring = cost_ring(g, n), hd = cost_hd(g, n);
+/* The kind HCCL_ALGO forces, or the cheaper of ring (costing ring) and HD (costing hd). */
+static enum hccl_algo_kind cheaper(enum hccl_algo_choice forced, double ring, double hd,
+                                   double *cost) {
   enum hccl_algo_kind k = forced == HCCL_ALGO_RING ? HCCL_ALGO_KIND_RING
                           : forced == HCCL_ALGO_HD ? HCCL_ALGO_KIND_HD
                           : hd < ring              ? HCCL_ALGO_KIND_HD
                                                    : HCCL_ALGO_KIND_RING;
   if (cost) *cost = k == HCCL_ALGO_KIND_HD ? hd : ring;
   return k;
+}
+
+static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
+                                double *cost) {
+  return cheaper(forced, cost_ring(g, n), cost_hd(g, n), cost);
 }
 
 /* The forced flat choice: a word of HCCL_ALGO, or a level of its level form (between servers
@@ -151,13 +156,8 @@ static double cost_rooted(const struct hccl_group *g, enum hccl_algo_kind k, dou
 /* The rooted algorithm over g as HCCL_ALGO forces it, or the cheaper of the two. */
 static enum hccl_algo_kind pick_rooted(const struct hccl_group *g, enum hccl_algo_choice forced,
                                        double n, double *cost) {
-  double chain = cost_rooted(g, HCCL_ALGO_KIND_RING, n), tree = cost_rooted(g, HCCL_ALGO_KIND_HD, n);
-  enum hccl_algo_kind k = forced == HCCL_ALGO_RING ? HCCL_ALGO_KIND_RING
-                          : forced == HCCL_ALGO_HD ? HCCL_ALGO_KIND_HD
-                          : tree < chain           ? HCCL_ALGO_KIND_HD
-                                                   : HCCL_ALGO_KIND_RING;
-  if (cost) *cost = k == HCCL_ALGO_KIND_HD ? tree : chain;
-  return k;
+  return cheaper(forced, cost_rooted(g, HCCL_ALGO_KIND_RING, n), cost_rooted(g, HCCL_ALGO_KIND_HD, n),
+                 cost);
 }
 
 /* A collective of `bytes` on servers of different counts: an allreduce (rooted false), or a
