@@ -23,6 +23,9 @@
  * `mpirun -np 8 allreduce_perf` just works; otherwise it never touches MPI.
  * With -z 0 the timed calls are queued with request handles and waited for together, which
  * is what nccl-tests' non-blocking mode measures; -z 1 (default) passes a NULL request.
+ * PERF_EXCLUDE=r,r,... runs the benchmark on the communicator HcclCommShrink makes without
+ * those ranks (the excluded processes leave at once, status 0): the one way to build servers
+ * of different counts (4 + 2 + 1 out of 3 x 4), which init refuses (bench/uneven.sh).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +91,38 @@ static int failed(HcclResult rc, const char *call) {
   return 1;
 }
 
+/* PERF_EXCLUDE's ranks (comma-separated) excluded from comm by HcclCommShrink: comm becomes the
+ * survivors' communicator, and an excluded rank leaves with status 0. 0, or 1 with errbuf set. */
+static int shrink_by_env(void) {
+  const char *list = getenv("PERF_EXCLUDE");
+  int ex[256], n = 0;
+  uint32_t me;
+  if (!list || !*list) return 0;
+  for (const char *c = list; *c && n < 256;) {
+    char *end;
+    long r = strtol(c, &end, 10);
+    if (end == c || r < 0 || (*end && *end != ',')) {
+      snprintf(errbuf, sizeof(errbuf), "PERF_EXCLUDE='%s': want ranks separated by commas", list);
+      return 1;
+    }
+    ex[n++] = (int)r;
+    c = *end ? end + 1 : end;
+  }
+  HcclResult rc = HcclGetRankId(comm, &me);
+  if (rc != HCCL_SUCCESS) return failed(rc, "HcclGetRankId");
+  for (int i = 0; i < n; i++)
+    if (ex[i] == (int)me) {
+      HcclCommDestroy(comm);
+      exit(0);
+    }
+  HcclComm shrunk;
+  if ((rc = HcclCommShrink(comm, ex, n, &shrunk, NULL, HCCL_SHRINK_DEFAULT)) != HCCL_SUCCESS)
+    return failed(rc, "HcclCommShrink (PERF_EXCLUDE)");
+  HcclCommDestroy(comm);
+  comm = shrunk;
+  return 0;
+}
+
 static int hccl_init(struct perf_world *w) {
   uint32_t rank, size;
   int32_t dev;
@@ -100,6 +135,7 @@ static int hccl_init(struct perf_world *w) {
 #endif
       if ((rc = HcclCommInitFromEnv(&comm)) != HCCL_SUCCESS)
     return failed(rc, "HcclCommInitFromEnv");
+  if (shrink_by_env()) return 1;
   if ((rc = HcclGetRankId(comm, &rank)) != HCCL_SUCCESS) return failed(rc, "HcclGetRankId");
   if ((rc = HcclGetRankSize(comm, &size)) != HCCL_SUCCESS) return failed(rc, "HcclGetRankSize");
   if ((rc = HcclGetDeviceId(comm, &dev)) != HCCL_SUCCESS) return failed(rc, "HcclGetDeviceId");

@@ -19,7 +19,8 @@
  * test_lead_layouts: the form through leaders for servers of different counts (a shrink's
  * survivors), hccl__lead_allreduce, on pretend layouts 2 + 1 and 4 + 2 + 1 (lead_body's
  * comment); through a real uneven communicator it is tests/torch/test_shrink.py's
- * test_two_servers.
+ * test_two_servers. The same test runs hccl__lead_broadcast and hccl__lead_reduce on those
+ * layouts from every root (lead_rooted_layout's comment).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,11 +266,96 @@ static const HcclDataType ALL_DT[] = {
     HCCL_DATA_TYPE_INT32, HCCL_DATA_TYPE_UINT32, HCCL_DATA_TYPE_INT64, HCCL_DATA_TYPE_UINT64,
     HCCL_DATA_TYPE_FP16,  HCCL_DATA_TYPE_BFP16,  HCCL_DATA_TYPE_FP32,  HCCL_DATA_TYPE_FP64};
 
+/* One broadcast (op < 0) or reduce through leaders from root on layout lo (g: this rank's
+ * groups): the root's result bit for bit against the reference, every other rank's output
+ * untouched (a reduce writes the root's only, as the flat one does), no send buffer changed,
+ * no guard damaged. 0 when all is well. */
+static int lead_rooted_one(struct hccl_comm *c, const struct layout *lo, struct groups *g,
+                           uint32_t members, HcclDataType dt, int op, uint64_t count,
+                           bool inplace, uint32_t root, int pair, uint32_t salt) {
+  size_t es = cc_dtype_size(dt), bytes = count * es;
+  uint32_t rank = c->rank, first = 0;
+  struct hccl_lead_root where = {0};
+  for (uint32_t s = 0; s < lo->servers; first += lo->count[s], s++) {
+    bool has_root = root >= first && root < first + lo->count[s];
+    if (has_root) where.server = s, where.local = root - first;
+    if (rank >= first && rank < first + lo->count[s]) where.home = has_root;
+  }
+  HcclReduceOp rop = op < 0 ? HCCL_REDUCE_SUM : (HcclReduceOp)op;
+  void *want = malloc(bytes + 1), *in = malloc(bytes + 1);
+  if (op < 0)
+    cc_fill_input(want, dt, rop, salt, (int)root, 0, count);
+  else
+    cc_reduce_expect(want, dt, rop, salt, (int)members, 0, count);
+  cc_fill_input(in, dt, rop, salt, (int)rank, 0, count);
+  cc_buf sb, rb = {0};
+  cc_buf_alloc(&sb, bytes);
+  if (op >= 0 || rank == root) memcpy(sb.p, in, bytes);
+  if (op >= 0 && !inplace) cc_buf_alloc(&rb, bytes);
+  void *out = op < 0 || inplace ? sb.p : rb.p;
+  struct hccl_wait w = hccl__comm_wait(c, "rooted collective through leaders", NULL);
+  struct hccl_red red;
+  struct hccl_prim p;
+  RANK_CHECK(make_prim(&p, &w, &red, dt, rop, members), "no kernel");
+  enum hccl_algo_kind inside = pair & 1 ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+  enum hccl_algo_kind between = pair & 2 ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+  HcclResult r = op < 0 ? hccl__lead_broadcast(&g->local, &g->cross, inside, between, &p, out,
+                                               count, &where)
+                        : hccl__lead_reduce(&g->local, &g->cross, inside, between, &p, sb.p, out,
+                                            count, &where);
+  const char *what = op < 0 ? "broadcast" : cc_op_name(rop);
+  RANK_CHECK(r == HCCL_SUCCESS, "%u servers, %s %s count %llu root %u: %s", lo->servers,
+             cc_dtype_name(dt), what, (unsigned long long)count, root,
+             HcclGetLastErrorMessage());
+  bool written = op < 0 || rank == root;
+  int64_t bad = written ? cc_first_mismatch(out, want, dt, count)
+                        : cc_first_non_sentinel(rb.p ? rb.p : NULL, rb.p ? bytes : 0);
+  if (!written && inplace && memcmp(sb.p, in, bytes) != 0) bad = 0;
+  RANK_CHECK(bad < 0,
+             "%u servers, %s %s, count %llu, %s, root %u, %s inside, %s between: element %lld "
+             "%s",
+             lo->servers, cc_dtype_name(dt), what, (unsigned long long)count,
+             inplace ? "in place" : "out of place", root, inside ? "tree" : "chain",
+             between ? "tree" : "chain", (long long)bad, written ? "wrong" : "written");
+  bool send_kept = op < 0 || memcmp(sb.p, in, bytes) == 0 || (inplace && rank == root);
+  RANK_CHECK(send_kept && cc_buf_guard_damage(&sb) == 0 && (!rb.p || cc_buf_guard_damage(&rb) == 0),
+             "%s root %u: send buffer changed or a guard damaged", what, root);
+  cc_buf_free(&sb);
+  if (rb.p) cc_buf_free(&rb);
+  free(want);
+  free(in);
+  return 0;
+}
+
+/* Broadcast and reduce through leaders (hccl__lead_broadcast, hccl__lead_reduce) on layout lo
+ * from every root: every dtype; for the reduce sum, prod, max, min; the counts 0, 1, 7 and
+ * three slots plus an odd tail, in place and not, and the four pairs of chain or tree inside
+ * and between servers, in turn over roots, dtypes and ops (each root meets every count and
+ * pair); bit for bit against the reference. Ranks outside lo only keep *salt in step. */
+static int lead_rooted_layout(struct hccl_comm *c, const struct layout *lo, struct groups *g,
+                              uint32_t members, uint32_t *salt, int *checks) {
+  for (uint32_t root = 0; root < members; root++)
+    for (size_t di = 0; di < sizeof(ALL_DT) / sizeof(ALL_DT[0]); di++)
+      for (int op = -1; op < 4; op++) {
+        size_t es = cc_dtype_size(ALL_DT[di]);
+        uint64_t counts[] = {0, 1, 7, 3 * 4096 / es + 5};
+        size_t turn = root + di + (size_t)(op + 1);
+        ++*salt;
+        if (c->rank >= members) continue;
+        RANK_CHECK(lead_rooted_one(c, lo, g, members, ALL_DT[di], op < 0 ? -1 : (int)OP[op],
+                                   counts[turn % 4], (turn / 4) % 2 == 1, root,
+                                   (int)((turn + root / 2) % 4), *salt) == 0,
+                   "case failed");
+        ++*checks;
+      }
+  return 0;
+}
+
 /* The form through leaders (hccl__lead_allreduce) on layouts 2 + 1 and 4 + 2 + 1 (rank 7 sits
  * the second out): every dtype x sum, prod, max, min, counts 0, 1, 7 and three slots plus an
  * odd tail, in place and not; the chain or the tree inside and the ring or halving-doubling
  * between servers, all four pairs in turn over the dtypes. Bit for bit against the
- * reference. */
+ * reference. Then each layout's broadcasts and reduces (lead_rooted_layout). */
 static int lead_body(int rank, int nranks, void *arg) {
   (void)arg;
   (void)nranks;
@@ -332,9 +418,11 @@ static int lead_body(int rank, int nranks, void *arg) {
             checks++;
           }
       }
+    RANK_CHECK(lead_rooted_layout(c, lo, &g, members, &salt, &checks) == 0, "rooted cases");
     RANK_CHECK(HcclBarrier(comm, NULL) == HCCL_SUCCESS, "barrier: %s", HcclGetLastErrorMessage());
   }
-  printf("rank %d: %d allreduces through leaders checked in %.1f s\n", rank, checks,
+  printf("rank %d: %d allreduces, broadcasts and reduces through leaders checked in %.1f s\n",
+         rank, checks,
          cc_now() - t0);
   RANK_CHECK(checks > 0 || rank == NRANKS - 1, "no case ran"); /* rank 7 is on no layout */
   HcclCommDestroy(comm);

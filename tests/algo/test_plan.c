@@ -298,73 +298,105 @@ static void make_uneven(struct shape *s, const uint32_t *counts, uint32_t nserve
   s->v.uneven = true;
 }
 
-/* Servers of different counts (2 + 1, 4 + 2 + 1, 8 + 7): every rank plans the same allreduce
- * whatever its server's count and whether it leads it; the even two-level form never (there
- * is no shard every server owns), but the form through leaders where the model says so, or
- * where HCCL_ALGO's level form asks (level 0 then says chain or tree inside); one word of
- * HCCL_ALGO gives the flat one; nothing is staged or zero-copy. */
+static bool is_lead(enum hccl_plan_algo a) {
+  return a == HCCL_PLAN_LEAD_RING || a == HCCL_PLAN_LEAD_HD || a == HCCL_PLAN_LEAD_CHAIN_BROADCAST ||
+         a == HCCL_PLAN_LEAD_TREE_BROADCAST || a == HCCL_PLAN_LEAD_CHAIN_REDUCE ||
+         a == HCCL_PLAN_LEAD_TREE_REDUCE;
+}
+
+/* Servers of different counts (2 + 1, 4 + 2 + 1, 8 + 7): every rank plans the same allreduce,
+ * broadcast and reduce whatever its server's count and whether it leads it; the even
+ * two-level form never (there is no shard every server owns), but the form through leaders
+ * where the model says so, or where HCCL_ALGO's level form asks (level 0 then says chain or
+ * tree inside, level 1 ring/chain or halving-doubling/tree between the leaders); one word of
+ * HCCL_ALGO gives the flat one; nothing is staged or zero-copy. Allgather and reduce-scatter
+ * stay flat. */
 static void test_plan_uneven(void **st) {
   (void)st;
   static const uint32_t layouts[][4] = {{2, 1}, {4, 2, 1}, {8, 7}, {1, 4}};
   static const uint32_t nservers[] = {2, 3, 2, 2};
   static const char *const algos[] = {NULL, "level0:ring;level1:hd", "level0:hd;level1:ring",
                                       "ring", "tree"};
+  static const enum hccl_coll_kind kinds[] = {HCCL_K_ALLREDUCE, HCCL_K_BROADCAST, HCCL_K_REDUCE,
+                                              HCCL_K_ALLGATHER, HCCL_K_REDUCE_SCATTER};
   for (size_t li = 0; li < 4; li++)
     for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
-      for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16) {
-        struct hccl_plan first = {0};
-        for (uint32_t on = 0; on < nservers[li]; on++)
-          for (int leader = 1; leader >= (layouts[li][on] > 1 ? 0 : 1); leader--) {
-            struct shape s;
-            make_uneven(&s, layouts[li], nservers[li], on, leader, algos[a]);
-            struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
-            struct hccl_plan p = hccl__plan(&s.v, &c);
-            if (on == 0 && leader)
-              printf("  uneven layout %zu, HCCL_ALGO %-22s %9zu B -> %s, %s inside\n", li,
-                     algos[a] ? algos[a] : "unset", bytes, p.name,
-                     p.tree_inside ? "tree" : "chain");
-            assert_false(p.algo == HCCL_PLAN_HIER_RING || p.algo == HCCL_PLAN_HIER_HD);
-            assert_false(p.staged);
-            assert_false(p.zcopy_offer);
-            assert_false(p.oneshot);
-            bool lead = p.algo == HCCL_PLAN_LEAD_RING || p.algo == HCCL_PLAN_LEAD_HD;
-            if (algos[a] && strchr(algos[a], ':')) {
-              assert_true(lead);
-              assert_int_equal(p.algo == HCCL_PLAN_LEAD_HD, strstr(algos[a], "level1:hd") != NULL);
-              assert_int_equal(p.tree_inside, strstr(algos[a], "level0:hd") != NULL);
+      for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++)
+        for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16) {
+          struct hccl_plan first = {0};
+          for (uint32_t on = 0; on < nservers[li]; on++)
+            for (int leader = 1; leader >= (layouts[li][on] > 1 ? 0 : 1); leader--) {
+              struct shape s;
+              make_uneven(&s, layouts[li], nservers[li], on, leader, algos[a]);
+              struct hccl_call c = {.kind = kinds[ki], .count = bytes / 4, .esz = 4};
+              struct hccl_plan p = hccl__plan(&s.v, &c);
+              if (on == 0 && leader && ki < 3)
+                printf("  uneven layout %zu, kind %d, HCCL_ALGO %-22s %9zu B -> %s, %s inside\n",
+                       li, (int)kinds[ki], algos[a] ? algos[a] : "unset", bytes, p.name,
+                       p.tree_inside ? "tree" : "chain");
+              assert_false(p.algo == HCCL_PLAN_HIER_RING || p.algo == HCCL_PLAN_HIER_HD);
+              assert_false(p.staged);
+              assert_false(p.zcopy_offer);
+              assert_false(p.oneshot);
+              bool lead = is_lead(p.algo), forced = algos[a] && strchr(algos[a], ':');
+              if (ki >= 3) assert_false(lead); /* allgather, reduce-scatter: flat */
+              if (forced && ki < 3) {
+                assert_true(lead);
+                bool hd = p.algo == HCCL_PLAN_LEAD_HD || p.algo == HCCL_PLAN_LEAD_TREE_BROADCAST ||
+                          p.algo == HCCL_PLAN_LEAD_TREE_REDUCE;
+                assert_int_equal(hd, strstr(algos[a], "level1:hd") != NULL);
+                assert_int_equal(p.tree_inside, strstr(algos[a], "level0:hd") != NULL);
+              }
+              if (algos[a] && !forced) assert_false(lead);
+              if (lead && ki == 0)
+                assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
+              if (lead && ki == 1)
+                assert_true(p.algo == HCCL_PLAN_LEAD_CHAIN_BROADCAST ||
+                            p.algo == HCCL_PLAN_LEAD_TREE_BROADCAST);
+              if (lead && ki == 2)
+                assert_true(p.algo == HCCL_PLAN_LEAD_CHAIN_REDUCE ||
+                            p.algo == HCCL_PLAN_LEAD_TREE_REDUCE);
+              if (on == 0 && leader) {
+                first = p;
+                continue;
+              }
+              if (p.algo != first.algo || p.tree_inside != first.tree_inside ||
+                  strcmp(p.name, first.name) || (p.word == NULL) != (first.word == NULL) ||
+                  (p.word && strcmp(p.word, first.word)))
+                fail_msg("layout %zu, kind %d, HCCL_ALGO=%s, %zu bytes: server 0's leader plans "
+                         "%s, server %u's %s %s",
+                         li, (int)kinds[ki], algos[a] ? algos[a] : "(unset)", bytes, first.name,
+                         on, leader ? "leader" : "other rank", p.name);
             }
-            if (algos[a] && !strchr(algos[a], ':')) assert_false(lead);
-            if (lead)
-              assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
-            if (on == 0 && leader) {
-              first = p;
-              continue;
-            }
-            if (p.algo != first.algo || p.tree_inside != first.tree_inside ||
-                strcmp(p.name, first.name) || strcmp(p.word, first.word))
-              fail_msg("layout %zu, HCCL_ALGO=%s, %zu bytes: server 0's leader plans %s, "
-                       "server %u's %s %s",
-                       li, algos[a] ? algos[a] : "(unset)", bytes, first.name, on,
-                       leader ? "leader" : "other rank", p.name);
-          }
-      }
+        }
   /* Unset, the model: through leaders for short messages (the network's latency paid over S
    * leaders, not p ranks), and for long ones where the servers are large (8 + 7: the flat
    * ring's 2(p-1)/p n across each server's link against 2(S-1)/S n); flat for long ones on
-   * 2 + 1, where the chain inside costs more than the network bytes it saves. */
+   * 2 + 1, where the chain inside costs more than the network bytes it saves. A broadcast
+   * or reduce through leaders for short messages too; flat (the pipelined chain) for long
+   * ones, whose bytes cross the network once either way while the leaders' steps inside
+   * servers no longer overlap with it. */
   static const struct {
     size_t li, bytes;
+    enum hccl_coll_kind kind;
     enum hccl_plan_algo algo;
-  } want[] = {{0, 4 * K, HCCL_PLAN_LEAD_HD},   {1, 4 * K, HCCL_PLAN_LEAD_HD},
-              {2, 4 * K, HCCL_PLAN_LEAD_HD},   {0, 64 * M, HCCL_PLAN_RING_ALLREDUCE},
-              {2, 64 * M, HCCL_PLAN_LEAD_RING}};
+  } want[] = {{0, 4 * K, HCCL_K_ALLREDUCE, HCCL_PLAN_LEAD_HD},
+              {1, 4 * K, HCCL_K_ALLREDUCE, HCCL_PLAN_LEAD_HD},
+              {2, 4 * K, HCCL_K_ALLREDUCE, HCCL_PLAN_LEAD_HD},
+              {0, 64 * M, HCCL_K_ALLREDUCE, HCCL_PLAN_RING_ALLREDUCE},
+              {2, 64 * M, HCCL_K_ALLREDUCE, HCCL_PLAN_LEAD_RING},
+              {1, 4 * K, HCCL_K_BROADCAST, HCCL_PLAN_LEAD_CHAIN_BROADCAST},
+              {1, 4 * K, HCCL_K_REDUCE, HCCL_PLAN_LEAD_CHAIN_REDUCE},
+              {1, 64 * M, HCCL_K_BROADCAST, HCCL_PLAN_CHAIN_BROADCAST},
+              {2, 64 * M, HCCL_K_REDUCE, HCCL_PLAN_CHAIN_REDUCE}};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     struct shape s;
     make_uneven(&s, layouts[want[i].li], nservers[want[i].li], 0, true, NULL);
-    struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = want[i].bytes / 4, .esz = 4};
+    struct hccl_call c = {.kind = want[i].kind, .count = want[i].bytes / 4, .esz = 4};
     struct hccl_plan p = hccl__plan(&s.v, &c);
     if (p.algo != want[i].algo)
-      fail_msg("layout %zu, %zu bytes: planned %s", want[i].li, want[i].bytes, p.name);
+      fail_msg("layout %zu, kind %d, %zu bytes: planned %s", want[i].li, (int)want[i].kind,
+               want[i].bytes, p.name);
   }
 }
 

@@ -81,6 +81,30 @@ HcclResult hccl__lead_allreduce(const struct hccl_group *local, const struct hcc
                                 const struct hccl_prim *p, const void *send, void *recv,
                                 size_t count);
 
+/* Where a broadcast or reduce through leaders starts or ends: the root's server (its leader's
+ * member index in the cross group), the root's member index in its local group, and whether
+ * this rank is on the root's server. */
+struct hccl_lead_root {
+  uint32_t server, local;
+  bool home;
+};
+/* Broadcast through leaders (hier.c), for servers of different counts: from the root over its
+ * server (`inside`: chain or binomial tree), from the root's server's leader over `cross` (the
+ * leaders; `between`), from member 0 over each other server. buf is the whole on return on
+ * every member. */
+HcclResult hccl__lead_broadcast(const struct hccl_group *local, const struct hccl_group *cross,
+                                enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                                const struct hccl_prim *p, void *buf, size_t count,
+                                const struct hccl_lead_root *root);
+/* Reduce through leaders (hier.c): over each server but the root's to its member 0, over
+ * `cross` to the root's server's leader, over the root's server to the root (its leader's
+ * input being the leaders' result). recv is written on the root only; the leaders' partial
+ * results use the communicator's temp memory (hccl__group_temp, count elements). */
+HcclResult hccl__lead_reduce(const struct hccl_group *local, const struct hccl_group *cross,
+                             enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                             const struct hccl_prim *p, const void *send, void *recv,
+                             size_t count, const struct hccl_lead_root *root);
+
 /* Where block j of an all-to-all buffer lies: counts[j] elements of esz bytes at element
  * displs[j], or (NULL arrays) count elements at element j * count. */
 struct hccl_blocks {

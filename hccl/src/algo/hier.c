@@ -32,6 +32,17 @@
  *
  * Each byte crosses the network 2(S-1)/S times per leader instead of the flat ring's
  * 2(p-1)/p per rank, and the network's latency is paid over S members, not p.
+ *
+ * Broadcast and reduce on such servers run through leaders too (hccl__lead_broadcast,
+ * hccl__lead_reduce), the root's server first for a broadcast and last for a reduce:
+ *
+ *   broadcast from a2:  1. a2 -> A (so a0 has it)  2. a0 -> b0, c0  3. b0 -> B
+ *   reduce to a2:       1. B -> b0                 2. b0, c0 -> a0  3. A -> a2 (a0's input:
+ *                                                                      step 2's result)
+ *
+ * Each step a chain or a binomial tree. The network's latency is paid over S leaders instead
+ * of p ranks; the bytes cross it once as in the flat forms, but the steps inside servers no
+ * longer overlap with it, so the cost model keeps the flat forms for long messages.
  */
 #include <string.h>
 
@@ -105,4 +116,62 @@ HcclResult hccl__lead_allreduce(const struct hccl_group *local, const struct hcc
   if (local->n < 2) return HCCL_SUCCESS;
   return tree ? hccl__binomial_broadcast(local, p, recv, count, 0)
               : hccl__chain_broadcast(local, p, recv, count, 0);
+}
+
+static HcclResult rooted_bcast(const struct hccl_group *g, enum hccl_algo_kind kind,
+                               const struct hccl_prim *p, void *buf, size_t count,
+                               uint32_t root) {
+  if (g->n < 2) return HCCL_SUCCESS;
+  return kind == HCCL_ALGO_KIND_HD ? hccl__binomial_broadcast(g, p, buf, count, root)
+                                   : hccl__chain_broadcast(g, p, buf, count, root);
+}
+
+static HcclResult rooted_reduce(const struct hccl_group *g, enum hccl_algo_kind kind,
+                                const struct hccl_prim *p, const void *send, void *recv,
+                                size_t count, uint32_t root) {
+  return kind == HCCL_ALGO_KIND_HD ? hccl__binomial_reduce(g, p, send, recv, count, root)
+                                   : hccl__chain_reduce(g, p, send, recv, count, root);
+}
+
+HcclResult hccl__lead_broadcast(const struct hccl_group *local, const struct hccl_group *cross,
+                                enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                                const struct hccl_prim *p, void *buf, size_t count,
+                                const struct hccl_lead_root *root) {
+  struct hccl_prim cp = *p; /* what steps 1 and 2 write, a leader sends on */
+  cp.stream_out = false;
+  bool home = root->home;
+  if (home) HCCL_TRY(rooted_bcast(local, inside, &cp, buf, count, root->local));
+  if (local->me == 0) HCCL_TRY(rooted_bcast(cross, between, &cp, buf, count, root->server));
+  if (!home) HCCL_TRY(rooted_bcast(local, inside, p, buf, count, 0));
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__lead_reduce(const struct hccl_group *local, const struct hccl_group *cross,
+                             enum hccl_algo_kind inside, enum hccl_algo_kind between,
+                             const struct hccl_prim *p, const void *send, void *recv,
+                             size_t count, const struct hccl_lead_root *root) {
+  struct hccl_prim cp = *p; /* steps 1 and 2 write the communicator's temp, not the output */
+  cp.stream_out = false;
+  struct hccl_prim part = hccl__prim_partial(&cp); /* the last step finishes */
+  bool home = root->home, leader = local->me == 0, one = local->n < 2;
+  size_t bytes = count * p->esz;
+  /* A leader's partial result: its server's (step 1), or on the root's server all the others'
+   * and its own input (step 2), which step 3 reduces with the rest of the root's server. */
+  void *acc = NULL;
+  if (leader && bytes && !(home && one) && !(acc = hccl__group_temp(local, bytes)))
+    return HCCL_E_MEMORY;
+  const void *in = send;
+  if (!home && !one) {
+    HCCL_TRY(rooted_reduce(local, inside, &part, send, leader ? acc : recv, count, 0));
+    in = acc;
+  }
+  if (leader && cross->n > 1) {
+    void *out = home ? (one ? recv : acc) : acc; /* written on the root's server's leader only */
+    HCCL_TRY(rooted_reduce(cross, between, home && one ? &cp : &part, in, out, count,
+                           root->server));
+    in = out;
+  }
+  if (home && !one)
+    HCCL_TRY(rooted_reduce(local, inside, p, leader ? in : send, recv, count, root->local));
+  return HCCL_SUCCESS;
 }

@@ -27,6 +27,10 @@
  *                         2 [(L-1) a_l + n b_l]             chain reduce, chain broadcast inside
  *                      or 2 ceil(log2 L) (a_l + n b_l)      binomial ones (n up to one slot)
  *                       + the best flat allreduce of n bytes over the S leaders
+ *   broadcast, reduce:    chain (p-1) a + n b; binomial tree ceil(log2 p) (a + n b) (a per
+ *                         chunk of a slot); through leaders on servers of different counts,
+ *                         the same two steps inside as the allreduce's + the cheaper of the
+ *                         two over the S leaders
  * The shm constants were fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs
  * tree, 4 KiB to 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB.
  */
@@ -108,15 +112,20 @@ static double cost_oneshot(const struct hccl_group *g, double n) {
   return g->alpha_ns + (g->n + 1.0) * n * COST_COPY_NS;
 }
 
-static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
-                                double *cost) {
-  double ring = cost_ring(g, n), hd = cost_hd(g, n);
+/* The kind HCCL_ALGO forces, or the cheaper of ring (costing ring) and HD (costing hd). */
+static enum hccl_algo_kind cheaper(enum hccl_algo_choice forced, double ring, double hd,
+                                   double *cost) {
   enum hccl_algo_kind k = forced == HCCL_ALGO_RING ? HCCL_ALGO_KIND_RING
                           : forced == HCCL_ALGO_HD ? HCCL_ALGO_KIND_HD
                           : hd < ring              ? HCCL_ALGO_KIND_HD
                                                    : HCCL_ALGO_KIND_RING;
   if (cost) *cost = k == HCCL_ALGO_KIND_HD ? hd : ring;
   return k;
+}
+
+static enum hccl_algo_kind pick(const struct hccl_group *g, enum hccl_algo_choice forced, double n,
+                                double *cost) {
+  return cheaper(forced, cost_ring(g, n), cost_hd(g, n), cost);
 }
 
 /* The forced flat choice: a word of HCCL_ALGO, or a level of its level form (between servers
@@ -129,32 +138,55 @@ static enum hccl_algo_choice flat_choice(const struct hccl_plan_view *v) {
   return a->choice;
 }
 
-/* An allreduce of `bytes` on servers of different counts: `flat` (costing flat_cost), or
- * through leaders with ring or halving-doubling between them when that costs less or HCCL_ALGO's
- * level form asks for it (level 0 then says chain, "ring", or tree, "hd", inside servers;
- * unset, the tree up to one slot). Reads only what every rank holds alike: the largest
- * server's count (whose steps inside the others wait for), HCCL_ALGO, and the groups' figures
- * (every rank's worst on such a communicator, core/comm.c), the leaders counted as nservers on
- * every rank, led or not. *tree: the steps inside by binomial tree. */
-static enum hccl_plan_algo plan_leaders(const struct hccl_plan_view *v, size_t bytes,
-                                        enum hccl_plan_algo flat, double flat_cost, bool *tree) {
+static double ceil_log2u(uint32_t x) {
+  double steps = 0;
+  while ((1u << (unsigned)steps) < x)
+    steps += 1;
+  return steps;
+}
+
+/* A broadcast or reduce of n bytes over g: the pipelined chain, or the binomial tree (each
+ * slot-sized chunk through the whole tree in turn). */
+static double cost_rooted(const struct hccl_group *g, enum hccl_algo_kind k, double n) {
+  if (k == HCCL_ALGO_KIND_RING) return (g->n - 1.0) * g->alpha_ns + n * g->beta_ns;
+  double chunks = g->chunk_bytes && n > (double)g->chunk_bytes ? n / (double)g->chunk_bytes : 1;
+  return ceil_log2u(g->n) * (chunks * g->alpha_ns + n * g->beta_ns);
+}
+
+/* The rooted algorithm over g as HCCL_ALGO forces it, or the cheaper of the two. */
+static enum hccl_algo_kind pick_rooted(const struct hccl_group *g, enum hccl_algo_choice forced,
+                                       double n, double *cost) {
+  return cheaper(forced, cost_rooted(g, HCCL_ALGO_KIND_RING, n), cost_rooted(g, HCCL_ALGO_KIND_HD, n),
+                 cost);
+}
+
+/* A collective of `bytes` on servers of different counts: an allreduce (rooted false), or a
+ * broadcast or reduce (rooted true), flat (costing flat_cost) or through leaders (hier.c) when
+ * that costs less or HCCL_ALGO's level form asks for it (level 0 then says chain, "ring", or
+ * tree, "hd", inside servers, unset the tree up to one slot; level 1 the algorithm between the
+ * leaders: ring or halving-doubling for an allreduce, chain or binomial tree for the rooted
+ * ones). Its two steps inside servers (reduce and broadcast; or the root's server's and the
+ * others') cost alike. Reads only what every rank holds alike: the largest server's count
+ * (whose steps inside the others wait for), HCCL_ALGO, and the groups' figures (every rank's
+ * worst on such a communicator, core/comm.c), the leaders counted as nservers on every rank,
+ * led or not. True: through leaders, *between between them, *tree the steps inside by
+ * binomial tree. */
+static bool plan_leaders(const struct hccl_plan_view *v, size_t bytes, bool rooted,
+                         double flat_cost, enum hccl_algo_kind *between, bool *tree) {
   const struct hccl_algo_setting *a = v->algo;
-  if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return flat;
+  if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return false;
   struct hccl_group leaders = *v->cross;
   leaders.n = v->nservers;
   const struct hccl_group *l = v->local;
-  double L = v->max_local_nranks, n = (double)bytes, cross_cost, steps = 0;
-  enum hccl_algo_kind cross =
-      pick(&leaders, a->levels ? a->level[1] : HCCL_ALGO_AUTO, n, &cross_cost);
+  double L = v->max_local_nranks, n = (double)bytes, cross_cost;
+  enum hccl_algo_choice forced = a->levels ? a->level[1] : HCCL_ALGO_AUTO;
+  *between = rooted ? pick_rooted(&leaders, forced, n, &cross_cost)
+                    : pick(&leaders, forced, n, &cross_cost);
   enum hccl_algo_choice in = a->levels ? a->level[0] : HCCL_ALGO_AUTO;
   *tree = in == HCCL_ALGO_HD || (in == HCCL_ALGO_AUTO && bytes <= l->chunk_bytes);
-  while ((1u << (unsigned)steps) < v->max_local_nranks)
-    steps += 1;
-  double inside = *tree ? steps * (l->alpha_ns + n * l->beta_ns)
+  double inside = *tree ? ceil_log2u(v->max_local_nranks) * (l->alpha_ns + n * l->beta_ns)
                         : (L - 1) * l->alpha_ns + n * l->beta_ns;
-  if (a->levels || 2 * inside + cross_cost < flat_cost)
-    return cross == HCCL_ALGO_KIND_HD ? HCCL_PLAN_LEAD_HD : HCCL_PLAN_LEAD_RING;
-  return flat;
+  return a->levels || 2 * inside + cross_cost < flat_cost;
 }
 
 /* An allreduce of `bytes`: flat over every rank (ring or halving-doubling), or two-level with
@@ -169,7 +201,11 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
                                      HCCL_ALGO_KIND_HD
                                  ? HCCL_PLAN_HD_ALLREDUCE
                                  : HCCL_PLAN_RING_ALLREDUCE;
-  if (v->uneven && v->nservers > 1) return plan_leaders(v, bytes, flat, flat_cost, tree);
+  enum hccl_algo_kind between;
+  if (v->uneven && v->nservers > 1) {
+    if (!plan_leaders(v, bytes, false, flat_cost, &between, tree)) return flat;
+    return between == HCCL_ALGO_KIND_HD ? HCCL_PLAN_LEAD_HD : HCCL_PLAN_LEAD_RING;
+  }
   if (!two_level) return flat;
   /* The level form asks for the two-level algorithm; one word asks for a flat one. */
   if (!a->levels && a->choice != HCCL_ALGO_AUTO && a->choice != HCCL_ALGO_ONESHOT) return flat;
@@ -230,12 +266,25 @@ static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
   return cost_oneshot(g, (double)bytes) < flat;
 }
 
-/* Broadcast and reduce: chain or binomial tree over every rank. */
-static enum hccl_algo_kind plan_rooted(const struct hccl_plan_view *v, size_t bytes) {
+/* Broadcast and reduce: chain or binomial tree over every rank; on servers of different counts
+ * through leaders where plan_leaders says so. */
+static enum hccl_plan_algo plan_rooted(const struct hccl_plan_view *v, size_t bytes,
+                                       bool reduce, bool *tree) {
   enum hccl_algo_choice forced = flat_choice(v);
-  if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
-  if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
-  return bytes <= v->world->chunk_bytes ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+  enum hccl_algo_kind k = forced == HCCL_ALGO_RING ? HCCL_ALGO_KIND_RING
+                          : forced == HCCL_ALGO_HD ? HCCL_ALGO_KIND_HD
+                          : bytes <= v->world->chunk_bytes ? HCCL_ALGO_KIND_HD
+                                                           : HCCL_ALGO_KIND_RING;
+  enum hccl_algo_kind between;
+  if (v->uneven && v->nservers > 1 &&
+      plan_leaders(v, bytes, true, cost_rooted(v->world, k, (double)bytes), &between, tree)) {
+    if (between == HCCL_ALGO_KIND_HD)
+      return reduce ? HCCL_PLAN_LEAD_TREE_REDUCE : HCCL_PLAN_LEAD_TREE_BROADCAST;
+    return reduce ? HCCL_PLAN_LEAD_CHAIN_REDUCE : HCCL_PLAN_LEAD_CHAIN_BROADCAST;
+  }
+  *tree = false;
+  if (k == HCCL_ALGO_KIND_HD) return reduce ? HCCL_PLAN_BINOMIAL_REDUCE : HCCL_PLAN_BINOMIAL_BROADCAST;
+  return reduce ? HCCL_PLAN_CHAIN_REDUCE : HCCL_PLAN_CHAIN_BROADCAST;
 }
 
 /* The allgather of `bytes` a rank: HCCL_ALGO_KIND_HD (Bruck's, log2 steps) or the ring, by the
@@ -245,9 +294,7 @@ static enum hccl_algo_kind plan_allgather(const struct hccl_plan_view *v, size_t
   if (forced == HCCL_ALGO_RING) return HCCL_ALGO_KIND_RING;
   if (forced == HCCL_ALGO_HD) return HCCL_ALGO_KIND_HD;
   const struct hccl_group *g = v->world;
-  double p = g->n, steps = 0, N = p * (double)bytes;
-  while ((1u << (unsigned)steps) < g->n)
-    steps += 1;
+  double p = g->n, steps = ceil_log2u(g->n), N = p * (double)bytes;
   double ring = (p - 1) * g->alpha_ns, bruck = steps * g->alpha_ns + N * COST_COPY_NS;
   return g->n > 2 && bruck < ring ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
 }
@@ -295,6 +342,10 @@ static const char *const NAMES[] = {
     [HCCL_PLAN_ONESHOT] = "one-shot",
     [HCCL_PLAN_LEAD_RING] = "two-level through leaders, ring between servers",
     [HCCL_PLAN_LEAD_HD] = "two-level through leaders, halving-doubling between servers",
+    [HCCL_PLAN_LEAD_CHAIN_BROADCAST] = "through leaders, chain between servers",
+    [HCCL_PLAN_LEAD_TREE_BROADCAST] = "through leaders, binomial tree between servers",
+    [HCCL_PLAN_LEAD_CHAIN_REDUCE] = "through leaders, chain between servers",
+    [HCCL_PLAN_LEAD_TREE_REDUCE] = "through leaders, binomial tree between servers",
 };
 
 /* HcclAllReduceAlgoName's words (hccl.h) for the allreduce algorithms. */
@@ -373,12 +424,8 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
                                                               : HCCL_PLAN_RING_ALLGATHER;
     break;
   case HCCL_K_BROADCAST:
-    plan.algo = plan_rooted(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BINOMIAL_BROADCAST
-                                                           : HCCL_PLAN_CHAIN_BROADCAST;
-    break;
   case HCCL_K_REDUCE:
-    plan.algo = plan_rooted(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BINOMIAL_REDUCE
-                                                           : HCCL_PLAN_CHAIN_REDUCE;
+    plan.algo = plan_rooted(v, bytes, call->kind == HCCL_K_REDUCE, &plan.tree_inside);
     break;
   case HCCL_K_BARRIER:
     plan.algo = HCCL_PLAN_DISSEMINATION_BARRIER;
@@ -444,6 +491,23 @@ static HcclResult run_hier(const struct hccl_plan_view *v, struct hccl_plan *pla
   if (staged) plan->algo = hd ? HCCL_PLAN_HIER_STAGED_HD : HCCL_PLAN_HIER_STAGED_RING;
   plan->name = NAMES[plan->algo];
   return HCCL_SUCCESS;
+}
+
+/* A broadcast or reduce through leaders: where the root sits, from v's placement. */
+static HcclResult run_lead_rooted(const struct hccl_plan_view *v, const struct hccl_plan *plan,
+                                  const struct hccl_prim *p, const struct hccl_call *call) {
+  uint32_t me = v->world->rank[v->world->me];
+  struct hccl_lead_root root = {.server = v->server_of[call->root],
+                                .local = v->local_index[call->root],
+                                .home = v->server_of[call->root] == v->server_of[me]};
+  enum hccl_algo_kind inside = plan->tree_inside ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+  bool tree = plan->algo == HCCL_PLAN_LEAD_TREE_BROADCAST || plan->algo == HCCL_PLAN_LEAD_TREE_REDUCE;
+  enum hccl_algo_kind between = tree ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
+  if (call->kind == HCCL_K_BROADCAST)
+    return hccl__lead_broadcast(v->local, v->cross, inside, between, p, call->recv, call->count,
+                                &root);
+  return hccl__lead_reduce(v->local, v->cross, inside, between, p, call->send, call->recv,
+                           call->count, &root);
 }
 
 HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
@@ -515,6 +579,11 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
         v->local, v->cross, plan->tree_inside ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING,
         plan->algo == HCCL_PLAN_LEAD_HD ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING, p, call->send,
         call->recv, call->count);
+  case HCCL_PLAN_LEAD_CHAIN_BROADCAST:
+  case HCCL_PLAN_LEAD_TREE_BROADCAST:
+  case HCCL_PLAN_LEAD_CHAIN_REDUCE:
+  case HCCL_PLAN_LEAD_TREE_REDUCE:
+    return run_lead_rooted(v, plan, p, call);
   case HCCL_PLAN_RING_REDUCE_SCATTER:
     return hccl__ring_reduce_scatter(g, p, call->send, call->recv, call->count);
   case HCCL_PLAN_RD_REDUCE_SCATTER: {

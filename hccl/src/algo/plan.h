@@ -36,6 +36,10 @@ struct hccl_plan_view {
    * core/comm.c; the cross group is the leaders, or this rank alone when it leads none). */
   bool uneven;
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
+  /* [nranks]: each rank's server (the cross group's member index of its leader) and its index
+   * there (its local group's member index): where a rooted call through leaders starts or
+   * ends (hccl__plan_run only; the planner never reads them). */
+  const uint32_t *server_of, *local_index;
   const struct hccl_algo_setting *algo;           /* HCCL_ALGO */
   size_t zcopy_min_bytes; /* the size from which zero-copy is offered; 0: plan.c's measured one */
   /* Whether the server has a core for each of its ranks (online CPUs >= local_nranks): the
@@ -88,6 +92,10 @@ enum hccl_plan_algo {
   HCCL_PLAN_ONESHOT,               /* oneshot.c: set by hccl__plan_run when it ran */
   HCCL_PLAN_LEAD_RING,             /* hier.c through leaders (uneven servers), ring between */
   HCCL_PLAN_LEAD_HD,               /* the same, halving-doubling between servers */
+  HCCL_PLAN_LEAD_CHAIN_BROADCAST,  /* hier.c through leaders (uneven servers), chain between */
+  HCCL_PLAN_LEAD_TREE_BROADCAST,   /* the same, binomial tree between servers */
+  HCCL_PLAN_LEAD_CHAIN_REDUCE,     /* hier.c through leaders (uneven servers), chain between */
+  HCCL_PLAN_LEAD_TREE_REDUCE,      /* the same, binomial tree between servers */
 };
 
 struct hccl_plan {
@@ -96,6 +104,8 @@ struct hccl_plan {
    * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
    * with ", zero-copy inside servers" when that offer ran, or ", staged inside servers"),
    * "two-level through leaders, ring between servers" (or halving-doubling; uneven servers),
+ * "through leaders, chain between servers" (or binomial tree; a broadcast or reduce on uneven
+ * servers),
    * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
    * "direct", "pairwise", "local" (one rank), "zero-copy", "staged" or "one-shot" (set by
    * hccl__plan_run). */
@@ -111,7 +121,7 @@ struct hccl_plan {
   /* An allreduce that runs one-shot (oneshot.c) unless zero-copy ran, or some rank has no
    * area (then algo runs). */
   bool oneshot;
-  /* The form through leaders: its steps inside servers by binomial tree, not by chain. */
+  /* A form through leaders: its steps inside servers by binomial tree, not by chain. */
   bool tree_inside;
 };
 

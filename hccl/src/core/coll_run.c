@@ -43,6 +43,8 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
                                  .world = &c->world,
                                  .local = &c->local,
                                  .cross = &c->cross,
+                                 .server_of = c->server_of,
+                                 .local_index = c->local_index,
                                  .algo = &c->cfg.algo,
                                  .zcopy_min_bytes = c->zcopy_min_bytes,
                                  .own_cores = c->own_cores,

@@ -115,7 +115,7 @@ static HcclResult check_and_place(struct hccl_comm *c) {
       hccl__topo_load(c->cfg.topo_file, NULL, &topo, err, sizeof(err)) != HCCL_SUCCESS)
     return hccl__fail(HCCL_E_PARA, "HCCL_TOPO_FILE='%s': %s", c->cfg.topo_file, err);
   struct hccl_place_rank *pr = calloc(c->nranks, sizeof(*pr));
-  uint32_t *server_of = calloc(c->nranks, sizeof(uint32_t));
+  uint32_t *server_of = c->server_of = calloc(c->nranks, sizeof(uint32_t));
   uint32_t *on_server = calloc(c->nranks, sizeof(uint32_t)); /* each server's rank count */
   HcclResult res = HCCL_E_MEMORY;
   if (!pr || !server_of || !on_server) {
@@ -155,7 +155,6 @@ static HcclResult check_and_place(struct hccl_comm *c) {
                           &c->cross);
 out:
   free(pr);
-  free(server_of);
   free(on_server);
   return res;
 }
@@ -255,6 +254,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   free(c->same_core);
   free(c->premul);
   free(c->local_index);
+  free(c->server_of);
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     free(c->tx.links[ch]);
   hccl__group_free(&c->world);

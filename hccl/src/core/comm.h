@@ -36,6 +36,7 @@ struct hccl_comm {
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
+  uint32_t *server_of;          /* [nranks]: its server's index (placement order); NULL until placed */
   /* What the transports see of this communicator (transport.h): rank, peers, settings, each
    * transport's state, and the link tables: tx.links[HCCL_CHANNEL_COLL] (collectives) and
    * tx.links[HCCL_CHANNEL_P2P] (point-to-point), [nranks] each, NULL for self. */
