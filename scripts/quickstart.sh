@@ -109,7 +109,7 @@ ctest --test-dir "$build" --output-on-failure --timeout 1800
 if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INTERPRETER" 2>/dev/null)" != /usr/bin/python3 ]; then
   echo "== torch_hccl again on Debian's torch (/usr/bin/python3), in $build/debian-torch"
   # Not the C test programs (HCCL_C_TESTS=OFF): the pass above ran them, and none is run here.
-  # Not torch_suite_4 and the *_allocator_off twins: what torch 1.13 changes is torch_hccl's
+  # Not torch_suite_4 and torch_ops_allocator_off: what torch 1.13 changes is torch_hccl's
   # binding (csrc/compat.hpp, the TORCH_VERSION_MAJOR and TORCH_HCCL_BACKEND_API branches),
   # which torch_suite_2 (the same list of torch 1.13's own tests), torch_ops and torch_ddp run
   # here; 4 ranks and the ring path (torch's allocator) are libhccl's, the same on either
@@ -118,5 +118,5 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INT
     -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF -DHCCL_C_TESTS=OFF >/dev/null
   cmake --build "$build/debian-torch" -j"$(nproc)"
   ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 \
-    -R '^(torch_|install$|pip_install$)' -E '^(torch_suite_4|torch_ops_allocator_off|torch_ddp_allocator_off)$'
+    -R '^(torch_|install$|pip_install$)' -E '^(torch_suite_4|torch_ops_allocator_off)$'
 fi

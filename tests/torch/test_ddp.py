@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """test_ddp.py - torch's own DistributedDataParallel on backend hccl trains a small model to
 the same parameters as on gloo, in the same processes and from the same start: plain, with
-find_unused_parameters, and with the fp16 compression communication hook (futures).
+find_unused_parameters, and with the fp16 compression communication hook (futures). Its
+tensors are all below the shared-memory allocator's threshold, so this is DDP over the ring
+(checked at the end of each rank); DDP over the zero-copy allreduce is test_allocator_zcopy's.
 """
 import os
 import sys
@@ -61,6 +63,15 @@ def ddp_case():
             else:
                 assert torch.equal(x, y), (variant, x, y)
         print("rank %d %s: hccl and gloo agree (worst relative difference %.2e)" % (rank, variant, worst))
+    # Every tensor here is below TORCH_HCCL_ALLOCATOR_MIN_BYTES (64 KiB; the model's 7050
+    # parameters are 28 KB, so is a bucket): torch's allocator serves them all, and hccl's
+    # calls take the ring, as with TORCH_HCCL_ALLOCATOR=0. That is why no twin of this test
+    # runs with the allocator off; DDP's buckets zero-copy are test_allocator_zcopy's.
+    import torch_hccl
+    stats = torch_hccl.memory_stats()
+    assert stats["allocations"] == 0, ("the shared-memory allocator served this test (a twin "
+                                       "with TORCH_HCCL_ALLOCATOR=0 would take another path)",
+                                       stats)
     dist.destroy_process_group()
     print("rank %d ok" % rank)
 

@@ -27,10 +27,18 @@ def expect_error(fn, *words):
 
 
 def bad_args_case():
+    import torch.distributed as dist
+    rank, n = H.init()
+    bad_args_checks(rank, n)
+    dist.destroy_process_group()
+    print("rank %d ok" % rank)
+
+
+def bad_args_checks(rank, n):
+    """Refused calls, each naming its value and the rule; then the group still works."""
     import torch
     import torch.distributed as dist
     from torch.distributed import ReduceOp
-    rank, n = H.init()
     # torch 2.x's float8 types are no type hccl reduces (torch 1.13 has no dtype left that hccl
     # does not reduce: test_ops' dtype sweep): refused by name, by each reduction.
     dt = getattr(torch, "float8_e4m3fn", None)
@@ -55,8 +63,7 @@ def bad_args_case():
     t = torch.ones(3)
     dist.all_reduce(t)
     assert t.tolist() == [float(n)] * 3
-    dist.destroy_process_group()
-    print("rank %d ok" % rank)
+    print("rank %d bad arguments refused" % rank)
 
 
 def mismatch_case():
@@ -143,10 +150,12 @@ def killed_case():
 def monitored_case():
     """The group's monitored_barrier (gloo's contract: rank 0 names who did not come): all
     ranks pass one; then the last rank stays away and rank 0 names it, the others hear that
-    rank 0 did not answer, each within the barrier's timeout."""
+    rank 0 did not answer, each within the barrier's timeout. bad_args_case's checks come
+    first, in the same group (one start of n ranks for both)."""
     import torch
     import torch.distributed as dist
     rank, n = H.init()
+    bad_args_checks(rank, n)
     pg = dist.distributed_c10d._get_default_group()
     pg.monitored_barrier(datetime.timedelta(seconds=10))
     t = torch.ones(2)
@@ -177,14 +186,17 @@ CASES = {"monitored": monitored_case, "bad_args": bad_args_case, "mismatch": mis
 
 class TestErrors(unittest.TestCase):
     def test_bad_arguments_raise_on_every_rank(self):
-        for n in (1, 2, 4):
-            res = H.run_ranks(__file__, "bad_args", n, timeout=120)
-            self.assertEqual(res.codes, [0] * n, res.text())
+        # at 2 and 4 ranks in test_monitored_barrier_names_the_missing_rank's groups
+        res = H.run_ranks(__file__, "bad_args", 1, timeout=120)
+        self.assertEqual(res.codes, [0], res.text())
+        self.assertIn("rank 0 bad arguments refused", res.outputs[0])
 
     def test_monitored_barrier_names_the_missing_rank(self):
         for n in (2, 4):
             res = H.run_ranks(__file__, "monitored", n, timeout=60)
             self.assertEqual(res.codes, [0] * n, res.text())
+            for r in range(n):
+                self.assertIn("rank %d bad arguments refused" % r, res.outputs[r])
 
     def test_mismatched_counts(self):
         res = H.run_ranks(__file__, "mismatch", 2, timeout=60, env={"HCCL_EXEC_TIMEOUT": "20"})

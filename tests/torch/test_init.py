@@ -22,9 +22,17 @@ NPU_LAUNCH = os.environ.get("HCCL_BIN_DIR", os.path.join(ROOT, "build", "bin")) 
 def basic_case():
     """Joins by HCCL_TEST_INIT, checks size and rank, allreduces, makes and uses two
     subgroups (halves, then pairs), destroys everything."""
-    import torch
     import torch.distributed as dist
     rank, n = H.init()
+    basic_checks(rank, n)
+    dist.destroy_process_group()
+    print("rank %d ok (%s init)" % (rank, os.environ.get("HCCL_TEST_INIT", "env")))
+
+
+def basic_checks(rank, n):
+    """basic_case's checks in the joined default group; destroys the subgroups it made."""
+    import torch
+    import torch.distributed as dist
     assert dist.get_backend() == "hccl", dist.get_backend()
     assert (dist.get_rank(), dist.get_world_size()) == (rank, n)
     t = torch.full((3,), float(rank + 1))
@@ -47,8 +55,6 @@ def basic_case():
     assert t.tolist() == [float(n)] * 2
     for g in groups:
         dist.destroy_process_group(g)
-    dist.destroy_process_group()
-    print("rank %d ok (%s init)" % (rank, os.environ.get("HCCL_TEST_INIT", "env")))
 
 
 def refused_subgroup_case():
@@ -82,7 +88,8 @@ def layout_case():
     allgather and broadcast give the members' values; a group this rank is not in is
     NON_GROUP_MEMBER. TEST_SPLIT_OFF names a rank that sets TORCH_HCCL_SPLIT=0 alone
     (every rank must then take the store). Then a use_local_synchronization group (torch 2.x)
-    is made over the store, and the default group still works."""
+    is made over the store, and the default group still works. TEST_BASIC_FIRST=1: basic_case's
+    checks first, in the same default group (one start of n ranks for both)."""
     rank = int(os.environ["RANK"])
     if os.environ.get("TEST_SPLIT_OFF") == str(rank):
         os.environ["TORCH_HCCL_SPLIT"] = "0"
@@ -90,6 +97,9 @@ def layout_case():
     import torch.distributed as dist
     import torch_hccl
     rank, n = H.init()
+    if os.environ.get("TEST_BASIC_FIRST") == "1":
+        basic_checks(rank, n)
+        print("rank %d ok (%s init)" % (rank, os.environ.get("HCCL_TEST_INIT", "env")))
     tp, pp, dp = (int(x) for x in os.environ["TEST_LAYOUT"].split(","))
     assert tp * pp * dp == n, (tp, pp, dp, n)
     coord = lambda r: (r % tp, r // tp % pp, r // (tp * pp))  # noqa: E731
@@ -160,21 +170,22 @@ class TestInit(unittest.TestCase):
     def ok(self, res, n):
         self.assertEqual(res.codes, [0] * n, res.text())
 
-    def test_env_tcp_file(self):
-        for init in ("env", "tcp", "file"):
+    def test_tcp_file(self):
+        # env:// at 1, 2 and 4 ranks is test_under_npu_launch's (the same basic case, joined
+        # from the launcher's RANK/WORLD_SIZE/MASTER_*), at 8 test_layout_split's, at 2
+        # test_plain_shell_loop's.
+        for init in ("tcp", "file"):
             for n in (1, 2, 4):
                 with self.subTest(init=init, n=n):
                     res = H.run_ranks(__file__, "basic", n, init=init, timeout=120)
                     self.ok(res, n)
                     self.assertIn("(%s init)" % init, res.outputs[0])
 
-    def test_8_ranks_env(self):
-        self.ok(H.run_ranks(__file__, "basic", 8, timeout=180), 8)
-
     def test_layout_split(self):
-        """2x2x2 at 8 ranks through the split; 2x2x1 at 4 ranks with rank 2 alone setting
+        """2x2x2 at 8 ranks through the split, after the basic case's checks at 8 ranks by
+        env:// in the same group; 2x2x1 at 4 ranks with rank 2 alone setting
         TORCH_HCCL_SPLIT=0, so every rank makes every group over the store."""
-        for layout, n, env in (("2,2,2", 8, {"TEST_MADE_BY": "split"}),
+        for layout, n, env in (("2,2,2", 8, {"TEST_MADE_BY": "split", "TEST_BASIC_FIRST": "1"}),
                                ("2,2,1", 4, {"TEST_MADE_BY": "store",
                                              "TEST_SPLIT_OFF": "2"})):
             with self.subTest(layout=layout):
@@ -183,6 +194,8 @@ class TestInit(unittest.TestCase):
                 self.ok(res, n)
                 for r in range(n):
                     self.assertIn("rank %d layout ok" % r, res.outputs[r])
+                    if env.get("TEST_BASIC_FIRST"):
+                        self.assertIn("rank %d ok (env init)" % r, res.outputs[r])
 
     def test_refused_subgroup(self):
         res = H.run_ranks(__file__, "refused", 4, timeout=120)
