@@ -10,8 +10,6 @@
  *   info  - rank, size, pid, server identity, device, settings that must agree; rank 0's
  *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
- *           a split group whose members are on servers of their own has them from its
- *           parent's round already (comm_split.c) and runs no "conn";
  *   ready - every link is connected; transports may drop what peers needed to connect.
  */
 #define _GNU_SOURCE
@@ -199,8 +197,7 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
                            .key = c->key_prefix,
                            .log = &c->log,
                            .report = progress_report,
-                           .report_arg = c,
-                           .listen_fd = -1};
+                           .report_arg = c};
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
   c->astate.tx = tx;
@@ -240,7 +237,6 @@ void hccl__comm_free(struct hccl_comm *c) {
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->tx.links[ch][r]) c->tx.links[ch][r]->ops->close(c->tx.links[ch][r]);
   HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(&c->tx);
-  if (c->tx.listen_fd >= 0) close(c->tx.listen_fd);
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
@@ -326,13 +322,11 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
-  /* A split group whose members' blobs came with the parent round skips "conn" (conn_known). */
-  if (c->nranks > 1 && c->conn_known)
-    memcpy(c->peers[c->rank].conn, self->conn, sizeof(self->conn));
-  else if (c->nranks > 1)
+  if (c->nranks > 1) {
     HCCL_TRY(round_allgather(c, rd, "conn", self, sizeof(*self), c->peers));
-  for (uint32_t r = 0; c->nranks > 1 && r < c->nranks; r++)
-    if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
+    for (uint32_t r = 0; r < c->nranks; r++)
+      if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
+  }
   ph_ns[2] = hccl__now_ns();
   bool *need = calloc(c->nranks, sizeof(bool));
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");

@@ -10,20 +10,9 @@
  * its group's rounds with its records marked failed, so its members get an error, not a wait;
  * a NOCOLOR rank and a one-rank group take part in none.
  *
- * On more than one server a rank opens its group's TCP listener before the parent round and
- * its address rides there in the info record's TCP blob. A group whose members are each on a
- * server of their own (the usual data parallel group, every group of 1-rank servers) needs no
- * shared-memory blob, which only setup can make, so it has every blob it needs and skips
- * "conn": its one member round is "ready". Every member decides so from the parent round's
- * records alone, alike. "ready" stays: it is the one round after the links, where a member whose
- * links or checks failed tells every member (a member whose transport setup failed, which only
- * a local lack of memory, descriptors or threads does, leaves its link partners waiting for
- * it until HCCL_CONNECT_TIMEOUT; with "conn" they heard of it at once).
- *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
  *   parent round:   allgather (colour, key, split number, bad input?, info)
  *   "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves
- *                    ("ready" alone when the parent round brought the TCP blobs)
  *   then each group's links connect among its members, as any communicator's do.
  *
  * Why (bench/split.sh, 3D layout at 64 pretend servers, 1 rank each): a parent allgather
@@ -36,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "algo.h"
 #include "comm.h"
@@ -44,12 +32,10 @@
 #include "hash.h"
 #include "log.h"
 #include "peer.h"
-#include "tcp.h"
 #include "transport.h"
 #include "wait.h"
 
-/* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c):
- * "conn" and "ready", or "ready" alone when the parent round brought the members' blobs. */
+/* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c). */
 #define SPLIT_ROUNDS 2
 
 /* What each parent rank says in the split's one parent allgather. */
@@ -57,7 +43,6 @@ struct split_ask {
   int32_t color, key;
   uint32_t seq;  /* the parent's splits before this one on that rank */
   uint32_t bad;  /* its own input was refused (it logged why): 1 key, 2 config */
-  uint32_t listening; /* info's TCP blob is a listener opened for this split (tcp.h) */
   struct hccl_peer_info info; /* its "info" record (hccl__peer_self) */
 };
 
@@ -75,9 +60,6 @@ struct split_ctx {
   const struct split_ask *ask;    /* every parent rank's */
   const uint32_t *members;        /* parent ranks in the new communicator's order */
   uint32_t n, me;
-  uint32_t rounds; /* member rounds this group runs: SPLIT_ROUNDS, or 1 with conn_known */
-  bool conn_known; /* the parent round brought every member's blobs: no "conn" round */
-  int listen_fd;   /* hccl__tcp_listen_early's, until the new communicator takes it */
   uint32_t done;  /* member rounds run so far */
   uint32_t steps; /* Bruck steps of each member round */
   uint8_t *all;   /* [n * SPLIT_REC] the round's records in member order */
@@ -131,7 +113,7 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
     }
     return HCCL_SUCCESS;
   }
-  if (len > sizeof(struct hccl_peer_info) || x->done >= x->rounds)
+  if (len > sizeof(struct hccl_peer_info) || x->done >= SPLIT_ROUNDS)
     return hccl__fail(HCCL_E_INTERNAL, "split round '%s' (%zu bytes, round %u) does not fit",
                       round, len, x->done + 1);
   memset(x->rec, 0, sizeof(x->rec));
@@ -155,7 +137,7 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
 /* Runs the member rounds this rank's group did not, so its members' exchanges complete. */
 static HcclResult pad_rounds(struct split_ctx *x, bool failed) {
   HcclResult res = HCCL_SUCCESS;
-  while (x->n > 1 && x->done < x->rounds) {
+  while (x->n > 1 && x->done < SPLIT_ROUNDS) {
     memset(x->rec, 0, sizeof(x->rec));
     struct split_hdr h = {.round = x->done + 1, .failed = failed};
     memcpy(x->rec, &h, sizeof(h));
@@ -220,29 +202,6 @@ static uint32_t members_of(const struct hccl_comm *p, const struct split_ask *as
   return n;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Whether the parent round brought everything the group's "conn" round would: every member
- * opened its listener before it (its TCP blob is in its info) and no two members share a
- * server (so no shared-memory blob is needed, which only setup can make). The same answer on
- * every member: it reads only the parent round's records. */
-static bool conn_known(const struct split_ask *ask, const uint32_t *members, uint32_t n,
-                       uint64_t *h /* [n] scratch */) {
-  if (n < 2) return false;
-  bool known = true;
-  for (uint32_t i = 0; i < n; i++) {
-    known = known && ask[members[i]].listening;
-    h[i] = ask[members[i]].info.host_hash;
-  }
-  qsort(h, n, sizeof(uint64_t), cmp_u64);
-  for (uint32_t i = 1; known && i < n; i++)
-    known = h[i] != h[i - 1];
-  return known;
-}
-
 /* Makes this rank's new communicator from members (rank me of n) with settings cfg. */
 static HcclResult make_child(struct split_ctx *x, const struct hccl_settings *cfg, uint32_t me,
                              uint32_t seq, int32_t color, const HcclCommConfig *config,
@@ -264,9 +223,6 @@ static HcclResult make_child(struct split_ctx *x, const struct hccl_settings *cf
            seq, (int)color);
   c->round_fn = split_round;
   c->round_arg = x;
-  c->conn_known = x->conn_known;
-  c->tx.listen_fd = x->listen_fd; /* c's now: its TCP setup takes it, or c's free closes it */
-  x->listen_fd = -1;
   HcclResult r = hccl__comm_bootstrap(c);
   c->round_fn = NULL;
   c->round_arg = NULL;
@@ -296,21 +252,13 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
   struct hccl_settings cfg = comm->cfg;
   cfg.device_id = comm->device; /* a rank keeps its device */
   cfg.device_src = "the parent communicator";
-  struct split_ask mine = {.color = color, .key = key, .seq = comm->splits};
+  struct split_ask mine = {color, key, comm->splits, 0, {0}};
   mine.bad = check_input(comm, key, config, &cfg);
   hccl__peer_self(&cfg, 0, 0, &mine.info); /* rank 0's fields too: the run, whoever is first */
   comm->splits++;
   struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
   uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
-  struct split_ctx x = {
-      .parent = comm, .log = &comm->log, .ask = ask, .members = members, .listen_fd = -1};
-  /* The group's TCP listener, opened now so its address rides on the parent round: a group on
-   * servers of its own then runs no "conn" round. Without it (one server, an error) the group
-   * runs "conn" as before. */
-  if (color != HCCL_SPLIT_NOCOLOR && !mine.bad && comm->nservers > 1)
-    mine.listening = hccl__tcp_listen_early(&cfg, comm->nranks,
-                                            mine.info.conn[HCCL_TRANSPORT_TCP],
-                                            &x.listen_fd) == HCCL_SUCCESS;
+  struct split_ctx x = {.parent = comm, .log = &comm->log, .ask = ask, .members = members};
   HcclResult r = HCCL_SUCCESS;
   if (!ask || !members)
     r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
@@ -326,9 +274,6 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
     for (uint32_t d = 1; d < x.n; d <<= 1)
       x.steps++;
     x.all = malloc((size_t)x.n * SPLIT_REC);
-    /* x.all is scratch for the check until the rounds use it (a record is 8 bytes or more). */
-    x.conn_known = x.all && conn_known(ask, members, x.n, (uint64_t *)(void *)x.all);
-    x.rounds = x.conn_known ? 1 : SPLIT_ROUNDS;
     x.order = malloc((size_t)x.n * sizeof(uint32_t));
     for (uint32_t i = 0; x.order && i < x.n; i++)
       x.order[i] = i;
@@ -365,6 +310,5 @@ out:
   free(members);
   free(x.all);
   free(x.order);
-  if (x.listen_fd >= 0) close(x.listen_fd); /* no group took it */
   return r;
 }

@@ -92,10 +92,6 @@ struct hccl_tctx {
    * text in buf, and in *next the rank on another server its chain of waits leads to. */
   void (*report)(void *arg, uint32_t seq, char *buf, size_t len, uint32_t *next);
   void *report_arg;
-  /* -1, or a TCP listener opened before the peer infos were exchanged, whose address this
-   * rank's info already carries (a split group's: core/comm_split.c): the TCP transport's setup
-   * takes it (and sets -1); the core closes it if no setup did. */
-  int listen_fd;
 };
 
 struct hccl_link {
