@@ -82,8 +82,8 @@ else
   failed=$((failed + 1))
 fi
 # A 3D layout's groups by HcclCommSplit at two ranks a server, each group's allreduce checked:
-# the tensor groups inside a server run their "conn" round (shared memory), the pipeline and
-# data groups across servers skip it (their TCP listeners' addresses came with the parent round).
+# the tensor groups inside a server (shared memory), the pipeline and data groups across servers
+# (TCP): the only test of splits across servers (comm_split runs on one).
 PASS_RE="^split_probe: .* mode split .* ok$"
 run_case 0,1 split_probe split 2 2
 # A hang at 64 ranks: rank HUNG is stopped (SIGSTOP) in a run of allreduces; every other rank
