@@ -96,20 +96,23 @@ static int failed(HcclResult rc, const char *call) {
 static int shrink_by_env(void) {
   const char *list = getenv("PERF_EXCLUDE");
   int ex[256], n = 0;
-  uint32_t me;
+  uint32_t me, size;
   if (!list || !*list) return 0;
-  for (const char *c = list; *c && n < 256;) {
+  HcclResult rc = HcclGetRankId(comm, &me);
+  if (rc == HCCL_SUCCESS) rc = HcclGetRankSize(comm, &size);
+  if (rc != HCCL_SUCCESS) return failed(rc, "HcclGetRankId/HcclGetRankSize");
+  for (const char *c = list; *c;) {
     char *end;
     long r = strtol(c, &end, 10);
-    if (end == c || r < 0 || (*end && *end != ',')) {
-      snprintf(errbuf, sizeof(errbuf), "PERF_EXCLUDE='%s': want ranks separated by commas", list);
+    if (end == c || r < 0 || r >= (long)size || (*end && *end != ',') || n == 256) {
+      snprintf(errbuf, sizeof(errbuf),
+               "PERF_EXCLUDE='%s': want at most 256 ranks from 0 to %u, separated by commas",
+               list, size - 1);
       return 1;
     }
     ex[n++] = (int)r;
     c = *end ? end + 1 : end;
   }
-  HcclResult rc = HcclGetRankId(comm, &me);
-  if (rc != HCCL_SUCCESS) return failed(rc, "HcclGetRankId");
   for (int i = 0; i < n; i++)
     if (ex[i] == (int)me) {
       HcclCommDestroy(comm);
