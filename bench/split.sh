@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # split.sh - the time to make the groups of a 3D layout (tensor x pipeline x data), HcclCommSplit
-# against today's bootstrap per group (bench/split_probe.c): at 8 ranks on this server, then,
+# one call per group (split) and the three in one HcclGroupStart/End (group), against today's
+# bootstrap per group (bench/split_probe.c): at 8 ranks on this server, then,
 # when servers are given, across S pretend servers x D devices (network namespaces,
 # tests/multi/netns.sh, as bench/scale.sh; needs root). One line per run from split_probe.
 # --torch: the same layout made through torch's new_group at 8 ranks (bench/torch_split.py):
@@ -35,18 +36,19 @@ esac
 # The means over the ranks of split q's phases (ms) and its group's TCP links, from the logs
 # "$1".split.*.log: the parent allgather (with the wait for the slowest rank's previous split),
 # the group's bootstrap and its "conn", links and "ready" phases, links made and dialled.
+# "$3": split or group (whose three splits share one parent allgather).
 split_phases() {
   local q
   for q in 0 1 2; do
-    cat "$1".split.*.log | awk -v q="$q" -v S="$2" '
+    cat "$1"."$3".*.log | awk -v q="$q" -v S="$2" -v M="$3" '
       function val(k,  i) { for (i = 1; i < NF; i++) if ($i == k) return $(i + 1); return 0 }
       $0 ~ "HcclCommSplit " q ":" { ag += val("allgather"); gb += val("bootstrap"); n++ }
       $0 ~ "split" q "\\.[0-9-]+ rank .*bootstrap phases" { c += val("conn"); l += val("links"); r += val("ready") }
       $0 ~ "split" q "\\.[0-9-]+ rank .*TCP transport: rank .* made" { m += val("made"); d += $(index_d()) }
       function index_d(  i) { for (i = 1; i < NF; i++) if ($i == "dialled,") return i - 1; return 1 }
-      END { if (n) printf "split_phases: servers %s split %d ranks %d parent_allgather_ms %.1f " \
+      END { if (n) printf "split_phases: servers %s mode %s split %d ranks %d parent_allgather_ms %.1f " \
             "group_bootstrap_ms %.1f conn %.1f links %.1f ready %.1f tcp_links %d dialled %d\n",
-            S, q, n, ag / n, gb / n, c / n, l / n, r / n, m, d }'
+            S, M, q, n, ag / n, gb / n, c / n, l / n, r / n, m, d }'
   done
 }
 
@@ -57,7 +59,7 @@ TP=${4:-2}
 PP=${5:-2}
 port=$((30000 + RANDOM % 20000))
 status=0
-for mode in split init; do
+for mode in split group init; do
   port=$((port + 1))
   timeout -k 5 300 "$BUILD/bin/npu-launch" --master-port "$port" --device-list 0,1,2,3,4,5,6,7 \
     -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" 2>/dev/null || status=1
@@ -68,7 +70,7 @@ done
 devs=$(seq -s, 0 $((D - 1)))
 for S in $SERVERS; do
   netns_up "$S" || exit $?
-  for mode in split init; do
+  for mode in split group init; do
     port=$((port + 1))
     pids=()
     for ((k = 0; k < S; k++)); do
@@ -84,7 +86,8 @@ for S in $SERVERS; do
     done
     for p in "${pids[@]}"; do wait "$p" || status=1; done
   done
-  [ -n "${SPLIT_LOG:-}" ] && split_phases "$SPLIT_LOG/$S" "$S"
+  [ -n "${SPLIT_LOG:-}" ] && split_phases "$SPLIT_LOG/$S" "$S" split &&
+    split_phases "$SPLIT_LOG/$S" "$S" group
   netns_down
 done
 exit $status

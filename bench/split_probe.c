@@ -1,7 +1,8 @@
 /*
  * split_probe.c - the time to make the groups of a 3D layout (tensor x pipeline x data) from
  * a parent communicator, for bench/split.sh: `split` makes each rank's three groups with
- * HcclCommSplit (no store), `init` the way every group is made today, a bootstrap of its own
+ * HcclCommSplit (no store), one call (one parent allgather) each; `group` the same three
+ * splits between HcclGroupStart and HcclGroupEnd (one parent allgather for all); `init` the way every group is made today, a bootstrap of its own
  * (the group's first rank runs HcclGetRootInfo, the parent's allgather hands the root infos
  * round, each rank runs HcclCommInitRootInfo). Each group then runs one allreduce, checked.
  * Rank 0 prints the largest time over the job (an allreduce MAX over the parent), and the world's
@@ -10,9 +11,10 @@
  *
  *   split_probe: ranks 8 layout 2x2x2 mode split groups 3 make_ms 41.2 world_init_ms 12.0 ok
  *
- * usage: split_probe [split|init] [TP] [PP]   (DP = ranks / (TP x PP); default split 2 2)
+ * usage: split_probe [split|group|init] [TP] [PP]   (DP = ranks / (TP x PP); default split 2 2)
  * Started like any rank (npu-launch, torchrun's variables). Exit 0 when every step succeeded.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,13 +48,13 @@ static void group_of(int g, int r, int tp, int pp, int *color, int *index) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    printf("usage: split_probe [split|init] [TP] [PP]\n");
+    printf("usage: split_probe [split|group|init] [TP] [PP]\n");
     return 0;
   }
   const char *mode = argc > 1 ? argv[1] : "split";
   int tp = argc > 2 ? atoi(argv[2]) : 2, pp = argc > 3 ? atoi(argv[3]) : 2;
-  if (strcmp(mode, "split") && strcmp(mode, "init")) {
-    fprintf(stderr, "split_probe: mode '%s' is not split or init\n", mode);
+  if (strcmp(mode, "split") && strcmp(mode, "group") && strcmp(mode, "init")) {
+    fprintf(stderr, "split_probe: mode '%s' is not split, group or init\n", mode);
     return 2;
   }
   HcclComm world;
@@ -70,10 +72,12 @@ int main(int argc, char **argv) {
   HcclComm group[3] = {0};
   CHECK(HcclBarrier(world, NULL));
   double t0 = now_ms();
+  bool grouped = !strcmp(mode, "group");
+  if (grouped) CHECK(HcclGroupStart());
   for (int g = 0; g < 3; g++) {
     int color, index;
     group_of(g, (int)rank, tp, pp, &color, &index);
-    if (!strcmp(mode, "split")) {
+    if (strcmp(mode, "init")) {
       CHECK(HcclCommSplit(world, color, index, &group[g], NULL));
       continue;
     }
@@ -93,6 +97,7 @@ int main(int argc, char **argv) {
     CHECK(HcclCommInitRootInfo((uint32_t)size, &all[first], (uint32_t)index, &group[g]));
     free(all);
   }
+  if (grouped) CHECK(HcclGroupEnd());
   double make_ms = now_ms() - t0;
   int ok = 1;
   for (int g = 0; g < 3; g++) {

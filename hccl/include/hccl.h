@@ -290,6 +290,37 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
 HCCL_API HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *newcomm,
                                   const HcclCommConfig *config);
 
+/* The most HcclCommSplit calls one group (HcclGroupStart..HcclGroupEnd) may hold. */
+#define HCCL_GROUP_MAX_SPLITS 8
+
+/* Several splits of one parent in one parent round, as NCCL users write them:
+ *
+ *   HcclGroupStart();
+ *   HcclCommSplit(world, tp_colour, tp_key, &tp, NULL);
+ *   HcclCommSplit(world, dp_colour, dp_key, &dp, NULL);
+ *   HcclGroupEnd();      // tp and dp are valid from here on, as NCCL's nonblocking groups
+ *
+ * Inside a group HcclCommSplit only records the request (and refuses its own bad input at
+ * once, as it would alone); HcclGroupEnd runs ONE allgather over the parent carrying every
+ * request's colour and key and this rank's bootstrap record once, then makes each split's
+ * communicator in call order (each still runs its members' own rounds). Why: with many
+ * servers a parent allgather costs about one scheduling sweep of every rank, so a layout's
+ * three splits pay one instead of three. The group belongs to the calling thread.
+ *
+ * Rules, each refused by name: only HcclCommSplit may be called inside a group (a collective,
+ * a send or receive, HcclCommInit*, HcclCommShrink or HcclCommDestroy there is
+ * HCCL_E_NOT_SUPPORT; getters and HcclCommAbort are allowed); groups do not nest
+ * (HcclGroupStart inside one is HCCL_E_NOT_SUPPORT); HcclGroupEnd without HcclGroupStart is
+ * HCCL_E_PARA; every split of a group has the same parent, and a group holds at most
+ * HCCL_GROUP_MAX_SPLITS (HCCL_E_PARA at that split, and the group fails). Every rank of the
+ * parent must make the same number of splits in the group: otherwise, or when any rank's
+ * split was refused, HcclGroupEnd fails on every rank with HCCL_E_PARA naming the rank, and
+ * makes nothing. A split whose own group's checks fail (see HcclCommSplit) leaves its
+ * *newcomm NULL and HcclGroupEnd returns that error; the group's other splits are still made
+ * (and are the caller's to destroy). An empty group does nothing. */
+HCCL_API HcclResult HcclGroupStart(void);
+HCCL_API HcclResult HcclGroupEnd(void);
+
 /* ---- collectives ----
  * In-place is allowed where NCCL allows it: sendBuf == recvBuf for allreduce and reduce;
  * sendBuf == recvBuf + rank * count * size for allgather; and

@@ -7,7 +7,11 @@
  * (the last group outlives its parent). Then the errors, on every rank alike and at once: a
  * negative key on one rank (names the rank and the key), a group whose own checks fail (one
  * member's HCCL_BUFFSIZE differs: every member of that colour fails, the other group is made),
- * and a split of an aborted parent.
+ * and a split of an aborted parent. Grouped splits (HcclGroupStart/End): a 3D layout's three
+ * groups (tensor x pipeline x data, 2 x 2 x 2) in one group, each checked as above; inside a
+ * group a collective and a nested HcclGroupStart are refused by name, an unbalanced
+ * HcclGroupEnd too; a group of 2 splits on one rank against 3 on the others, and a bad key
+ * inside a group, fail every rank promptly, and the parent's next group works.
  * The parent's store server is gone after its bootstrap, so a split that needed the store
  * could not succeed here at all.
  */
@@ -120,6 +124,29 @@ static int check_all(HcclComm comm, int rank, int n, const char *what) {
   return 0;
 }
 
+/* Parent rank `rank`'s communicator of colouring k: its size, rank, member order (an
+ * allgather of parent ranks) and every collective; NULL for NOCOLOR. */
+static int check_child(HcclComm child, int rank, const struct colouring *k) {
+  if (k->color[rank] < 0) {
+    RANK_CHECK(child == NULL, "%s: NOCOLOR rank got a communicator", k->name);
+    return 0;
+  }
+  int members[NR], me = -1, n = expected_members(k, rank, members, &me);
+  uint32_t size = 0, id = 99;
+  RANK_CHECK(child && HcclGetRankSize(child, &size) == HCCL_SUCCESS &&
+                 HcclGetRankId(child, &id) == HCCL_SUCCESS,
+             "%s: getters", k->name);
+  RANK_CHECK(size == (uint32_t)n && id == (uint32_t)me, "%s: rank %u of %u, expected %d of %d",
+             k->name, id, size, me, n);
+  int32_t who = rank, all[NR];
+  HcclResult rc = HcclAllGather(&who, all, 1, HCCL_DATA_TYPE_INT32, child, NULL);
+  RANK_CHECK(rc == HCCL_SUCCESS, "%s: order: %s", k->name, HcclGetLastErrorMessage());
+  for (int i = 0; i < n; i++)
+    RANK_CHECK(all[i] == members[i], "%s: rank %d of the group is parent rank %d, expected %d",
+               k->name, i, all[i], members[i]);
+  return check_all(child, me, n, k->name);
+}
+
 /* One colouring: split, check the group's shape and every collective while the parent runs an
  * allreduce of its own; the group is destroyed unless keep. */
 static int split_case(HcclComm parent, int rank, const struct colouring *k, HcclComm *keep) {
@@ -133,24 +160,7 @@ static int split_case(HcclComm parent, int rank, const struct colouring *k, Hccl
   HcclRequest preq = NULL;
   rc = HcclAllReduce(pbuf, pbuf, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, parent, &preq);
   RANK_CHECK(rc == HCCL_SUCCESS, "%s: parent allreduce: %s", k->name, HcclGetLastErrorMessage());
-  if (k->color[rank] < 0) {
-    RANK_CHECK(child == NULL, "%s: NOCOLOR rank got a communicator", k->name);
-  } else {
-    int members[NR], me = -1, n = expected_members(k, rank, members, &me);
-    uint32_t size = 0, id = 99;
-    RANK_CHECK(child && HcclGetRankSize(child, &size) == HCCL_SUCCESS &&
-                   HcclGetRankId(child, &id) == HCCL_SUCCESS,
-               "%s: getters", k->name);
-    RANK_CHECK(size == (uint32_t)n && id == (uint32_t)me, "%s: rank %u of %u, expected %d of %d",
-               k->name, id, size, me, n);
-    int32_t who = rank, all[NR];
-    rc = HcclAllGather(&who, all, 1, HCCL_DATA_TYPE_INT32, child, NULL);
-    RANK_CHECK(rc == HCCL_SUCCESS, "%s: order: %s", k->name, HcclGetLastErrorMessage());
-    for (int i = 0; i < n; i++)
-      RANK_CHECK(all[i] == members[i], "%s: rank %d of the group is parent rank %d, expected %d",
-                 k->name, i, all[i], members[i]);
-    if (check_all(child, me, n, k->name)) return 1;
-  }
+  if (check_child(child, rank, k)) return 1;
   RANK_CHECK(HcclRequestWait(preq) == HCCL_SUCCESS, "%s: parent allreduce: %s", k->name,
              HcclGetLastErrorMessage());
   for (int i = 0; i < C; i++)
@@ -251,10 +261,81 @@ static void test_split_errors(void **st) {
   assert_int_equal(failed, 0);
 }
 
+/* The 3D layout TP x PP x DP = 2 x 2 x 2, rank r = (d * PP + p) * TP + t, as
+ * bench/split_probe.c numbers it: each group's colour and the rank's index in it. */
+static const struct colouring g_layout[3] = {
+    {"tensor", {0, 0, 1, 1, 2, 2, 3, 3}, {0, 1, 0, 1, 0, 1, 0, 1}},
+    {"pipeline", {0, 1, 0, 1, 2, 3, 2, 3}, {0, 0, 1, 1, 0, 0, 1, 1}},
+    {"data", {0, 1, 2, 3, 0, 1, 2, 3}, {0, 0, 0, 0, 1, 1, 1, 1}},
+};
+
+#define EXPECT_REFUSED(call, code, word)                                                             do {                                                                                                 HcclResult rc_ = (call);                                                                           const char *m_ = HcclGetLastErrorMessage();                                                        RANK_CHECK(rc_ == (code) && strstr(m_, word), "%s: %d, expected %d naming '%s': %s", #call,                 rc_, code, word, m_);                                                                 } while (0)
+
+static int grouped_body(int rank, int nranks, void *arg) {
+  harness_base_env();
+  HcclComm parent = NULL, child[3] = {0};
+  HcclResult rc = HcclCommInitFromEnv(&parent);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  int32_t v = 1, sum = 0;
+  EXPECT_REFUSED(HcclGroupEnd(), HCCL_E_PARA, "without HcclGroupStart");
+  RANK_CHECK(HcclGroupStart() == HCCL_SUCCESS, "group start");
+  for (int g = 0; g < 3; g++) {
+    rc = HcclCommSplit(parent, g_layout[g].color[rank], g_layout[g].key[rank], &child[g], NULL);
+    RANK_CHECK(rc == HCCL_SUCCESS, "%s: recorded split: %s", g_layout[g].name,
+               HcclGetLastErrorMessage());
+  }
+  EXPECT_REFUSED(HcclAllReduce(&v, &sum, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, parent, NULL),
+                 HCCL_E_NOT_SUPPORT, "HcclAllReduce between HcclGroupStart and HcclGroupEnd");
+  EXPECT_REFUSED(HcclGroupStart(), HCCL_E_NOT_SUPPORT, "do not nest");
+  rc = HcclGroupEnd();
+  RANK_CHECK(rc == HCCL_SUCCESS, "group end: %d %s", rc, HcclGetLastErrorMessage());
+  for (int g = 0; g < 3; g++)
+    if (check_child(child[g], rank, &g_layout[g])) return 1;
+  for (int g = 0; g < 3; g++)
+    HcclCommDestroy(child[g]), child[g] = NULL;
+  /* Rank 3 groups 2 splits, the others 3: every rank fails at HcclGroupEnd, naming rank 3. */
+  double t0 = cc_now();
+  RANK_CHECK(HcclGroupStart() == HCCL_SUCCESS, "group start");
+  for (int g = 0; g < (rank == 3 ? 2 : 3); g++)
+    HcclCommSplit(parent, g_layout[g].color[rank], g_layout[g].key[rank], &child[g], NULL);
+  EXPECT_REFUSED(HcclGroupEnd(), HCCL_E_PARA, "rank 3 of the parent asks for 2 splits");
+  RANK_CHECK(!child[0] && !child[1] && !child[2], "a mismatched group made a communicator");
+  RANK_CHECK(cc_now() - t0 < 5, "a mismatched group took %.1f s", cc_now() - t0);
+  /* A bad key inside a group: refused at once on rank 5, the group fails on every rank. */
+  RANK_CHECK(HcclGroupStart() == HCCL_SUCCESS, "group start");
+  HcclCommSplit(parent, 0, 0, &child[0], NULL);
+  rc = HcclCommSplit(parent, rank % 2, rank == 5 ? -2 : 0, &child[1], NULL);
+  RANK_CHECK(rc == (rank == 5 ? HCCL_E_PARA : HCCL_SUCCESS), "bad key in a group: %d", rc);
+  EXPECT_REFUSED(HcclGroupEnd(), HCCL_E_PARA, "rank 5 of the parent");
+  RANK_CHECK(!child[0] && !child[1], "a refused group made a communicator");
+  /* The parent goes on: a group of two splits now works. */
+  RANK_CHECK(HcclGroupStart() == HCCL_SUCCESS, "group start");
+  HcclCommSplit(parent, g_layout[0].color[rank], g_layout[0].key[rank], &child[0], NULL);
+  HcclCommSplit(parent, g_layout[2].color[rank], g_layout[2].key[rank], &child[2], NULL);
+  rc = HcclGroupEnd();
+  RANK_CHECK(rc == HCCL_SUCCESS, "group after refused ones: %d %s", rc, HcclGetLastErrorMessage());
+  for (int g = 0; g < 3; g += 2) {
+    rc = HcclAllReduce(&v, &sum, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, child[g], NULL);
+    RANK_CHECK(rc == HCCL_SUCCESS && sum == 2, "%s after refused groups: %d, sum %d",
+               g_layout[g].name, rc, sum);
+    HcclCommDestroy(child[g]);
+  }
+  HcclCommDestroy(parent);
+  return 0;
+}
+
+static void test_split_grouped(void **st) {
+  double t0 = cc_now();
+  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, grouped_body, NULL);
+  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
+  assert_int_equal(failed, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_colourings),
       cmocka_unit_test(test_split_errors),
+      cmocka_unit_test(test_split_grouped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

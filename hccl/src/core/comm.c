@@ -421,6 +421,7 @@ HcclResult HcclCommAbort(HcclComm comm) {
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
+  HCCL_TRY(hccl__split_group_refuse("HcclCommDestroy"));
   hccl__coll_shutdown(comm);
   hccl__p2p_shutdown(comm);
   hccl__comm_free(comm);

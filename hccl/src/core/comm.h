@@ -145,6 +145,9 @@ HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *t
 /* A config's non-zero fields replace the environment's values in *cfg; HCCL_E_PARA naming the
  * field when one is out of range (comm_init.c). */
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
+/* HCCL_E_NOT_SUPPORT, logged naming fn, when this thread is between HcclGroupStart and
+ * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (comm_split.c). */
+HcclResult hccl__split_group_refuse(const char *fn);
 
 /* Connects c->store to rank 0's store server at host:port with the job's token, once that
  * server holds `key` = want[0..len): a server still finishing an earlier communicator's

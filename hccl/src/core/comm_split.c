@@ -38,12 +38,26 @@
 /* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c). */
 #define SPLIT_ROUNDS 2
 
-/* What each parent rank says in the split's one parent allgather. */
+/* What each parent rank says in the one parent allgather of a split or of a group of splits
+ * (HcclGroupStart/End): the same size for any number of splits, so a rank that asked for a
+ * different number still completes the round, and every rank sees the mismatch. */
 struct split_ask {
+  uint32_t seq;     /* the parent's splits before this round's first on that rank */
+  uint32_t nsplits; /* the splits of this round (1 outside a group) */
+  uint32_t bad;     /* its own input was refused (it logged why): 1 key, 2 config, 3 other */
+  uint32_t bad_at;  /* which of its splits */
+  int32_t color[HCCL_GROUP_MAX_SPLITS], key[HCCL_GROUP_MAX_SPLITS];
+  uint64_t buffsize[HCCL_GROUP_MAX_SPLITS]; /* each split's HCCL_BUFFSIZE (its config's) */
+  struct hccl_peer_info info; /* its "info" record (hccl__peer_self), once for every split */
+};
+
+/* One split asked for: by HcclCommSplit at once, or recorded inside a group. */
+struct split_req {
+  HcclComm *out;
   int32_t color, key;
-  uint32_t seq;  /* the parent's splits before this one on that rank */
-  uint32_t bad;  /* its own input was refused (it logged why): 1 key, 2 config */
-  struct hccl_peer_info info; /* its "info" record (hccl__peer_self) */
+  struct hccl_settings cfg; /* the parent's, with config's fields applied */
+  bool named;
+  char name[64]; /* config's commName */
 };
 
 /* The header of each member round's record. */
@@ -58,6 +72,7 @@ struct split_ctx {
   struct hccl_comm *parent;
   const struct hccl_log_ctx *log; /* the new communicator's, bound again after each round */
   const struct split_ask *ask;    /* every parent rank's */
+  uint32_t which;                 /* the split of the round this context makes */
   const uint32_t *members;        /* parent ranks in the new communicator's order */
   uint32_t n, me;
   uint32_t done;  /* member rounds run so far */
@@ -108,6 +123,7 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
     for (uint32_t i = 0; i < x->n; i++) {
       struct hccl_peer_info *p = (struct hccl_peer_info *)all + i;
       *p = x->ask[x->members[i]].info;
+      p->buffsize = x->ask[x->members[i]].buffsize[x->which];
       p->rank = i;
       p->nranks = x->n;
     }
@@ -147,7 +163,8 @@ static HcclResult pad_rounds(struct split_ctx *x, bool failed) {
   return res;
 }
 
-/* This rank's input, checked before anything is exchanged; the code goes to every rank. */
+/* This rank's input for one split, checked before anything is exchanged; the code goes to
+ * every rank through the parent round. */
 static uint32_t check_input(const struct hccl_comm *p, int32_t key, const HcclCommConfig *config,
                             struct hccl_settings *cfg) {
   if (key < 0) {
@@ -161,37 +178,63 @@ static uint32_t check_input(const struct hccl_comm *p, int32_t key, const HcclCo
   return 0;
 }
 
+/* One split asked for on comm, its settings (the parent's, config's fields applied) in *q;
+ * returns check_input's refusal (0 for none). */
+static uint32_t req_fill(struct hccl_comm *comm, int32_t color, int32_t key, HcclComm *newcomm,
+                         const HcclCommConfig *config, struct split_req *q) {
+  *q = (struct split_req){.out = newcomm, .color = color < 0 ? HCCL_SPLIT_NOCOLOR : color,
+                          .key = key, .cfg = comm->cfg};
+  q->cfg.device_id = comm->device; /* a rank keeps its device */
+  q->cfg.device_src = "the parent communicator";
+  if (config && config->commName[0])
+    q->named = true, snprintf(q->name, sizeof(q->name), "%s", config->commName);
+  return check_input(comm, key, config, &q->cfg);
+}
+
 /* Every rank's ask, checked alike on every rank: the same error everywhere. */
 static HcclResult check_asks(const struct hccl_comm *p, const struct split_ask *ask) {
   for (uint32_t r = 0; r < p->nranks; r++) {
-    if (ask[r].bad == 1)
+    const struct split_ask *a = &ask[r];
+    if (a->bad == 1)
       return hccl__fail(HCCL_E_PARA,
                         "HcclCommSplit: rank %u of the parent passed key %d; a key must be 0 or "
                         "more",
-                        r, (int)ask[r].key);
-    if (ask[r].bad)
+                        r, (int)a->key[a->bad_at]);
+    if (a->bad == 2)
       return hccl__fail(HCCL_E_PARA,
                         "HcclCommSplit: rank %u of the parent passed an invalid HcclCommConfig "
                         "(its log names the field)",
                         r);
-    if (ask[r].seq != ask[0].seq)
+    if (a->bad)
+      return hccl__fail(HCCL_E_PARA,
+                        "HcclGroupEnd: rank %u of the parent had a split of its group refused "
+                        "(its log says why); no communicator of the group is made",
+                        r);
+    if (a->nsplits != ask[0].nsplits)
+      return hccl__fail(HCCL_E_PARA,
+                        "HcclCommSplit: rank %u of the parent asks for %u split%s in this round "
+                        "(between HcclGroupStart and HcclGroupEnd, or 1 alone), rank 0 for %u; "
+                        "every rank must make the same splits, grouped alike",
+                        r, a->nsplits, a->nsplits == 1 ? "" : "s", ask[0].nsplits);
+    if (a->seq != ask[0].seq)
       return hccl__fail(HCCL_E_PARA,
                         "HcclCommSplit: rank %u of the parent is at its split %u of this "
                         "communicator, rank 0 at its split %u; every rank must call it the "
                         "same number of times, in the same order as its other calls",
-                        r, ask[r].seq + 1, ask[0].seq + 1);
+                        r, a->seq + 1, ask[0].seq + 1);
   }
   return HCCL_SUCCESS;
 }
 
-/* The members of colour `color` in key order, ties by parent rank; *me is this rank's index. */
-static uint32_t members_of(const struct hccl_comm *p, const struct split_ask *ask, int32_t color,
-                           uint32_t *members, uint32_t *me) {
+/* The members of colour `color` in split `which` in key order, ties by parent rank; *me is
+ * this rank's index. */
+static uint32_t members_of(const struct hccl_comm *p, const struct split_ask *ask, uint32_t which,
+                           int32_t color, uint32_t *members, uint32_t *me) {
   uint32_t n = 0;
   for (uint32_t r = 0; r < p->nranks; r++) {
-    if (ask[r].color != color) continue;
+    if (ask[r].color[which] != color) continue;
     uint32_t i = n++; /* insertion: r is above every rank placed so far */
-    while (i > 0 && ask[members[i - 1]].key > ask[r].key) {
+    while (i > 0 && ask[members[i - 1]].key[which] > ask[r].key[which]) {
       members[i] = members[i - 1];
       i--;
     }
@@ -202,25 +245,29 @@ static uint32_t members_of(const struct hccl_comm *p, const struct split_ask *as
   return n;
 }
 
-/* Makes this rank's new communicator from members (rank me of n) with settings cfg. */
-static HcclResult make_child(struct split_ctx *x, const struct hccl_settings *cfg, uint32_t me,
-                             uint32_t seq, int32_t color, const HcclCommConfig *config,
+/* Makes this rank's new communicator from members (rank x->me of x->n) for request q, the
+ * parent's split number seq. */
+static HcclResult make_child(struct split_ctx *x, const struct split_req *q, uint32_t seq,
                              HcclComm *out) {
   struct hccl_comm *p = x->parent;
-  struct hccl_comm *c = hccl__comm_alloc(cfg, me, x->n);
+  struct hccl_settings cfg = q->cfg;
+  cfg.have_rank = true;
+  cfg.rank = x->me;
+  cfg.world_size = x->n;
+  struct hccl_comm *c = hccl__comm_alloc(&cfg, x->me, x->n);
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
-  if (config && config->commName[0])
-    snprintf(c->log.name, sizeof(c->log.name), "%.63s", config->commName);
+  if (q->named)
+    snprintf(c->log.name, sizeof(c->log.name), "%.63s", q->name);
   else
     snprintf(c->log.name, sizeof(c->log.name), "%.40s%ssplit%u.%d", p->log.name,
-             p->log.name[0] ? "/" : "", seq, (int)color);
+             p->log.name[0] ? "/" : "", seq, (int)q->color);
   hccl__log_bind(&c->log);
   x->log = &c->log;
   /* Unique per new communicator among the parent's (the TCP transport's identity). */
   uint64_t id = hccl__fnv1a(HCCL_FNV1A_SEED, p->key_prefix, strlen(p->key_prefix));
   id = hccl__fnv1a(id, &p->run, sizeof(p->run));
   snprintf(c->key_prefix, sizeof(c->key_prefix), "split%016llx/%u/%d", (unsigned long long)id,
-           seq, (int)color);
+           seq, (int)q->color);
   c->round_fn = split_round;
   c->round_arg = x;
   HcclResult r = hccl__comm_bootstrap(c);
@@ -236,41 +283,18 @@ static HcclResult make_child(struct split_ctx *x, const struct hccl_settings *cf
   return HCCL_SUCCESS;
 }
 
-HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *newcomm,
-                         const HcclCommConfig *config) {
-  if (!comm || !newcomm)
-    return hccl__fail(HCCL_E_PTR, "HcclCommSplit: %s is NULL", comm ? "newcomm" : "comm");
-  hccl__log_bind(&comm->log);
-  *newcomm = NULL;
-  if (atomic_load(&comm->broken))
-    return hccl__fail(HCCL_E_REMOTE,
-                      "HcclCommSplit on rank %u: the parent communicator is broken (%s); make "
-                      "new communicators from a live one",
-                      comm->rank, comm->broken_msg);
-  if (color < 0) color = HCCL_SPLIT_NOCOLOR;
+/* Split `which` of the round after the parent allgather (ask: every rank's): this rank's
+ * communicator, or none (NOCOLOR); its group's member rounds always run to the end, so a
+ * member that failed still lets the others finish (with an error). members: [nranks] scratch. */
+static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uint32_t which,
+                           const struct split_req *q, uint32_t *members, double ag_ms) {
   int64_t t0 = hccl__now_ns();
-  struct hccl_settings cfg = comm->cfg;
-  cfg.device_id = comm->device; /* a rank keeps its device */
-  cfg.device_src = "the parent communicator";
-  struct split_ask mine = {color, key, comm->splits, 0, {0}};
-  mine.bad = check_input(comm, key, config, &cfg);
-  hccl__peer_self(&cfg, 0, 0, &mine.info); /* rank 0's fields too: the run, whoever is first */
-  comm->splits++;
-  struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
-  uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
-  struct split_ctx x = {.parent = comm, .log = &comm->log, .ask = ask, .members = members};
+  uint32_t seq = ask[p->rank].seq + which;
+  struct split_ctx x = {
+      .parent = p, .log = &p->log, .ask = ask, .which = which, .members = members};
   HcclResult r = HCCL_SUCCESS;
-  if (!ask || !members)
-    r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
-  /* Every rank joins the one parent exchange even with bad input, so all fail alike, at once. */
-  if (r == HCCL_SUCCESS)
-    r = HcclAllGather(&mine, ask, sizeof(mine), HCCL_DATA_TYPE_UINT8, comm, NULL);
-  hccl__log_bind(&comm->log);
-  if (r == HCCL_SUCCESS) r = check_asks(comm, ask);
-  if (r != HCCL_SUCCESS) goto out; /* the same outcome on every rank: no rounds follow */
-  int64_t t1 = hccl__now_ns();
-  if (color != HCCL_SPLIT_NOCOLOR) {
-    x.n = members_of(comm, ask, color, members, &x.me);
+  if (q->color != HCCL_SPLIT_NOCOLOR) {
+    x.n = members_of(p, ask, which, q->color, members, &x.me);
     for (uint32_t d = 1; d < x.n; d <<= 1)
       x.steps++;
     x.all = malloc((size_t)x.n * SPLIT_REC);
@@ -282,33 +306,152 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
                                  .rank = members,
                                  .ring = x.order,
                                  .pos = x.order,
-                                 .links = comm->tx.links[HCCL_CHANNEL_COLL],
-                                 .chunk_bytes = comm->world.chunk_bytes,
-                                 .state = &comm->astate};
-    cfg.have_rank = true;
-    cfg.rank = x.me;
-    cfg.world_size = x.n;
+                                 .links = p->tx.links[HCCL_CHANNEL_COLL],
+                                 .chunk_bytes = p->world.chunk_bytes,
+                                 .state = &p->astate};
     if (!x.all || !x.order)
-      r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
+      r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", p->nranks);
     else
-      r = make_child(&x, &cfg, x.me, mine.seq, color, config, newcomm);
+      r = make_child(&x, q, seq, q->out);
   }
   HcclResult pr = x.all && x.order ? pad_rounds(&x, r != HCCL_SUCCESS) : HCCL_SUCCESS;
-  hccl__log_bind(&comm->log);
+  hccl__log_bind(&p->log);
   if (r == HCCL_SUCCESS && pr != HCCL_SUCCESS) {
-    HcclCommDestroy(*newcomm);
-    *newcomm = NULL;
+    HcclCommDestroy(*q->out);
+    *q->out = NULL;
     r = pr;
   }
   /* bench/split.sh's runs read this line: where a split's time goes. */
-  HCCL_INFO("HcclCommSplit %u: colour %d, %u ranks of %u; 1 parent allgather %.2f ms, group "
-            "bootstrap %.2f ms (%u member rounds of %u steps)",
-            mine.seq, (int)color, x.n, comm->nranks, (t1 - t0) / 1e6,
-            (hccl__now_ns() - t1) / 1e6, x.done, x.steps);
-out:
-  free(ask);
-  free(members);
+  HCCL_INFO("HcclCommSplit %u: colour %d, %u ranks of %u; 1 parent allgather %.2f ms (for %u "
+            "split%s), group bootstrap %.2f ms (%u member rounds of %u steps)",
+            seq, (int)q->color, x.n, p->nranks, ag_ms, ask[0].nsplits,
+            ask[0].nsplits == 1 ? "" : "s", (hccl__now_ns() - t0) / 1e6, x.done, x.steps);
   free(x.all);
   free(x.order);
   return r;
+}
+
+/* One parent allgather for the n splits of req (1 alone, or a group's), then every split's
+ * communicator in order. bad/bad_at: this rank's own refusal (check_input's code, 3 other),
+ * sent so every rank fails alike. Returns the first error; each failed split's *out is NULL,
+ * the others are made. */
+static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req, uint32_t n,
+                                  uint32_t bad, uint32_t bad_at) {
+  hccl__log_bind(&comm->log);
+  for (uint32_t i = 0; i < n; i++)
+    *req[i].out = NULL;
+  if (atomic_load(&comm->broken))
+    return hccl__fail(HCCL_E_REMOTE,
+                      "HcclCommSplit on rank %u: the parent communicator is broken (%s); make "
+                      "new communicators from a live one",
+                      comm->rank, comm->broken_msg);
+  int64_t t0 = hccl__now_ns();
+  struct split_ask mine = {.seq = comm->splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
+  for (uint32_t i = 0; i < n; i++)
+    mine.color[i] = req[i].color, mine.key[i] = req[i].key, mine.buffsize[i] = req[i].cfg.buffsize;
+  hccl__peer_self(&comm->cfg, 0, 0, &mine.info); /* rank 0's fields too: the run */
+  mine.info.device = comm->device;
+  comm->splits += n;
+  struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
+  uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
+  HcclResult r = HCCL_SUCCESS;
+  if (!ask || !members)
+    r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
+  /* Every rank joins the one parent exchange even with bad input, so all fail alike, at once. */
+  if (r == HCCL_SUCCESS)
+    r = HcclAllGather(&mine, ask, sizeof(mine), HCCL_DATA_TYPE_UINT8, comm, NULL);
+  hccl__log_bind(&comm->log);
+  if (r == HCCL_SUCCESS) {
+    /* Rank 0's count on every rank, so the next splits line up again after a mismatch. */
+    comm->splits = ask[0].seq + ask[0].nsplits;
+    r = check_asks(comm, ask);
+  }
+  double ag_ms = (hccl__now_ns() - t0) / 1e6;
+  /* The same outcome on every rank so far. A failed split does not stop the next ones: their
+   * members on the other ranks run them too. */
+  bool asked = r == HCCL_SUCCESS;
+  for (uint32_t i = 0; asked && i < n; i++) {
+    HcclResult ri = make_one(comm, ask, i, &req[i], members, ag_ms);
+    if (r == HCCL_SUCCESS) r = ri;
+  }
+  free(ask);
+  free(members);
+  return r;
+}
+
+/* The open group of this thread (HcclGroupStart), as NCCL's groups are per thread. */
+static _Thread_local struct {
+  bool open;
+  struct hccl_comm *parent; /* the first split's */
+  uint32_t n;               /* splits recorded (at most HCCL_GROUP_MAX_SPLITS) */
+  uint32_t bad, bad_at;     /* the first refused split's reason (check_input's, 3 other) */
+  struct split_req req[HCCL_GROUP_MAX_SPLITS];
+} g_group;
+
+HcclResult hccl__split_group_refuse(const char *fn) {
+  if (!g_group.open) return HCCL_SUCCESS;
+  return hccl__fail(HCCL_E_NOT_SUPPORT,
+                    "%s between HcclGroupStart and HcclGroupEnd: a group holds only "
+                    "HcclCommSplit calls; call HcclGroupEnd first",
+                    fn);
+}
+
+HcclResult HcclGroupStart(void) {
+  if (g_group.open)
+    return hccl__fail(HCCL_E_NOT_SUPPORT,
+                      "HcclGroupStart inside a group: groups do not nest; call HcclGroupEnd "
+                      "first");
+  memset(&g_group, 0, sizeof(g_group));
+  g_group.open = true;
+  return HCCL_SUCCESS;
+}
+
+/* Inside a group: records the split; a refused one still counts, and fails the group on every
+ * rank at HcclGroupEnd. */
+static HcclResult group_record(struct hccl_comm *comm, int32_t color, int32_t key,
+                               HcclComm *newcomm, const HcclCommConfig *config) {
+  uint32_t bad = 0;
+  HcclResult r = HCCL_SUCCESS;
+  if (g_group.n >= HCCL_GROUP_MAX_SPLITS) {
+    r = hccl__fail(HCCL_E_PARA,
+                   "HcclCommSplit on rank %u: the group already holds %u splits, the most one "
+                   "group may (HCCL_GROUP_MAX_SPLITS); end it and start another",
+                   comm->rank, (unsigned)HCCL_GROUP_MAX_SPLITS);
+    bad = 3;
+  } else if (g_group.parent && comm != g_group.parent) {
+    r = hccl__fail(HCCL_E_PARA,
+                   "HcclCommSplit on rank %u: its parent is not the group's (the first "
+                   "split's); every split of one group must have the same parent",
+                   comm->rank);
+    bad = 3;
+  } else {
+    bad = req_fill(comm, color, key, newcomm, config, &g_group.req[g_group.n]);
+    g_group.parent = comm;
+    g_group.n++;
+    if (bad) r = HCCL_E_PARA;
+  }
+  if (bad && !g_group.bad) g_group.bad = bad, g_group.bad_at = g_group.n ? g_group.n - 1 : 0;
+  return r;
+}
+
+HcclResult HcclGroupEnd(void) {
+  if (!g_group.open)
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclGroupEnd without HcclGroupStart: every HcclGroupEnd must close a "
+                      "group this thread started");
+  g_group.open = false;
+  if (!g_group.parent) return HCCL_SUCCESS; /* an empty group */
+  return split_round_run(g_group.parent, g_group.req, g_group.n, g_group.bad, g_group.bad_at);
+}
+
+HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *newcomm,
+                         const HcclCommConfig *config) {
+  if (!comm || !newcomm)
+    return hccl__fail(HCCL_E_PTR, "HcclCommSplit: %s is NULL", comm ? "newcomm" : "comm");
+  hccl__log_bind(&comm->log);
+  *newcomm = NULL;
+  if (g_group.open) return group_record(comm, color, key, newcomm, config);
+  struct split_req q;
+  uint32_t bad = req_fill(comm, color, key, newcomm, config, &q);
+  return split_round_run(comm, &q, 1, bad, 0);
 }
