@@ -81,11 +81,12 @@ else
   echo "FAIL $servers servers x 1: sockets per rank: '$line' (bound $((2 * log2 + 2)))"
   failed=$((failed + 1))
 fi
-# A 3D layout's groups by HcclCommSplit at two ranks a server, each group's allreduce checked:
-# the tensor groups inside a server (shared memory), the pipeline and data groups across servers
-# (TCP): the only test of splits across servers (comm_split runs on one).
-PASS_RE="^split_probe: .* mode split .* ok$"
-run_case 0,1 split_probe split 2 2
+# A 3D layout's groups by HcclCommSplit at two ranks a server, the three in one
+# HcclGroupStart/End (one parent allgather), each group's allreduce checked: the tensor groups
+# inside a server (shared memory), the pipeline and data groups across servers (TCP): the only
+# test of splits across servers (comm_split runs on one).
+PASS_RE="^split_probe: .* mode group .* ok$"
+run_case 0,1 split_probe group 2 2
 # A hang at 64 ranks: rank HUNG is stopped (SIGSTOP) in a run of allreduces; every other rank
 # times out (HCCL_EXEC_TIMEOUT=4) and its flight recorder writes its file; hccl-fr must name
 # the stopped rank from the files (it wrote none: a stopped process cannot).

@@ -10,8 +10,16 @@
  * its group's rounds with its records marked failed, so its members get an error, not a wait;
  * a NOCOLOR rank and a one-rank group take part in none.
  *
+ * Grouped splits (HcclGroupStart; HcclCommSplit x k; HcclGroupEnd, NCCL's way of writing
+ * them): inside a group HcclCommSplit only records its request (this thread's g_group);
+ * HcclGroupEnd runs the one parent allgather for all k, each record carrying up to
+ * HCCL_GROUP_MAX_SPLITS (colour, key, buffer size) and the info record once, then makes the
+ * k communicators in call order. A layout's three splits then meet the whole parent once, not
+ * three times: with many servers on few cores a parent allgather costs about one scheduling
+ * sweep of every process (100-147 ms at 128 pretend servers), which the member rounds do not.
+ *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
- *   parent round:   allgather (colour, key, split number, bad input?, info)
+ *   parent round:   allgather (split number, count, bad input?, [colour, key] x k, info)
  *   "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves
  *   then each group's links connect among its members, as any communicator's do.
  *
