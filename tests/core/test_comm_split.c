@@ -196,12 +196,15 @@ static int colourings_body(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static void test_split_colourings(void **st) {
+/* Runs body on NR ranks; every rank must pass. */
+static void run_ranks(int (*body)(int, int, void *)) {
   double t0 = cc_now();
-  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, colourings_body, NULL);
+  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, body, NULL);
   printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
   assert_int_equal(failed, 0);
 }
+
+static void test_split_colourings(void **st) { run_ranks(colourings_body); }
 
 /* The errors: every rank gets the same code, promptly, and the parent still works after a
  * refused split (nothing was made); a split of an aborted parent fails on every rank. */
@@ -254,12 +257,7 @@ static int errors_body(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static void test_split_errors(void **st) {
-  double t0 = cc_now();
-  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, errors_body, NULL);
-  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
-  assert_int_equal(failed, 0);
-}
+static void test_split_errors(void **st) { run_ranks(errors_body); }
 
 /* The 3D layout TP x PP x DP = 2 x 2 x 2, rank r = (d * PP + p) * TP + t, as
  * bench/split_probe.c numbers it: each group's colour and the rank's index in it. */
@@ -324,12 +322,7 @@ static int grouped_body(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static void test_split_grouped(void **st) {
-  double t0 = cc_now();
-  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, grouped_body, NULL);
-  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
-  assert_int_equal(failed, 0);
-}
+static void test_split_grouped(void **st) { run_ranks(grouped_body); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
