@@ -31,6 +31,8 @@
  *                         chunk of a slot); through leaders on servers of different counts,
  *                         the same two steps inside as the allreduce's + the cheaper of the
  *                         two over the S leaders
+ *   on servers of different counts sharing one kernel (pretend servers, v->one_kernel), the
+ *                         byte terms of hops that run at once add up (flat_priced below)
  * The shm constants were fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs
  * tree, 4 KiB to 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB.
  */
@@ -153,11 +155,34 @@ static double cost_rooted(const struct hccl_group *g, enum hccl_algo_kind k, dou
   return ceil_log2u(g->n) * (chunks * g->alpha_ns + n * g->beta_ns);
 }
 
-/* The rooted algorithm over g as HCCL_ALGO forces it, or the cheaper of the two. */
-static enum hccl_algo_kind pick_rooted(const struct hccl_group *g, enum hccl_algo_choice forced,
-                                       double n, double *cost) {
-  return cheaper(forced, cost_rooted(g, HCCL_ALGO_KIND_RING, n), cost_rooted(g, HCCL_ALGO_KIND_HD, n),
-                 cost);
+/* On one kernel (v->one_kernel: pretend servers, network namespaces of one machine) a link is
+ * no resource of its own: every byte a hop moves, over TCP or shared memory, costs the same
+ * few cores, so hops that run at once add up instead of overlapping. The cost functions above
+ * price a step by one hop's bytes on the group's slowest link; a copy of g whose beta is
+ * `beta` (the sum of the concurrent hops' betas) makes them price the step's every hop. */
+static struct hccl_group priced(const struct hccl_group *g, double beta) {
+  struct hccl_group c = *g;
+  c.beta_ns = beta;
+  return c;
+}
+
+/* The world's ring or chain on S servers of p ranks, ranks of a server next to each other:
+ * S of its p hops cross between servers (the chain from a leader S - 1 of p - 1), the others
+ * stay inside one; on one kernel their betas add up. Elsewhere the slowest link paces it. */
+static struct hccl_group flat_priced(const struct hccl_plan_view *v, bool chain) {
+  double p = v->world->n, S = v->nservers;
+  if (!v->one_kernel) return *v->world;
+  return priced(v->world, (chain ? S - 1 : S) * v->cross->beta_ns + (p - S) * v->local->beta_ns);
+}
+
+/* Halving-doubling and the binomial tree over the world: which of their pairs cross servers
+ * depends on where the ranks sit, so on one kernel every byte is counted at the network's
+ * price: halving-doubling's p members each move the per-member bytes the model counts; the
+ * tree's p - 1 edges each the whole, where cost_rooted counts ceil(log2 p) levels. */
+static struct hccl_group flat_priced_tree(const struct hccl_plan_view *v, bool rooted) {
+  double p = v->world->n;
+  if (!v->one_kernel) return *v->world;
+  return priced(v->world, (rooted ? (p - 1) / ceil_log2u(v->world->n) : p) * v->cross->beta_ns);
 }
 
 /* A collective of `bytes` on servers of different counts: an allreduce (rooted false), or a
@@ -178,14 +203,27 @@ static bool plan_leaders(const struct hccl_plan_view *v, size_t bytes, bool root
   struct hccl_group leaders = *v->cross;
   leaders.n = v->nservers;
   const struct hccl_group *l = v->local;
-  double L = v->max_local_nranks, n = (double)bytes, cross_cost;
+  double L = v->max_local_nranks, n = (double)bytes, cross_cost, S = v->nservers;
   enum hccl_algo_choice forced = a->levels ? a->level[1] : HCCL_ALGO_AUTO;
-  *between = rooted ? pick_rooted(&leaders, forced, n, &cross_cost)
-                    : pick(&leaders, forced, n, &cross_cost);
+  /* On one kernel the leaders' hops add up as the flat ones do (flat_priced), every one
+   * crossing: the ring's S, halving-doubling's S members, the chain's S - 1, the tree's S - 1
+   * edges; and so do the hops inside all servers: p - S in each step of an allreduce (every
+   * rank but a leader sends, then receives, the whole), p - S over both of a broadcast's or a
+   * reduce's (the root's server's, then the others'). */
+  double b = leaders.beta_ns, inner = (v->world->n - S) / (rooted ? 2.0 : 1.0);
+  struct hccl_group one = priced(&leaders, (rooted ? S - 1 : S) * b);
+  struct hccl_group two = priced(&leaders, (rooted ? (S - 1) / ceil_log2u(v->nservers) : S) * b);
+  if (!v->one_kernel) one = two = leaders;
+  *between = rooted ? cheaper(forced, cost_rooted(&one, HCCL_ALGO_KIND_RING, n),
+                              cost_rooted(&two, HCCL_ALGO_KIND_HD, n), &cross_cost)
+                    : cheaper(forced, cost_ring(&one, n), cost_hd(&two, n), &cross_cost);
   enum hccl_algo_choice in = a->levels ? a->level[0] : HCCL_ALGO_AUTO;
   *tree = in == HCCL_ALGO_HD || (in == HCCL_ALGO_AUTO && bytes <= l->chunk_bytes);
   double inside = *tree ? ceil_log2u(v->max_local_nranks) * (l->alpha_ns + n * l->beta_ns)
                         : (L - 1) * l->alpha_ns + n * l->beta_ns;
+  if (v->one_kernel)
+    inside = (*tree ? ceil_log2u(v->max_local_nranks) : L - 1) * l->alpha_ns +
+             inner * n * l->beta_ns;
   return a->levels || 2 * inside + cross_cost < flat_cost;
 }
 
@@ -203,6 +241,11 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
                                  : HCCL_PLAN_RING_ALLREDUCE;
   enum hccl_algo_kind between;
   if (v->uneven && v->nservers > 1) {
+    struct hccl_group ring = flat_priced(v, false), hd = flat_priced_tree(v, false);
+    flat = cheaper(flat_choice(v), cost_ring(&ring, (double)bytes), cost_hd(&hd, (double)bytes),
+                   &flat_cost) == HCCL_ALGO_KIND_HD
+               ? HCCL_PLAN_HD_ALLREDUCE
+               : HCCL_PLAN_RING_ALLREDUCE;
     if (!plan_leaders(v, bytes, false, flat_cost, &between, tree)) return flat;
     return between == HCCL_ALGO_KIND_HD ? HCCL_PLAN_LEAD_HD : HCCL_PLAN_LEAD_RING;
   }
@@ -276,8 +319,10 @@ static enum hccl_plan_algo plan_rooted(const struct hccl_plan_view *v, size_t by
                           : bytes <= v->world->chunk_bytes ? HCCL_ALGO_KIND_HD
                                                            : HCCL_ALGO_KIND_RING;
   enum hccl_algo_kind between;
+  struct hccl_group flat =
+      k == HCCL_ALGO_KIND_RING ? flat_priced(v, true) : flat_priced_tree(v, true);
   if (v->uneven && v->nservers > 1 &&
-      plan_leaders(v, bytes, true, cost_rooted(v->world, k, (double)bytes), &between, tree)) {
+      plan_leaders(v, bytes, true, cost_rooted(&flat, k, (double)bytes), &between, tree)) {
     if (between == HCCL_ALGO_KIND_HD)
       return reduce ? HCCL_PLAN_LEAD_TREE_REDUCE : HCCL_PLAN_LEAD_TREE_BROADCAST;
     return reduce ? HCCL_PLAN_LEAD_CHAIN_REDUCE : HCCL_PLAN_LEAD_CHAIN_BROADCAST;

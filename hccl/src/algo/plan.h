@@ -35,6 +35,11 @@ struct hccl_plan_view {
    * every rank whatever its server's count (the groups' figures are every rank's worst,
    * core/comm.c; the cross group is the leaders, or this rank alone when it leads none). */
   bool uneven;
+  /* On servers of different counts: every rank reported the same kernel boot id in the
+   * "ready" round (core/comm.c), so the servers are network namespaces of one machine (pretend
+   * servers) and every byte over any link costs the same cores: the model then sums the bytes
+   * of concurrent hops instead of taking the slowest link's (plan.c). */
+  bool one_kernel;
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
   /* [nranks]: each rank's server (the cross group's member index of its leader) and its index
    * there (its local group's member index): where a rooted call through leaders starts or

@@ -40,6 +40,7 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
                                  .local_nranks = c->local_nranks,
                                  .max_local_nranks = c->max_local_nranks,
                                  .uneven = c->uneven,
+                                 .one_kernel = c->one_kernel,
                                  .world = &c->world,
                                  .local = &c->local,
                                  .cross = &c->cross,

@@ -287,11 +287,28 @@ static HcclResult round_allgather(const struct hccl_comm *c, struct hccl_rounds 
 }
 
 /* What each rank tells the others in the "ready" round: its world, local and cross groups'
- * figures (group.h; chunk 0 for a group of one). */
+ * figures (group.h; chunk 0 for a group of one), and a hash of its kernel's boot id. */
 struct ready_note {
   double alpha_ns[3], beta_ns[3];
   uint64_t chunk_bytes[3];
+  uint64_t boot;
 };
+
+/* A hash (FNV-1a) of /proc/sys/kernel/random/boot_id, which every network namespace of one
+ * machine shares and which differs between machines (and boots); 0 when unreadable. Pretend
+ * servers (tests/multi/netns.sh) are namespaces of one kernel, where every byte over TCP costs
+ * the same cores as every other: the planner prices them so (plan.c, v->one_kernel). */
+static uint64_t boot_hash(void) {
+  char id[64] = {0};
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return 0;
+  size_t len = fread(id, 1, sizeof(id) - 1, f);
+  fclose(f);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
+  return len ? h : 0;
+}
 
 /* On servers of different counts the planner's choice between the flat allreduce and the one
  * through leaders (plan.c) reads the groups' figures, which each rank measured on its own
@@ -311,6 +328,13 @@ static void uniform_figures(struct hccl_group **g, const struct ready_note *all,
     }
     if (chunk) g[i]->chunk_bytes = (size_t)chunk;
   }
+}
+
+/* Whether every rank's note carries the same known boot id: all ranks share one kernel. */
+static bool one_kernel(const struct ready_note *all, uint32_t n) {
+  for (uint32_t r = 0; r < n; r++)
+    if (!all[r].boot || all[r].boot != all[0].boot) return false;
+  return true;
 }
 
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
@@ -346,10 +370,14 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     for (int i = 0; i < 3; i++)
       mine.alpha_ns[i] = g[i]->alpha_ns, mine.beta_ns[i] = g[i]->beta_ns,
       mine.chunk_bytes[i] = g[i]->n > 1 ? g[i]->chunk_bytes : 0;
+    mine.boot = boot_hash();
     /* Only uneven servers read the figures: elsewhere a rank's record is its first byte, as
      * before them (every rank places alike, so every record of a round is the same size). */
     HcclResult r = round_allgather(c, rd, "ready", &mine, c->uneven ? sizeof(mine) : 1, ready);
-    if (r == HCCL_SUCCESS && c->uneven) uniform_figures(g, ready, c->nranks);
+    if (r == HCCL_SUCCESS && c->uneven) {
+      uniform_figures(g, ready, c->nranks);
+      c->one_kernel = one_kernel(ready, c->nranks);
+    }
     free(ready);
     HCCL_TRY(r);
   }

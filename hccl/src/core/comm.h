@@ -33,6 +33,7 @@ struct hccl_comm {
   uint32_t max_local_nranks;         /* on the server with the most ranks */
   uint32_t nservers;
   bool uneven; /* servers of different counts: a shrink's survivors only (topo/place.h) */
+  bool one_kernel; /* uneven, and every rank's kernel boot id alike (comm.c's "ready" round) */
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
