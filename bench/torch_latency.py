@@ -17,6 +17,11 @@ Or the Ascend docs' way, torch.multiprocessing.spawn with explicit ranks and no 
 
   PYTHONPATH=build/python /usr/bin/python3 bench/torch_latency.py --spawn 4 --iters 5000
 
+--shapes adds dist.all_reduce rows for the other shapes users pass at the same bytes:
+complex64 and complex128 (torch's Python checks the op and makes a view_as_real view each
+call), that [n, 2] float view made once and handed over as a float tensor (torch_hccl's share
+of a complex call without torch's complex branch), a 2-D [k, k] float32 and a slice (staged).
+
 --backend fake is torch's own do-nothing backend (every call returns at once): the floor of
 torch's layers, at the same sharing of cores when started with --spawn N.
 """
@@ -36,6 +41,8 @@ parser.add_argument("--iters", type=int, default=20000)
 parser.add_argument("--backend", default="hccl")
 parser.add_argument("--spawn", type=int, default=0,
                     help="start this many ranks with torch.multiprocessing.spawn")
+parser.add_argument("--shapes", action="store_true",
+                    help="also complex64, complex128, their float view, [k, k] and a slice")
 parser.add_argument("--port", type=int, default=29501, help="MASTER_PORT with --spawn")
 args = parser.parse_args()
 
@@ -69,6 +76,18 @@ def main(rank=None, world=None):
             ("pg.allreduce().wait()", lambda: pg.allreduce([t]).wait()),
             ("all_reduce(async_op=True).wait()",
              lambda: dist.all_reduce(t, async_op=True).wait())]
+    if args.shapes:
+        n = args.bytes // 4
+        c64, c128 = torch.ones(n // 2, dtype=torch.complex64), torch.ones(n // 4, dtype=torch.complex128)
+        held = torch.view_as_real(c64)
+        k = int(n ** 0.5)
+        sq, sl = torch.ones(k, n // k), torch.ones(2 * n)[::2]
+        rows += [("dist.all_reduce complex64", lambda: dist.all_reduce(c64)),
+                 ("dist.all_reduce complex128", lambda: dist.all_reduce(c128)),
+                 ("dist.all_reduce view_as_real held", lambda: dist.all_reduce(held)),
+                 ("dist.all_reduce [%d, %d] float32" % (k, n // k), lambda: dist.all_reduce(sq)),
+                 ("dist.all_reduce slice [::2]", lambda: dist.all_reduce(sl)),
+                 ("dist.all_reduce float32 again", lambda: dist.all_reduce(t))]
     got = [(name, us_per_call(fn, args.iters)) for name, fn in rows]
     if dist.get_rank() == 0:
         print("# %s, %d ranks%s, %d bytes float32 sum, %d calls each" % (

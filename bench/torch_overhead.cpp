@@ -5,18 +5,28 @@
  * without Python in between. Python's own dispatch (dist.all_reduce -> pybind -> the method)
  * is measured separately by bench/torch_latency.py.
  *
- *   build/bin/torch_overhead [ranks=1] [bytes=4096] [iters=20000]
+ *   build/bin/torch_overhead [ranks=1] [bytes=4096] [iters=20000] [shape=flat]
  *
  * Forks `ranks` processes; each makes a ProcessGroupHCCL over a c10d FileStore and a plain
  * communicator (HcclCommInitRootInfo, the root info passed through the same store), then runs
  * 5 rounds of (iters C calls, iters torch_hccl calls) and rank 0 prints each round's us per
  * call and the median difference.
+ *
+ * shape: the tensor torch_hccl is handed, always `bytes` of float data (the C call is the same
+ * float sum): flat (1-D float32), 2d ([n/2, 2] float32), square ([k, k] float32, bytes a
+ * square), complex64 and complex128 (a new torch.view_as_real view of a complex tensor each
+ * call, as dist.all_reduce hands a complex tensor to the backend; complex128 reduces as
+ * float64, so its C call is on float64), slice (every other element of a tensor twice the
+ * size: non-contiguous, so staged).
  */
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +46,10 @@ double usPerCall(int iters, const std::function<void()>& fn) {
   return std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
 }
 
-int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& path) {
+const char* const kShapes[] = {"flat", "2d", "square", "complex64", "complex128", "slice"};
+
+int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& shape,
+             const std::string& path) {
   auto store = c10::make_intrusive<c10d::FileStore>(path, ranks);
   auto pg = c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
       store, rank, ranks, std::chrono::milliseconds(60000), "bench");
@@ -52,15 +65,31 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& pa
     std::fprintf(stderr, "rank %d: %s\n", rank, HcclGetLastErrorMessage());
     return 1;
   }
-  size_t count = bytes / sizeof(float);
-  at::Tensor t = at::ones({(int64_t)count});
+  bool wide = shape == "complex128";
+  size_t count = bytes / (wide ? sizeof(double) : sizeof(float));
+  auto n = static_cast<int64_t>(count);
+  /* The C call always sums `flat`; torch_hccl gets t (or a view of whole). */
+  at::Tensor flat = at::ones({n}, wide ? at::kDouble : at::kFloat), t = flat, whole;
+  if (shape == "2d") t = t.view({n / 2, 2});
+  if (shape == "square") {
+    auto k = static_cast<int64_t>(std::sqrt(static_cast<double>(n)));
+    t = at::ones({k, n / k});
+  }
+  if (shape == "complex64" || wide) whole = at::ones({n / 2}, wide ? at::kComplexDouble : at::kComplexFloat);
+  if (shape == "slice") {
+    whole = at::ones({2 * n});
+    t = whole.slice(0, 0, 2 * n, 2);
+  }
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions opts;
   auto viaC = [&] {
-    HcclAllReduce(t.data_ptr(), t.data_ptr(), count, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm,
-                  nullptr);
+    HcclAllReduce(flat.data_ptr(), flat.data_ptr(), count, wide ? HCCL_DATA_TYPE_FP64 : HCCL_DATA_TYPE_FP32,
+                  HCCL_REDUCE_SUM, comm, nullptr);
   };
-  auto viaTorch = [&] { pg->allreduce(ts, opts)->wait(); };
+  auto viaTorch = [&] {
+    if (whole.defined() && whole.is_complex()) ts[0] = at::view_as_real(whole);
+    pg->allreduce(ts, opts)->wait();
+  };
   usPerCall(iters / 10 + 1, viaC);
   usPerCall(iters / 10 + 1, viaTorch);
   std::vector<double> diff;
@@ -72,8 +101,8 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& pa
   }
   std::sort(diff.begin(), diff.end());
   if (rank == 0)
-    std::printf("ranks %d, %zu bytes: torch_hccl adds %.3f us per call (median of 5 rounds of "
-                "%d)\n", ranks, bytes, diff[2], iters);
+    std::printf("ranks %d, %zu bytes, %s: torch_hccl adds %.3f us per call (median of 5 rounds "
+                "of %d)\n", ranks, bytes, shape.c_str(), diff[2], iters);
   HcclCommDestroy(comm);
   return 0;
 }
@@ -82,7 +111,8 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& pa
 
 int main(int argc, char** argv) {
   const char* usage =
-      "usage: torch_overhead [ranks=1 (1-8)] [bytes=4096 (>= 4)] [iters=20000 (>= 1)]\n";
+      "usage: torch_overhead [ranks=1 (1-8)] [bytes=4096 (>= 16)] [iters=20000 (>= 1)]\n"
+      "                      [shape=flat|2d|square|complex64|complex128|slice]\n";
   for (int k = 1; k < argc; k++) {
     if (!std::strcmp(argv[k], "-h") || !std::strcmp(argv[k], "--help")) {
       std::fputs(usage, stdout);
@@ -97,8 +127,14 @@ int main(int argc, char** argv) {
   int ranks = argc > 1 ? std::atoi(argv[1]) : 1;
   size_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 4096;
   int iters = argc > 3 ? std::atoi(argv[3]) : 20000;
-  if (ranks < 1 || ranks > 8 || bytes < sizeof(float) || iters < 1) {
+  std::string shape = argc > 4 ? argv[4] : "flat";
+  if (ranks < 1 || ranks > 8 || bytes < 4 * sizeof(float) || iters < 1) {
     std::fputs(usage, stderr);
+    return 2;
+  }
+  if (std::find(std::begin(kShapes), std::end(kShapes), shape) == std::end(kShapes)) {
+    std::fprintf(stderr, "torch_overhead: shape '%s' is not one of flat, 2d, square, complex64, "
+                         "complex128, slice\n%s", shape.c_str(), usage);
     return 2;
   }
   char dir[] = "/tmp/torch_overhead_XXXXXX";
@@ -108,7 +144,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < ranks; r++) {
     pid_t p = fork();
     if (p == 0) {
-      int rc = rankMain(r, ranks, bytes, iters, path);
+      int rc = rankMain(r, ranks, bytes, iters, shape, path);
       std::fflush(stdout); /* _exit does not flush */
       _exit(rc);
     }

@@ -4,7 +4,8 @@ each rank computes for itself, at world sizes 1, 2, 4 and 8 (real processes).
 
 Reductions: the card's int8, int32, float16, float32, and the types torch users reduce
 beyond them (uint8, int16, int64, float64, bfloat16, bool, and torch 2.x's uint16, uint32,
-uint64: torch_hccl/csrc/reduce_route.hpp)
+uint64: torch_hccl/csrc/reduce_route.hpp; complex64 and complex128 at 4 KiB, with a 2-D
+float32, checked to reach the library without a staging copy)
 x SUM, PRODUCT, MIN, MAX, AVG (not bool) and BAND, BOR, BXOR (integer types and bool) x sizes
 0, 1, 7, 33333 and one large size, contiguous and non-contiguous; all_reduce, reduce and both
 reduce-scatters. Byte-moving operations also run on int64, float64, bool and bfloat16. Every
@@ -313,6 +314,37 @@ def ops_case():
             assert got == set(range(1, n)), got
         else:
             dist.send(value(rank, 4, torch.int64), 0)
+
+    # 4 KiB in the shapes users pass: complex (torch hands the backend a [count, 2] float view,
+    # torch.view_as_real) and 2-D, exact; and no staging copy for them, which would show as
+    # one allocation under the allocator's 64 KiB per call (memory_stats' "delegated"); a
+    # slice (non-contiguous, staged) shows that the count sees a staging copy.
+    import torch_hccl
+    e = expect_reduce(1024, torch.float64, "SUM")
+    shapes = []
+    for cdt, real, k in ((torch.complex64, torch.float32, 512), (torch.complex128, torch.float64, 256)):
+        re = value(rank, k, real)
+        shapes.append(("%s [%d]" % (cdt, k), torch.complex(re, re.flip(0)),
+                       torch.complex(e[:k], e[:k].flip(0)).to(cdt)))
+    shapes.append(("float32 [32, 32]", value(rank, 1024, torch.float32).view(32, 32),
+                   e.to(torch.float32).view(32, 32)))
+    for name, t, want in shapes:
+        run(lambda asy: dist.all_reduce(t, async_op=asy), checks[0] % 2)
+        same(t, want, "all_reduce %s" % name)
+    if torch_hccl.memory_stats()["enabled"]:
+        calls, sl = 8, torch.zeros(2048)[::2]
+        for name, t, _ in shapes + [("a slice", sl, None)]:
+            d0 = torch_hccl.memory_stats()["delegated"]
+            for _ in range(calls):
+                dist.all_reduce(t)
+            staged = torch_hccl.memory_stats()["delegated"] - d0
+            if t is sl:
+                assert staged >= calls, "rank %d: %d calls on a slice counted %d staging " \
+                    "allocations; the fast-path check below cannot see a copy" % (rank, calls, staged)
+            else:
+                assert staged == 0, "rank %d: all_reduce %s allocated %d small buffers in %d " \
+                    "calls: staged instead of passed as it is" % (rank, name, staged, calls)
+        checks[0] += 1
 
     # A Work dropped before it finished: the call still completes into the tensor, in order.
     t = value(rank, 33333, torch.float32)
