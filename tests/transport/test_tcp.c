@@ -627,6 +627,36 @@ static int links_body(int rank, int nranks, void *argp) {
     RANK_CHECK(rb[k] == k * 100 + rank, "all-to-all: %d from rank %d", rb[k], k);
   for (int r = 0; r < nranks; r++)
     RANK_CHECK(r == rank || coll[r], "after the all-to-all no link to rank %d", r);
+
+  /* A split child whose members are each on a server of their own (ranks k and k + 4) makes
+   * no link at creation; its first allreduce makes exactly its partners' (comm_split.c). */
+  HcclComm child = NULL;
+  OK(HcclCommSplit(comm, rank % j->per, rank, &child, NULL), "split");
+  struct hccl_comm *cc = child;
+  int made = 0;
+  for (uint32_t r = 0; r < cc->nranks; r++)
+    made += (cc->tx.links[HCCL_CHANNEL_COLL][r] != NULL) + (cc->tx.links[HCCL_CHANNEL_P2P][r] != NULL);
+  RANK_CHECK(made == 0, "the split child has %d links after creation (0 expected)", made);
+  int32_t x = rank;
+  OK(HcclAllReduce(&x, &x, 1, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, child, NULL), "child allreduce");
+  RANK_CHECK(x == 2 * (rank % j->per) + j->per, "child allreduce: %d", x);
+  bool cneed[2] = {false};
+  hccl__group_partners(&cc->world, cneed);
+  hccl__group_partners(&cc->cross, cneed);
+  for (uint32_t r = 0; r < cc->nranks; r++) {
+    struct hccl_link *l = cc->tx.links[HCCL_CHANNEL_COLL][r];
+    RANK_CHECK(r == cc->rank || (l != NULL) == cneed[r] ,
+               "after the child's allreduce its link to rank %u is %s (partner %d)", r,
+               l ? "made" : "missing", cneed[r]);
+    RANK_CHECK(!cc->tx.links[HCCL_CHANNEL_P2P][r], "the child made a p2p link to rank %u", r);
+    /* The figures planned with before any link existed are the link's. */
+    RANK_CHECK(!l || (cc->world.chunk_bytes <= l->slot_bytes &&
+                      cc->world.alpha_ns == l->ops->alpha_ns),
+               "the child's figures (chunk %zu, alpha %.0f) are not its link's (%zu, %.0f)",
+               cc->world.chunk_bytes, cc->world.alpha_ns, l ? l->slot_bytes : 0,
+               l ? l->ops->alpha_ns : 0.0);
+  }
+  OK(HcclCommDestroy(child), "destroy the child");
   OK(HcclCommDestroy(comm), "destroy");
   return 0;
 }

@@ -91,10 +91,13 @@ void hccl__group_measure(struct hccl_algo_state *s, struct hccl_group *g) {
   g->alpha_ns = g->beta_ns = 0;
   for (uint32_t k = 0; k < g->n; k++) {
     const struct hccl_link *l = g->links[g->rank[k]]; /* the links made so far, none made here */
-    if (!l) continue;
-    if (l->slot_bytes < g->chunk_bytes) g->chunk_bytes = l->slot_bytes;
-    if (l->ops->alpha_ns > g->alpha_ns) g->alpha_ns = l->ops->alpha_ns;
-    if (l->ops->beta_ns > g->beta_ns) g->beta_ns = l->ops->beta_ns;
+    const struct hccl_transport_ops *t = l ? l->ops : NULL;
+    size_t slot = l ? l->slot_bytes : 0;
+    if (!l && s->lazy && k != g->me) t = hccl__link_expect(s->tx, g->rank[k], &slot);
+    if (!t) continue;
+    if (slot && slot < g->chunk_bytes) g->chunk_bytes = slot;
+    if (t->alpha_ns > g->alpha_ns) g->alpha_ns = t->alpha_ns;
+    if (t->beta_ns > g->beta_ns) g->beta_ns = t->beta_ns;
   }
 }
 
@@ -138,7 +141,8 @@ HcclResult hccl__group_link_get(const struct hccl_group *g, uint32_t k, struct h
 struct hccl_link *hccl__group_link_demand(const struct hccl_group *g, uint32_t k) {
   struct hccl_link *l = NULL;
   if (hccl__group_link_get(g, k, &l) != HCCL_SUCCESS) return NULL;
-  HCCL_WARN("rank %u made its link to rank %u on first use inside a collective: "
+  if (!g->state->lazy)
+    HCCL_WARN("rank %u made its link to rank %u on first use inside a collective: "
             "hccl__group_partners missed it (a bug; the collective goes on)",
             g->state->tx->rank, g->rank[k]);
   return l;

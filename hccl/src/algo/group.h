@@ -45,6 +45,9 @@ struct hccl_algo_state {
   /* oneshot.c's area and every member's window, for the world group on one server; NULL
    * until its first call (hccl__oneshot_free frees it). */
   struct hccl_oneshot *oneshot;
+  /* The communicator made no links at creation (a split group's, core/comm.c's lazy_rest):
+   * every link is made on its first use, so a missing partner link is no bug (no warning). */
+  bool lazy;
 };
 
 struct hccl_zmemo;
@@ -86,7 +89,8 @@ HcclResult hccl__groups_make(const struct hccl_tctx *tx, uint32_t nservers, bool
  * on first use. */
 void hccl__group_partners(const struct hccl_group *g, bool *need);
 /* g's state (s), links (s->tx's channel-0 links), chunk (its smallest slot) and cost (its
- * slowest link's alpha and beta), once the links exist. */
+ * slowest link's alpha and beta), once the links exist; with s->lazy, a link not made yet
+ * counts as the one its transport would make (hccl__link_expect). */
 void hccl__group_measure(struct hccl_algo_state *s, struct hccl_group *g);
 
 /* `bytes` of memory for the collective running on g's communicator (one runs at a time): a

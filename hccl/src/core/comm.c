@@ -11,6 +11,10 @@
  *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
  *   ready - every link is connected; transports may drop what peers needed to connect.
+ * A split group whose members are each on a server of their own (c->conn_known: comm_split.c)
+ * runs neither: its blobs came with the parent's round, it makes no link at creation (each is
+ * made on its first use, bounded by HCCL_CONNECT_TIMEOUT, as NCCL's runtime connect) and its
+ * groups' figures are its transport's (links_figures), the same on every member.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include "comm.h"
 #include "comm_wait.h"
 #include "flight.h"
+#include "hash.h"
 #include "log.h"
 #include "mem_region.h"
 #include "p2p.h"
@@ -197,7 +202,8 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
                            .key = c->key_prefix,
                            .log = &c->log,
                            .report = progress_report,
-                           .report_arg = c};
+                           .report_arg = c,
+                           .listen_fd = -1};
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
   c->astate.tx = tx;
@@ -237,6 +243,7 @@ void hccl__comm_free(struct hccl_comm *c) {
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->tx.links[ch][r]) c->tx.links[ch][r]->ops->close(c->tx.links[ch][r]);
   HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(&c->tx);
+  if (c->tx.listen_fd >= 0) close(c->tx.listen_fd);
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
@@ -304,10 +311,7 @@ static uint64_t boot_hash(void) {
   if (!f) return 0;
   size_t len = fread(id, 1, sizeof(id) - 1, f);
   fclose(f);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ (unsigned char)id[i]) * 1099511628211ull;
-  return len ? h : 0;
+  return len ? hccl__fnv1a(HCCL_FNV1A_SEED, id, len) : 0;
 }
 
 /* On servers of different counts the planner's choice between the flat allreduce and the one
@@ -337,6 +341,19 @@ static bool one_kernel(const struct ready_note *all, uint32_t n) {
   return true;
 }
 
+/* The end of the bootstrap of a split group with c->conn_known (comm_split.c): no link made,
+ * no "ready" round. Its members are each alone on their server, so the servers are even and
+ * no rank needs another's figures (uniform_figures); each group's figures are those of the
+ * links it will make (hccl__group_measure_lazy), which every member derives alike.
+ * (c->one_kernel, which the planner reads on uneven servers only, stays false.) */
+static HcclResult lazy_rest(struct hccl_comm *c, int64_t *ph_ns) {
+  c->astate.lazy = true; /* group.h: a missing partner link is made quietly on first use */
+  HCCL_TRY(measure_groups(c));
+  ph_ns[3] = ph_ns[4] = hccl__now_ns();
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, connected) t->connected(&c->tx);
+  return HCCL_SUCCESS;
+}
+
 /* The rounds after "info": placement checks, transport setup, "conn", links, "ready". */
 /* The bootstrap's phases end at ph_ns[1] (placement, setup, "conn"), [2] (links), [3]
  * ("ready"); [0] is the start of "info", [1] its end until the phase ends. */
@@ -346,12 +363,15 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   HCCL_TRY(check_and_place(c));
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
-  if (c->nranks > 1) {
+  /* A split group whose members' blobs came with the parent round skips "conn" (conn_known). */
+  if (c->nranks > 1 && c->conn_known)
+    memcpy(c->peers[c->rank].conn, self->conn, sizeof(self->conn));
+  else if (c->nranks > 1)
     HCCL_TRY(round_allgather(c, rd, "conn", self, sizeof(*self), c->peers));
-    for (uint32_t r = 0; r < c->nranks; r++)
-      if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
-  }
+  for (uint32_t r = 0; c->nranks > 1 && r < c->nranks; r++)
+    if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   ph_ns[2] = hccl__now_ns();
+  if (c->conn_known) return lazy_rest(c, ph_ns);
   bool *need = calloc(c->nranks, sizeof(bool));
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);

@@ -70,6 +70,9 @@ struct hccl_comm {
    * order. NULL: the store's rounds (bootstrap/rounds.c). */
   HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
   void *round_arg;
+  /* Every member's transport blobs are in peers[] before setup (a split group's, from the
+   * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
+  bool conn_known;
   uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A

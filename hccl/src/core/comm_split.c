@@ -3,12 +3,19 @@
  * ncclCommSplit), with no store. One parent allgather carries every rank's (colour, key) and
  * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
  * settings, the run), from which each rank finds its new group's members in order and has
- * their info at once. The new communicator's two other bootstrap rounds ("conn", "ready") then
- * run among the group's members only: Bruck's allgather (log2 n steps) of a fixed-size record
- * over the parent's collective links, on the calling thread (c->round_fn), instead of a parent
- * allgather that crosses every server. A member whose bootstrap failed still takes part in
- * its group's rounds with its records marked failed, so its members get an error, not a wait;
- * a NOCOLOR rank and a one-rank group take part in none.
+ * their info at once. On more than one server each rank opens its new communicator's TCP
+ * listener before that round and its address rides there (tcp.h's hccl__tcp_listen_early; one
+ * that cannot be opened fails the round on every rank, bad 4). A group whose members are each
+ * on a server of their own (conn_known: every blob it needs came with the parent round) then
+ * runs no member round and makes no link: each link is made on its first use, bounded by
+ * HCCL_CONNECT_TIMEOUT (a member that never answers is named then), and it plans with the
+ * figures of the links it will make (comm.c's lazy_rest). A group with two members on one
+ * server needs shared-memory blobs, which only setup makes, so it runs comm.c's two other
+ * rounds ("conn", "ready") among its members: Bruck's allgather (log2 n steps) of a fixed-size
+ * record over the parent's collective links, on the calling thread (c->round_fn), and connects
+ * its links at creation. A member whose bootstrap failed still takes part in its group's
+ * rounds with its records marked failed, so its members get an error, not a wait; a NOCOLOR
+ * rank and a one-rank group take part in none.
  *
  * Grouped splits (HcclGroupStart; HcclCommSplit x k; HcclGroupEnd, NCCL's way of writing
  * them): inside a group HcclCommSplit only records its request (this thread's g_group);
@@ -19,9 +26,11 @@
  * sweep of every process (100-147 ms at 128 pretend servers), which the member rounds do not.
  *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
- *   parent round:   allgather (split number, count, bad input?, [colour, key] x k, info)
- *   "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves
- *   then each group's links connect among its members, as any communicator's do.
+ *   parent round:   allgather (split number, count, bad input?, [colour, key, TCP blob] x k,
+ *                   info)
+ *   servers of their own: nothing more; links on first use
+ *   else "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves,
+ *                    then each group's links connect among its members at creation.
  *
  * Why (bench/split.sh, 3D layout at 64 pretend servers, 1 rank each): a parent allgather
  * there is latency-bound across every server, and the layout's 3 splits ran 4 each. Running
@@ -33,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo.h"
 #include "comm.h"
@@ -40,10 +50,12 @@
 #include "hash.h"
 #include "log.h"
 #include "peer.h"
+#include "tcp.h"
 #include "transport.h"
 #include "wait.h"
 
-/* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c). */
+/* The bootstrap rounds after "info" that a communicator of more than one rank runs (comm.c),
+ * unless the parent round brought its members' TCP blobs (conn_known: none). */
 #define SPLIT_ROUNDS 2
 
 /* What each parent rank says in the one parent allgather of a split or of a group of splits
@@ -52,10 +64,13 @@
 struct split_ask {
   uint32_t seq;     /* the parent's splits before this round's first on that rank */
   uint32_t nsplits; /* the splits of this round (1 outside a group) */
-  uint32_t bad;     /* its own input was refused (it logged why): 1 key, 2 config, 3 other */
+  uint32_t bad;     /* its own input was refused (it logged why): 1 key, 2 config, 3 other,
+                     * 4 its new communicator's TCP listener could not be opened */
   uint32_t bad_at;  /* which of its splits */
+  uint32_t listening; /* bit i: tcp[i] is the listener opened for split i (tcp.h) */
   int32_t color[HCCL_GROUP_MAX_SPLITS], key[HCCL_GROUP_MAX_SPLITS];
   uint64_t buffsize[HCCL_GROUP_MAX_SPLITS]; /* each split's HCCL_BUFFSIZE (its config's) */
+  struct tcp_blob tcp[HCCL_GROUP_MAX_SPLITS]; /* each split's TCP blob: what its peers dial */
   struct hccl_peer_info info; /* its "info" record (hccl__peer_self), once for every split */
 };
 
@@ -66,6 +81,7 @@ struct split_req {
   struct hccl_settings cfg; /* the parent's, with config's fields applied */
   bool named;
   char name[64]; /* config's commName */
+  int listen_fd; /* hccl__tcp_listen_early's for this split, or -1, until its child takes it */
 };
 
 /* The header of each member round's record. */
@@ -83,6 +99,8 @@ struct split_ctx {
   uint32_t which;                 /* the split of the round this context makes */
   const uint32_t *members;        /* parent ranks in the new communicator's order */
   uint32_t n, me;
+  bool conn_known; /* the parent round brought every member's blobs: no member round */
+  uint32_t rounds; /* member rounds this group runs: SPLIT_ROUNDS, or 0 with conn_known */
   uint32_t done;  /* member rounds run so far */
   uint32_t steps; /* Bruck steps of each member round */
   uint8_t *all;   /* [n * SPLIT_REC] the round's records in member order */
@@ -132,12 +150,14 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
       struct hccl_peer_info *p = (struct hccl_peer_info *)all + i;
       *p = x->ask[x->members[i]].info;
       p->buffsize = x->ask[x->members[i]].buffsize[x->which];
+      memcpy(p->conn[HCCL_TRANSPORT_TCP], &x->ask[x->members[i]].tcp[x->which],
+             sizeof(struct tcp_blob));
       p->rank = i;
       p->nranks = x->n;
     }
     return HCCL_SUCCESS;
   }
-  if (len > sizeof(struct hccl_peer_info) || x->done >= SPLIT_ROUNDS)
+  if (len > sizeof(struct hccl_peer_info) || x->done >= x->rounds)
     return hccl__fail(HCCL_E_INTERNAL, "split round '%s' (%zu bytes, round %u) does not fit",
                       round, len, x->done + 1);
   memset(x->rec, 0, sizeof(x->rec));
@@ -161,7 +181,7 @@ static HcclResult split_round(void *arg, const char *round, const void *mine, si
 /* Runs the member rounds this rank's group did not, so its members' exchanges complete. */
 static HcclResult pad_rounds(struct split_ctx *x, bool failed) {
   HcclResult res = HCCL_SUCCESS;
-  while (x->n > 1 && x->done < SPLIT_ROUNDS) {
+  while (x->n > 1 && x->done < x->rounds) {
     memset(x->rec, 0, sizeof(x->rec));
     struct split_hdr h = {.round = x->done + 1, .failed = failed};
     memcpy(x->rec, &h, sizeof(h));
@@ -191,7 +211,7 @@ static uint32_t check_input(const struct hccl_comm *p, int32_t key, const HcclCo
 static uint32_t req_fill(struct hccl_comm *comm, int32_t color, int32_t key, HcclComm *newcomm,
                          const HcclCommConfig *config, struct split_req *q) {
   *q = (struct split_req){.out = newcomm, .color = color < 0 ? HCCL_SPLIT_NOCOLOR : color,
-                          .key = key, .cfg = comm->cfg};
+                          .key = key, .cfg = comm->cfg, .listen_fd = -1};
   q->cfg.device_id = comm->device; /* a rank keeps its device */
   q->cfg.device_src = "the parent communicator";
   if (config && config->commName[0])
@@ -213,6 +233,12 @@ static HcclResult check_asks(const struct hccl_comm *p, const struct split_ask *
                         "HcclCommSplit: rank %u of the parent passed an invalid HcclCommConfig "
                         "(its log names the field)",
                         r);
+    if (a->bad == 4)
+      return hccl__fail(HCCL_E_REMOTE,
+                        "HcclCommSplit: rank %u of the parent could not open the TCP listener "
+                        "of its new communicator (split %u of its round; its log says why); no "
+                        "communicator of the round is made",
+                        r, a->bad_at + 1);
     if (a->bad)
       return hccl__fail(HCCL_E_PARA,
                         "HcclGroupEnd: rank %u of the parent had a split of its group refused "
@@ -253,9 +279,32 @@ static uint32_t members_of(const struct hccl_comm *p, const struct split_ask *as
   return n;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Whether the parent round brought everything the group's "conn" round would: every member
+ * opened its listener for split `which` before it (its TCP blob is in its ask) and no two
+ * members share a server (so no shared-memory blob is needed, which only setup can make). The
+ * same answer on every member: it reads only the parent round's records. */
+static bool conn_known(const struct split_ask *ask, uint32_t which, const uint32_t *members,
+                       uint32_t n, uint64_t *h /* [n] scratch */) {
+  if (n < 2) return false;
+  bool known = true;
+  for (uint32_t i = 0; i < n; i++) {
+    known = known && (ask[members[i]].listening >> which & 1);
+    h[i] = ask[members[i]].info.host_hash;
+  }
+  qsort(h, n, sizeof(uint64_t), cmp_u64);
+  for (uint32_t i = 1; known && i < n; i++)
+    known = h[i] != h[i - 1];
+  return known;
+}
+
 /* Makes this rank's new communicator from members (rank x->me of x->n) for request q, the
  * parent's split number seq. */
-static HcclResult make_child(struct split_ctx *x, const struct split_req *q, uint32_t seq,
+static HcclResult make_child(struct split_ctx *x, struct split_req *q, uint32_t seq,
                              HcclComm *out) {
   struct hccl_comm *p = x->parent;
   struct hccl_settings cfg = q->cfg;
@@ -278,6 +327,9 @@ static HcclResult make_child(struct split_ctx *x, const struct split_req *q, uin
            seq, (int)q->color);
   c->round_fn = split_round;
   c->round_arg = x;
+  c->conn_known = x->conn_known;
+  c->tx.listen_fd = q->listen_fd; /* c's now: its TCP setup takes it, or c's free closes it */
+  q->listen_fd = -1;
   HcclResult r = hccl__comm_bootstrap(c);
   c->round_fn = NULL;
   c->round_arg = NULL;
@@ -295,7 +347,7 @@ static HcclResult make_child(struct split_ctx *x, const struct split_req *q, uin
  * communicator, or none (NOCOLOR); its group's member rounds always run to the end, so a
  * member that failed still lets the others finish (with an error). members: [nranks] scratch. */
 static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uint32_t which,
-                           const struct split_req *q, uint32_t *members, double ag_ms) {
+                           struct split_req *q, uint32_t *members, double ag_ms) {
   int64_t t0 = hccl__now_ns();
   uint32_t seq = ask[p->rank].seq + which;
   struct split_ctx x = {
@@ -306,6 +358,9 @@ static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uin
     for (uint32_t d = 1; d < x.n; d <<= 1)
       x.steps++;
     x.all = malloc((size_t)x.n * SPLIT_REC);
+    /* x.all is scratch for the check until the rounds use it (a record is 8 bytes or more). */
+    x.conn_known = x.all && conn_known(ask, which, members, x.n, (uint64_t *)(void *)x.all);
+    x.rounds = x.conn_known ? 0 : SPLIT_ROUNDS;
     x.order = malloc((size_t)x.n * sizeof(uint32_t));
     for (uint32_t i = 0; x.order && i < x.n; i++)
       x.order[i] = i;
@@ -331,9 +386,10 @@ static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uin
   }
   /* bench/split.sh's runs read this line: where a split's time goes. */
   HCCL_INFO("HcclCommSplit %u: colour %d, %u ranks of %u; 1 parent allgather %.2f ms (for %u "
-            "split%s), group bootstrap %.2f ms (%u member rounds of %u steps)",
+            "split%s), group bootstrap %.2f ms (%u member rounds of %u steps%s)",
             seq, (int)q->color, x.n, p->nranks, ag_ms, ask[0].nsplits,
-            ask[0].nsplits == 1 ? "" : "s", (hccl__now_ns() - t0) / 1e6, x.done, x.steps);
+            ask[0].nsplits == 1 ? "" : "s", (hccl__now_ns() - t0) / 1e6, x.done, x.steps,
+            x.conn_known ? "; links on first use" : "");
   free(x.all);
   free(x.order);
   return r;
@@ -357,6 +413,20 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   struct split_ask mine = {.seq = comm->splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
   for (uint32_t i = 0; i < n; i++)
     mine.color[i] = req[i].color, mine.key[i] = req[i].key, mine.buffsize[i] = req[i].cfg.buffsize;
+  /* Each new communicator's TCP listener, opened now so its address rides on the parent round:
+   * a group on servers of its own then runs no member round. One that cannot be opened fails
+   * the round on every rank (bad 4), as its links could not be made later either. */
+  for (uint32_t i = 0; i < n && !mine.bad && comm->nservers > 1; i++) {
+    if (req[i].color == HCCL_SPLIT_NOCOLOR) continue;
+    uint8_t blob[HCCL_CONN_BYTES] = {0};
+    if (hccl__tcp_listen_early(&req[i].cfg, comm->nranks, blob, &req[i].listen_fd) !=
+        HCCL_SUCCESS) {
+      mine.bad = 4, mine.bad_at = i;
+      break;
+    }
+    memcpy(&mine.tcp[i], blob, sizeof(mine.tcp[i]));
+    mine.listening |= 1u << i;
+  }
   hccl__peer_self(&comm->cfg, 0, 0, &mine.info); /* rank 0's fields too: the run */
   mine.info.device = comm->device;
   comm->splits += n;
@@ -384,6 +454,8 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   }
   free(ask);
   free(members);
+  for (uint32_t i = 0; i < n; i++)
+    if (req[i].listen_fd >= 0) close(req[i].listen_fd), req[i].listen_fd = -1; /* not taken */
   return r;
 }
 

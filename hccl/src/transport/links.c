@@ -13,14 +13,22 @@
 #include "log.h"
 #include "transport.h"
 
+const struct hccl_transport_ops *hccl__link_expect(const struct hccl_tctx *c, uint32_t peer,
+                                                   size_t *slot) {
+  *slot = 0;
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, can_connect) {
+    if (!t->can_connect(c, peer)) continue;
+    if (t->slot_bytes) *slot = t->slot_bytes(c);
+    return t;
+  }
+  return NULL;
+}
+
 static HcclResult pick(const struct hccl_tctx *c, uint32_t r,
                        const struct hccl_transport_ops **out) {
-  HCCL_FOR_EACH_TRANSPORT_WITH(t, can_connect) {
-    if (t->can_connect(c, r)) {
-      *out = t;
-      return HCCL_SUCCESS;
-    }
-  }
+  size_t slot;
+  *out = hccl__link_expect(c, r, &slot);
+  if (*out) return HCCL_SUCCESS;
   char tried[128] = "";
   for (int i = 0, n = 0; hccl__transports[i] && n < (int)sizeof(tried); i++)
     n += snprintf(tried + n, sizeof(tried) - (size_t)n, "%s%s", i ? ", " : "",

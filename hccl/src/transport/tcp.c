@@ -300,6 +300,29 @@ static void state_free(struct tcp_state *st) {
   free(st);
 }
 
+/* The blob peers dial: the listener's address (port included). */
+static void blob_of(const struct sockaddr_storage *addr, uint8_t conn[HCCL_CONN_BYTES]) {
+  struct tcp_blob blob = {.family = addr->ss_family};
+  if (addr->ss_family == AF_INET) {
+    blob.port = ((const struct sockaddr_in *)addr)->sin_port;
+    memcpy(blob.addr, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+  } else {
+    blob.port = ((const struct sockaddr_in6 *)addr)->sin6_port;
+    memcpy(blob.addr, &((const struct sockaddr_in6 *)addr)->sin6_addr, 16);
+  }
+  memcpy(conn, &blob, sizeof(blob));
+}
+
+HcclResult hccl__tcp_listen_early(const struct hccl_settings *cfg, uint32_t max_peers,
+                                  uint8_t conn[HCCL_CONN_BYTES], int *fd_out) {
+  struct sockaddr_storage addr;
+  char why[64];
+  HcclResult r = hccl__tcp_local_addr(cfg, &addr, why, sizeof(why));
+  if (r == HCCL_SUCCESS) r = hccl__tcp_listen(&addr, 2 * (int)max_peers + 16, fd_out);
+  if (r == HCCL_SUCCESS) blob_of(&addr, conn);
+  return r;
+}
+
 static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   struct tcp_blob blob = {0};
   memcpy(self->conn[HCCL_TRANSPORT_TCP], &blob, sizeof(blob));
@@ -347,21 +370,21 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   st->spin_ns = hccl__wait_spin_budget(2 * (int)tx->local_nranks, tx->cfg->spin).poll_ns;
 
   struct sockaddr_storage addr;
-  char why[64], where[80];
-  HCCL_TRY(hccl__tcp_local_addr(tx->cfg, &addr, why, sizeof(why)));
-  HCCL_TRY(hccl__tcp_listen(&addr, 2 * (int)nremote + 16, &acc->listen_fd));
+  socklen_t alen = sizeof(addr);
+  char why[64] = "opened before the split's parent round", where[80];
+  if (tx->listen_fd >= 0) { /* hccl__tcp_listen_early's: its address is already published */
+    acc->listen_fd = tx->listen_fd;
+    tx->listen_fd = -1;
+    if (getsockname(acc->listen_fd, (struct sockaddr *)&addr, &alen) != 0)
+      return hccl__fail(HCCL_E_SYSCALL, "getsockname of the TCP listener: %s", strerror(errno));
+  } else {
+    HCCL_TRY(hccl__tcp_local_addr(tx->cfg, &addr, why, sizeof(why)));
+    HCCL_TRY(hccl__tcp_listen(&addr, 2 * (int)nremote + 16, &acc->listen_fd));
+  }
   hccl__tcp_addr_str(&addr, where, sizeof(where));
   HCCL_INFO("TCP transport: rank %u listens on %s (%s), %u remote ranks, slots of %zu bytes",
             tx->rank, where, why, nremote, slot);
-  blob.family = addr.ss_family;
-  if (addr.ss_family == AF_INET) {
-    blob.port = ((struct sockaddr_in *)&addr)->sin_port;
-    memcpy(blob.addr, &((struct sockaddr_in *)&addr)->sin_addr, 4);
-  } else {
-    blob.port = ((struct sockaddr_in6 *)&addr)->sin6_port;
-    memcpy(blob.addr, &((struct sockaddr_in6 *)&addr)->sin6_addr, 16);
-  }
-  memcpy(self->conn[HCCL_TRANSPORT_TCP], &blob, sizeof(blob));
+  blob_of(&addr, self->conn[HCCL_TRANSPORT_TCP]);
 
   st->epfd = epoll_create1(EPOLL_CLOEXEC);
   st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -595,6 +618,11 @@ static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target
   return atomic_load(&p->reach_quiet_ms);
 }
 
+static size_t tcp_slot_bytes(const struct hccl_tctx *tx) {
+  struct tcp_state *st = state_of(tx);
+  return st ? st->slot_bytes : 0;
+}
+
 /* After init's links: what making them cost (bench/split.sh's runs read this line). The
  * listener stays: links are made on first use. */
 static void tcp_connected(struct hccl_tctx *tx) {
@@ -631,6 +659,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .setup = tcp_setup,
     .connect = tcp_connect,
     .connected = tcp_connected,
+    .slot_bytes = tcp_slot_bytes,
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,
     .send_ref = tcp_send_ref,

@@ -92,6 +92,10 @@ struct hccl_tctx {
    * text in buf, and in *next the rank on another server its chain of waits leads to. */
   void (*report)(void *arg, uint32_t seq, char *buf, size_t len, uint32_t *next);
   void *report_arg;
+  /* -1, or a TCP listener opened before the peer infos were exchanged, whose address this
+   * rank's info already carries (a split group's: core/comm_split.c): the TCP transport's setup
+   * takes it (and sets -1); the core closes it if no setup did. */
+  int listen_fd;
 };
 
 struct hccl_link {
@@ -117,6 +121,9 @@ struct hccl_transport_ops {
   /* After every rank has made its links of init (a store barrier): drop what was only needed
    * for them (e.g. the descriptors peers opened). May be NULL. */
   void (*connected)(struct hccl_tctx *tx);
+  /* After setup: the slot_bytes a link made now would have (a communicator that makes its
+   * links on first use plans with it: algo/group.c). May be NULL (0: unknown). */
+  size_t (*slot_bytes)(const struct hccl_tctx *tx);
 
   HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
   void (*send_commit)(struct hccl_link *l, size_t bytes, const struct hccl_stamp *stamp);
@@ -210,6 +217,11 @@ HcclResult hccl__links_connect(struct hccl_tctx *tx, const bool *need);
  * HCCL_CONNECT_TIMEOUT). */
 HcclResult hccl__link_get(struct hccl_tctx *tx, int channel, uint32_t peer, int mode,
                           struct hccl_link **out);
+
+/* The transport hccl__link_get would make the link to `peer` with (NULL if none), and in
+ * *slot that link's slot_bytes (0: unknown), without making it. */
+const struct hccl_transport_ops *hccl__link_expect(const struct hccl_tctx *tx, uint32_t peer,
+                                                   size_t *slot);
 
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
