@@ -44,9 +44,11 @@ def env_for_runs():
     return env
 
 
-def skip_reason_or_python(modules):
+def skip_reason_or_python(modules, then=""):
     """(python, None) for the first Python that imports MODULES with this torch, else
-    (None, why to skip)."""
+    (None, why to skip). THEN: Python run after the imports in that same process (one start
+    of torch and MODULES, not two); its failure raises AssertionError, as it is no reason to
+    skip."""
     if int(torch.__version__.split(".")[0]) < 2:
         return None, ("torch %s: the suite installs %s for pip's torch 2.x only (scripts/"
                       "quickstart.sh test)" % (torch.__version__, ", ".join(modules)))
@@ -57,20 +59,35 @@ def skip_reason_or_python(modules):
         if not os.path.exists(py):
             why.append("%s: not there" % py)
             continue
-        p = subprocess.run([py, "-c", "import torch, %s; print(torch.__version__)"
-                            % ", ".join(modules)], env=env_for_runs(), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        p = subprocess.run([py, "-c", "import torch, %s; print('torch=' + torch.__version__, "
+                            "flush=True)\n%s" % (", ".join(modules), then)], env=env_for_runs(),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=900 if then else 300)
         lines = p.stdout.strip().splitlines()
+        seen = [ln[6:] for ln in lines if ln.startswith("torch=")]
+        if p.returncode != 0 and seen == [torch.__version__]:
+            raise AssertionError("%s imports %s, then failed in:\n%s\n%s"
+                                 % (py, ", ".join(modules), then, p.stdout[-4000:]))
         if p.returncode != 0:
             why.append("%s: %s" % (py, lines[-1] if lines else "exit %d" % p.returncode))
-        elif lines[-1] != torch.__version__:
-            why.append("%s: torch %s, not this torch %s" % (py, lines[-1], torch.__version__))
+        elif seen != [torch.__version__]:
+            why.append("%s: torch %s, not this torch %s" % (py, seen, torch.__version__))
         else:
             return py, None
     return None, ("%s not importable (%s): bash scripts/quickstart.sh test installs them "
                   "(python3 -m venv --system-site-packages %s/deepspeed-venv, then its pip "
                   "install %s torch==%s)" % (", ".join(modules), "; ".join(why), BUILD, PINS,
                                              torch.__version__.split("+")[0]))
+
+
+def deepspeed_python():
+    """skip_reason_or_python(["deepspeed"]), building in the same process the C++ op DeepSpeed's
+    CPU accelerator builds the first time it starts (its shared-memory allreduce: a minute or
+    more, cached in ~/.cache/torch_extensions; scripts/quickstart.sh builds it once), so that
+    no run of a test pays for it, or builds it twice at once."""
+    return skip_reason_or_python(["deepspeed"], then=(
+        "from deepspeed.accelerator import get_accelerator\n"
+        "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"))
 
 
 def launch(python, script, backend, out, flags=(), launcher="npu-launch", cap=240):

@@ -15,10 +15,14 @@ in one process. Each case runs in a fresh process of its own, under a deadline.
   min bytes    TORCH_HCCL_ALLOCATOR_MIN_BYTES=1M delegates a 512 KiB tensor, serves 1 MiB
   fallback     no arena can be made (no file descriptor left): large tensors come from torch's
                allocator, counted as fallbacks, with one warning and no second attempt
-  off          TORCH_HCCL_ALLOCATOR=0: torch's allocator stays, nothing is counted
-  settings     accepted spellings, and each malformed one fails the import with a ValueError
-               naming the variable, the value and the rule
-  unknown      a misspelled TORCH_HCCL_* name warns (did you mean ...?) and is ignored
+  off          TORCH_HCCL_ALLOCATOR=0: torch's allocator stays, nothing is counted; then, in
+               the same process, every accepted spelling of the settings read as meant and
+               each malformed one refused with a ValueError naming the variable, the value
+               and the rule (settings.cpp's reader, which the import calls)
+  settings     a malformed spelling through the import itself fails it with that ValueError
+               (an accepted one: unknown's first import)
+  unknown      a misspelled TORCH_HCCL_* name warns (did you mean ...?) and is ignored, the
+               known ones still read
 """
 import os
 import random
@@ -208,6 +212,43 @@ def off_case():
     assert not s["enabled"] and s["allocations"] == 0 and s["arenas"] == 0, s
     assert torch_hccl._C._allocator_arenas() == [] and torch_hccl.empty_cache() == 0
     assert float(t.sum()) == MIB
+    settings_table(torch_hccl)
+
+
+# The settings' spellings: (variable, value, (enabled, min_bytes) read) accepted; (variable,
+# value, part of the rule) refused.
+GOOD = [("TORCH_HCCL_ALLOCATOR", "1", (True, 65536)), ("TORCH_HCCL_ALLOCATOR", "", (True, 65536)),
+        ("TORCH_HCCL_ALLOCATOR", "0", (False, 65536)),
+        ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "0", (True, 0)),
+        ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "1000", (True, 1000)),
+        ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "256k", (True, 262144)),
+        ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "2G", (True, 2147483648))]
+BAD = [("TORCH_HCCL_ALLOCATOR", "yes", "it must be 0 (torch's own CPU allocator) or 1"),
+       ("TORCH_HCCL_ALLOCATOR", "2", "it must be 0"),
+       ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "-1", "whole number of bytes from 0 to"),
+       ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "64KB", "K, M or G suffix"),
+       ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "2T", "from 0 to 1099511627776"),
+       ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "99999999999999999999999", "from 0 to")]
+
+
+def settings_table(torch_hccl):
+    """Every spelling of GOOD and BAD through the reader the import calls
+    (_C._allocator_settings, settings.cpp's read_allocator_settings), in this one process:
+    a process importing torch for each took 12 starts (TestAllocator.test_settings imports
+    with one of each, and test_min_bytes and test_off with 1M and 0)."""
+    for var, value, want in GOOD:
+        os.environ.update(DEFAULTS, **{var: value})
+        got = torch_hccl._C._allocator_settings()
+        assert got == want, (var, value, got, want)
+    for var, value, rule in BAD:
+        os.environ.update(DEFAULTS, **{var: value})
+        try:
+            got = torch_hccl._C._allocator_settings()
+            raise AssertionError("%s=%r accepted: %s" % (var, value, got))
+        except ValueError as e:
+            msg = str(e)
+        assert msg.startswith('%s="%s": ' % (var, value)) and rule in msg, (var, value, msg)
+    os.environ.update(DEFAULTS)
 
 
 CASES = {"rss_flat": rss_flat_case, "threads": threads_case, "stats": stats_case,
@@ -247,37 +288,25 @@ class TestAllocator(unittest.TestCase):
                               stderr=subprocess.STDOUT, timeout=120)
 
     def test_settings(self):
-        for env, want in [({"TORCH_HCCL_ALLOCATOR": "1"}, "True 65536"),
-                          ({"TORCH_HCCL_ALLOCATOR": ""}, "True 65536"),
-                          ({"TORCH_HCCL_ALLOCATOR_MIN_BYTES": "0"}, "True 0"),
-                          ({"TORCH_HCCL_ALLOCATOR_MIN_BYTES": "1000"}, "True 1000"),
-                          ({"TORCH_HCCL_ALLOCATOR_MIN_BYTES": "256k"}, "True 262144"),
-                          ({"TORCH_HCCL_ALLOCATOR_MIN_BYTES": "2G"}, "True 2147483648")]:
-            with self.subTest(env=env):
-                p = self.import_with(**env)
-                self.assertEqual(p.returncode, 0, p.stdout)
-                self.assertEqual(p.stdout.strip(), want)
-        for var, value, rule in [
-                ("TORCH_HCCL_ALLOCATOR", "yes", "it must be 0 (torch's own CPU allocator) or 1"),
-                ("TORCH_HCCL_ALLOCATOR", "2", "it must be 0"),
-                ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "-1", "whole number of bytes from 0 to"),
-                ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "64KB", "K, M or G suffix"),
-                ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "2T", "from 0 to 1099511627776"),
-                ("TORCH_HCCL_ALLOCATOR_MIN_BYTES", "99999999999999999999999", "from 0 to")]:
-            with self.subTest(var=var, value=value):
-                p = self.import_with(**{var: value})
-                self.assertNotEqual(p.returncode, 0, p.stdout)
-                self.assertIn('ValueError: %s="%s": ' % (var, value), p.stdout)
-                self.assertIn(rule, p.stdout)
+        # A refused spelling through the import itself (a malformed one fails it with the
+        # ValueError); an accepted one in test_unknown_names' first import, and 0 and 1M in
+        # test_off and test_min_bytes; every spelling of GOOD and BAD through the same reader
+        # in test_off's process (settings_table).
+        var, value, rule = BAD[0]
+        p = self.import_with(**{var: value})
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertIn('ValueError: %s="%s": ' % (var, value), p.stdout)
+        self.assertIn(rule, p.stdout)
 
     def test_unknown_names(self):
         # A misspelled TORCH_HCCL_* name warns (naming the nearest one) and is ignored, as
         # libhccl does for HCCL_*; HCCL_LOG_LEVEL=error silences it.
-        p = self.import_with(TORCH_HCCL_ALLOCATR="0")
+        # With a good spelling of a known one, which the import reads (test_settings').
+        p = self.import_with(TORCH_HCCL_ALLOCATR="0", TORCH_HCCL_ALLOCATOR_MIN_BYTES="256k")
         self.assertEqual(p.returncode, 0, p.stdout)
         self.assertIn("WARN: TORCH_HCCL_ALLOCATR is not a setting of torch_hccl (did you mean "
                       "TORCH_HCCL_ALLOCATOR?); it is ignored", p.stdout)
-        self.assertTrue(p.stdout.rstrip().endswith("True 65536"), p.stdout)  # still on
+        self.assertTrue(p.stdout.rstrip().endswith("True 262144"), p.stdout)  # still on
         p = self.import_with(TORCH_HCCL_FROBNICATE="1")
         self.assertIn("WARN: TORCH_HCCL_FROBNICATE is not a setting of torch_hccl; it is ignored",
                       p.stdout)

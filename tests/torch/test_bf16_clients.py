@@ -84,9 +84,9 @@ def env_for_runs():
 
 def deepspeed_python():
     """(python, None) for the first Python that imports deepspeed with this very torch (the
-    one torch_hccl was built for), else (None, why): recipes_harness.py's search, which the
-    recipe tests share."""
-    return R.skip_reason_or_python(["deepspeed"])
+    one torch_hccl was built for), with DeepSpeed's op built, else (None, why):
+    recipes_harness.py's search, which the recipe tests share."""
+    return R.deepspeed_python()
 
 
 def run(python, client, backend, out_dir, *flags):
@@ -168,18 +168,12 @@ class TestDeepSpeed(Bf16Case, unittest.TestCase):
         if int(torch.__version__.split(".")[0]) < 2:
             raise unittest.SkipTest("torch %s: the suite installs deepspeed for pip's torch 2.x "
                                     "only (scripts/quickstart.sh test)" % torch.__version__)
+        # DeepSpeed's CPU accelerator builds its shared-memory op the first time it starts
+        # (a minute or more here, cached in ~/.cache/torch_extensions): once, untimed, in the
+        # same process as the search for a Python that has deepspeed.
         py, why = deepspeed_python()
         if py is None:
             raise unittest.SkipTest(why)
-        # DeepSpeed's CPU accelerator builds its shared-memory op the first time it starts
-        # (a minute or more here, cached in ~/.cache/torch_extensions): once, here, untimed.
-        p = subprocess.run([py, "-c", "from deepspeed.accelerator import get_accelerator; "
-                            "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"],
-                           env=env_for_runs(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=900)
-        if p.returncode != 0:
-            raise AssertionError("building DeepSpeed's ShareMemCommBuilder op failed:\n%s"
-                                 % p.stdout[-4000:])
         cls.ds_python = py
 
     def python(self):

@@ -16,10 +16,10 @@ each sum is of two numbers, so both libraries must agree to the bit, and have).
 
 Skips, saying why, when no Python with this torch imports deepspeed (recipes_harness.py says
 where it looks), as on Debian's torch 1.13. DeepSpeed builds its shared-memory op the first
-time it starts on a CPU (minutes): setUpClass builds it first, outside the runs.
+time it starts on a CPU (minutes): setUpClass builds it first, outside the runs, in the process
+that finds the Python with deepspeed (recipes_harness.deepspeed_python).
 """
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -40,16 +40,9 @@ DOC_KEYS = {"npu-launch": "tests/torch/test_deepspeed_zero.py#npu-launch",
 class TestDeepSpeedZero(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.py, why = R.skip_reason_or_python(["deepspeed"])
+        cls.py, why = R.deepspeed_python()  # and DeepSpeed's op built, outside the runs
         if cls.py is None:
             raise unittest.SkipTest(why)
-        p = subprocess.run([cls.py, "-c", "from deepspeed.accelerator import get_accelerator; "
-                            "get_accelerator().create_op_builder('ShareMemCommBuilder').load()"],
-                           env=R.env_for_runs(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=900)
-        if p.returncode != 0:
-            raise AssertionError("building DeepSpeed's ShareMemCommBuilder op failed:\n%s"
-                                 % p.stdout[-4000:])
         cls.dir = tempfile.mkdtemp(prefix="torch_hccl_zero_")
         out = os.path.join(cls.dir, "gloo.json")
         cls.gloo, _, cls.gloo_s = R.launch(cls.py, "deepspeed_zero.py", "gloo", out,

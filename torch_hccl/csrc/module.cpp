@@ -62,6 +62,15 @@ PYBIND11_MODULE(_C, m) {
         "bad value) and, when enabled, makes the shared-memory allocator torch's CPU "
         "allocator. Returns whether it is installed.");
   m.def("_allocator_is_current", &torch_hccl::allocator_is_current);
+  m.def(
+      "_allocator_settings",
+      [] {
+        torch_hccl::AllocatorSettings s = torch_hccl::read_allocator_settings();
+        return py::make_tuple(s.enabled, s.min_bytes);
+      },
+      "Reads TORCH_HCCL_ALLOCATOR and TORCH_HCCL_ALLOCATOR_MIN_BYTES now, as _allocator_install "
+      "does at import (ValueError naming a bad value): (enabled, min_bytes). For tests: many "
+      "values in one process.");
   m.def("_split_setting", &torch_hccl::read_split_setting,
         "Reads TORCH_HCCL_SPLIT (ValueError naming a bad value): whether new_group may split "
         "the default group's communicator.");
