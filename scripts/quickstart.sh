@@ -29,7 +29,7 @@ esac
 packages=(build-essential cmake pkg-config libuv1-dev libcjson-dev libcmocka-dev iproute2 procps)
 # The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch; clang with
 # libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh).
-[ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+[ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev ninja-build)
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do
