@@ -303,9 +303,14 @@ HCCL_API HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, Hcc
  * Inside a group HcclCommSplit only records the request (and refuses its own bad input at
  * once, as it would alone); HcclGroupEnd runs ONE allgather over the parent carrying every
  * request's colour and key and this rank's bootstrap record once, then makes each split's
- * communicator in call order (each still runs its members' own rounds). Why: with many
- * servers a parent allgather costs about one scheduling sweep of every rank, so a layout's
- * three splits pay one instead of three. The group belongs to the calling thread.
+ * communicator in call order. Why: with many servers a parent allgather costs about one
+ * scheduling sweep of every rank, so a layout's three splits pay one instead of three. A
+ * split (grouped or not) whose members are each on a server of its own needs nothing more: its
+ * listeners' addresses ride in that allgather and its links are made on first use (NCCL's
+ * runtime connect), so a member whose own setup failed after that round is reported by the
+ * first collective (a dial that times out after HCCL_CONNECT_TIMEOUT, naming the peer); a
+ * split with members sharing a server still runs its members' two rounds and links at once.
+ * The group belongs to the calling thread.
  *
  * Rules, each refused by name: only HcclCommSplit may be called inside a group (a collective,
  * a send or receive, HcclCommInit*, HcclCommShrink or HcclCommDestroy there is
