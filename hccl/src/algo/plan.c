@@ -452,6 +452,13 @@ static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *c
 
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
   size_t bytes = call->count * call->esz;
+  /* One kernel's shared cores pace a call's bytes (flat_priced) only when a step moves more
+   * than a chunk: below that a step is one message, whose time is its partner's wake-up on
+   * those cores, which the link figures already order (bench/uneven.sh, docs/design.md: flat
+   * halving-doubling fastest to 256 KiB on 2+1 and 4+2+1, leaders from 1 MiB). */
+  struct hccl_plan_view priced_view = *v;
+  priced_view.one_kernel = v->one_kernel && bytes > v->world->chunk_bytes;
+  v = &priced_view;
   struct hccl_plan plan = {.algo = HCCL_PLAN_LOCAL};
   switch (call->kind) {
   case HCCL_K_ALLREDUCE:

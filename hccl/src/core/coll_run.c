@@ -306,7 +306,11 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
     HcclResult r = execute(c, o);
     pthread_mutex_lock(&c->qlock);
     c->worker_busy = false;
-    pthread_cond_broadcast(&c->qcond);
+    /* Only a call queued meanwhile waits for this one to end (the worker, or its caller about
+     * to run it, coll_help). With the queue empty a broadcast only wakes an idle worker, which
+     * then takes the core from this caller: a 2-rank torch all_reduce of 4 KiB took 34 us
+     * instead of 15 once one async call had started the worker. */
+    if (c->qhead) pthread_cond_broadcast(&c->qcond);
     pthread_mutex_unlock(&c->qlock);
     return r;
   }

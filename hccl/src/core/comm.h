@@ -150,8 +150,12 @@ HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *t
  * field when one is out of range (comm_init.c). */
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
 /* HCCL_E_NOT_SUPPORT, logged naming fn, when this thread is between HcclGroupStart and
- * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (comm_split.c). */
+ * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (group_open.c). */
 HcclResult hccl__split_group_refuse(const char *fn);
+/* Whether this thread is between HcclGroupStart and HcclGroupEnd, and its setter (group_open.c;
+ * comm_split.c opens and closes groups). */
+bool hccl__group_is_open(void);
+void hccl__group_set_open(bool open);
 
 /* Connects c->store to rank 0's store server at host:port with the job's token, once that
  * server holds `key` = want[0..len): a server still finishing an earlier communicator's

@@ -459,30 +459,21 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   return r;
 }
 
-/* The open group of this thread (HcclGroupStart), as NCCL's groups are per thread. */
+/* The splits this thread's open group has recorded (group_open.c says whether one is open). */
 static _Thread_local struct {
-  bool open;
   struct hccl_comm *parent; /* the first split's */
   uint32_t n;               /* splits recorded (at most HCCL_GROUP_MAX_SPLITS) */
   uint32_t bad, bad_at;     /* the first refused split's reason (check_input's, 3 other) */
   struct split_req req[HCCL_GROUP_MAX_SPLITS];
 } g_group;
 
-HcclResult hccl__split_group_refuse(const char *fn) {
-  if (!g_group.open) return HCCL_SUCCESS;
-  return hccl__fail(HCCL_E_NOT_SUPPORT,
-                    "%s between HcclGroupStart and HcclGroupEnd: a group holds only "
-                    "HcclCommSplit calls; call HcclGroupEnd first",
-                    fn);
-}
-
 HcclResult HcclGroupStart(void) {
-  if (g_group.open)
+  if (hccl__group_is_open())
     return hccl__fail(HCCL_E_NOT_SUPPORT,
                       "HcclGroupStart inside a group: groups do not nest; call HcclGroupEnd "
                       "first");
   memset(&g_group, 0, sizeof(g_group));
-  g_group.open = true;
+  hccl__group_set_open(true);
   return HCCL_SUCCESS;
 }
 
@@ -515,11 +506,11 @@ static HcclResult group_record(struct hccl_comm *comm, int32_t color, int32_t ke
 }
 
 HcclResult HcclGroupEnd(void) {
-  if (!g_group.open)
+  if (!hccl__group_is_open())
     return hccl__fail(HCCL_E_PARA,
                       "HcclGroupEnd without HcclGroupStart: every HcclGroupEnd must close a "
                       "group this thread started");
-  g_group.open = false;
+  hccl__group_set_open(false);
   if (!g_group.parent) return HCCL_SUCCESS; /* an empty group */
   return split_round_run(g_group.parent, g_group.req, g_group.n, g_group.bad, g_group.bad_at);
 }
@@ -530,7 +521,7 @@ HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, HcclComm *ne
     return hccl__fail(HCCL_E_PTR, "HcclCommSplit: %s is NULL", comm ? "newcomm" : "comm");
   hccl__log_bind(&comm->log);
   *newcomm = NULL;
-  if (g_group.open) return group_record(comm, color, key, newcomm, config);
+  if (hccl__group_is_open()) return group_record(comm, color, key, newcomm, config);
   struct split_req q;
   uint32_t bad = req_fill(comm, color, key, newcomm, config, &q);
   return split_round_run(comm, &q, 1, bad, 0);
