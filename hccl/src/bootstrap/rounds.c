@@ -23,6 +23,21 @@
 #include "store.h"
 #include "wait.h"
 
+/* The kernel's boot id (its text, "" when unreadable) in boot[64]. */
+static void read_boot_id(char boot[64]) {
+  boot[0] = '\0';
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (!fgets(boot, 64, f)) boot[0] = '\0';
+  fclose(f);
+}
+
+uint64_t hccl__boot_id_hash(void) {
+  char boot[64];
+  read_boot_id(boot);
+  return boot[0] ? hccl__fnv1a(HCCL_FNV1A_SEED, boot, strlen(boot)) : 0;
+}
+
 /* Same value for every process of one server: host name, boot id and network namespace, so
  * that servers simulated by network namespaces count as different servers. */
 uint64_t hccl__host_identity(char *host, size_t len) {
@@ -30,12 +45,8 @@ uint64_t hccl__host_identity(char *host, size_t len) {
   if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
   host[len - 1] = '\0';
   h = hccl__fnv1a(h, host, strlen(host));
-  char boot[64] = {0};
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    if (!fgets(boot, sizeof(boot), f)) boot[0] = '\0';
-    fclose(f);
-  }
+  char boot[64];
+  read_boot_id(boot);
   h = hccl__fnv1a(h, boot, strlen(boot));
   struct stat st;
   if (stat("/proc/self/ns/net", &st) == 0) h = hccl__fnv1a(h, &st.st_ino, sizeof(st.st_ino));

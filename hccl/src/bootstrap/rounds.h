@@ -41,6 +41,10 @@ struct hccl_rounds {
   struct hccl_tree *tree;
 };
 
+/* A hash of the kernel's boot id, the same in every network namespace of one machine and
+ * different between machines (and boots); 0 when unreadable. */
+uint64_t hccl__boot_id_hash(void);
+
 /* Same value for every process of one server (host name, boot id, network namespace); the
  * host name is written to host. */
 uint64_t hccl__host_identity(char *host, size_t len);

@@ -28,7 +28,6 @@
 #include "comm.h"
 #include "comm_wait.h"
 #include "flight.h"
-#include "hash.h"
 #include "log.h"
 #include "mem_region.h"
 #include "p2p.h"
@@ -301,19 +300,6 @@ struct ready_note {
   uint64_t boot;
 };
 
-/* A hash (FNV-1a) of /proc/sys/kernel/random/boot_id, which every network namespace of one
- * machine shares and which differs between machines (and boots); 0 when unreadable. Pretend
- * servers (tests/multi/netns.sh) are namespaces of one kernel, where every byte over TCP costs
- * the same cores as every other: the planner prices them so (plan.c, v->one_kernel). */
-static uint64_t boot_hash(void) {
-  char id[64] = {0};
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (!f) return 0;
-  size_t len = fread(id, 1, sizeof(id) - 1, f);
-  fclose(f);
-  return len ? hccl__fnv1a(HCCL_FNV1A_SEED, id, len) : 0;
-}
-
 /* On servers of different counts the planner's choice between the flat allreduce and the one
  * through leaders (plan.c) reads the groups' figures, which each rank measured on its own
  * links: a rank alone on its server has no local link, one that is not its server's leader
@@ -390,7 +376,10 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     for (int i = 0; i < 3; i++)
       mine.alpha_ns[i] = g[i]->alpha_ns, mine.beta_ns[i] = g[i]->beta_ns,
       mine.chunk_bytes[i] = g[i]->n > 1 ? g[i]->chunk_bytes : 0;
-    mine.boot = boot_hash();
+    /* Pretend servers (tests/multi/netns.sh) are namespaces of one kernel, where every byte
+     * over TCP costs the same cores as every other: the planner prices them so (plan.c,
+     * v->one_kernel). Only uneven servers read it. */
+    if (c->uneven) mine.boot = hccl__boot_id_hash();
     /* Only uneven servers read the figures: elsewhere a rank's record is its first byte, as
      * before them (every rank places alike, so every record of a round is the same size). */
     HcclResult r = round_allgather(c, rd, "ready", &mine, c->uneven ? sizeof(mine) : 1, ready);
