@@ -20,7 +20,7 @@ case "${1:-}" in
 --torch)
   BUILD=$(cd "${2:-build}" && pwd)
   TP=${3:-2} PP=${4:-2}
-  port=$((30000 + RANDOM % 20000))
+  port=$((20000 + RANDOM % 12000))
   status=0
   for run in "hccl 1" "hccl 0" "gloo 1"; do
     set -- $run
@@ -57,7 +57,8 @@ SERVERS=${2:-}
 D=${3:-1}
 TP=${4:-2}
 PP=${5:-2}
-port=$((30000 + RANDOM % 20000))
+# Below the kernel's ephemeral ports (32768 and up), which a closing link may still hold.
+port=$((20000 + RANDOM % 12000))
 status=0
 for mode in split group init; do
   port=$((port + 1))

@@ -3,8 +3,10 @@
  * colourings of one parent (even/odd, blocks of 2, blocks of 4 with keys reversing the order,
  * one rank NOCOLOR beside groups of 4, 2 and 1); on each new communicator its size, rank and
  * member order (an allgather of parent ranks) and every collective checked element by element,
- * while a non-blocking allreduce on the parent runs at the same time; destroy in either order
- * (the last group outlives its parent). Then the errors, on every rank alike and at once: a
+ * while a non-blocking allreduce on the parent runs at the same time, and with another still
+ * queued on the parent when the split starts (its parent round, over the bootstrap's sockets,
+ * waits for it); destroy in either order (the last group outlives its parent), and a split of
+ * that last group (a child has no bootstrap tree: its parent round is the allgather). Then the errors, on every rank alike and at once: a
  * negative key on one rank (names the rank and the key), a group whose own checks fail (one
  * member's HCCL_BUFFSIZE differs: every member of that colour fails, the other group is made),
  * and a split of an aborted parent. Grouped splits (HcclGroupStart/End): a 3D layout's three
@@ -151,8 +153,22 @@ static int check_child(HcclComm child, int rank, const struct colouring *k) {
  * allreduce of its own; the group is destroyed unless keep. */
 static int split_case(HcclComm parent, int rank, const struct colouring *k, HcclComm *keep) {
   HcclComm child = (HcclComm)1;
-  HcclResult rc = HcclCommSplit(parent, k->color[rank], k->key[rank], &child, NULL);
+  /* A parent allreduce still queued when the split starts: the split's parent round runs
+   * beside the queue (over the bootstrap's sockets), so it must let this one end first. */
+  int32_t early[C];
+  for (int i = 0; i < C; i++)
+    early[i] = rank * i;
+  HcclRequest ereq = NULL;
+  HcclResult rc = HcclAllReduce(early, early, C, HCCL_DATA_TYPE_INT32, HCCL_REDUCE_SUM, parent,
+                                &ereq);
+  RANK_CHECK(rc == HCCL_SUCCESS, "%s: early allreduce: %s", k->name, HcclGetLastErrorMessage());
+  rc = HcclCommSplit(parent, k->color[rank], k->key[rank], &child, NULL);
   RANK_CHECK(rc == HCCL_SUCCESS, "%s: split: %d %s", k->name, rc, HcclGetLastErrorMessage());
+  RANK_CHECK(HcclRequestWait(ereq) == HCCL_SUCCESS, "%s: early allreduce: %s", k->name,
+             HcclGetLastErrorMessage());
+  for (int i = 0; i < C; i++)
+    RANK_CHECK(early[i] == NR * (NR - 1) / 2 * i, "%s: early allreduce[%d] = %d", k->name, i,
+               early[i]);
   /* The parent's own allreduce in flight (every rank, NOCOLOR too) while the group works. */
   int32_t pbuf[C];
   for (int i = 0; i < C; i++)
@@ -191,6 +207,18 @@ static int colourings_body(int rank, int nranks, void *arg) {
     HcclGetRankSize(last, &n);
     HcclGetRankId(last, &me);
     if (check_all(last, (int)me, (int)n, "after the parent's destroy")) return 1;
+    /* A split of a split: the child has no bootstrap tree of its own, so its parent round is
+     * the allgather over its links. */
+    HcclComm half = NULL;
+    rc = HcclCommSplit(last, (int32_t)(me % 2), (int32_t)me, &half, NULL);
+    RANK_CHECK(rc == HCCL_SUCCESS && half, "split of a split: %s", HcclGetLastErrorMessage());
+    uint32_t hn = 0, hme = 0;
+    HcclGetRankSize(half, &hn);
+    HcclGetRankId(half, &hme);
+    RANK_CHECK(hn == (n + 1 - me % 2) / 2 && hme == me / 2, "split of a split: rank %u of %u",
+               hme, hn);
+    if (check_all(half, (int)hme, (int)hn, "a split of a split")) return 1;
+    RANK_CHECK(HcclCommDestroy(half) == HCCL_SUCCESS, "destroy");
     RANK_CHECK(HcclCommDestroy(last) == HCCL_SUCCESS, "destroy");
   }
   return 0;

@@ -71,6 +71,7 @@ static int64_t left_ms(int64_t deadline_ns) {
  * per rank, on the failure path only. */
 static uint32_t first_missing(const struct hccl_rounds *rd, uint32_t lo, uint32_t hi) {
   char key[160];
+  if (!rd->store) return UINT32_MAX; /* a round over a kept tree: every rank had joined */
   for (uint32_t k = lo; k < hi; k++) {
     void *val = NULL;
     size_t n;
@@ -89,9 +90,16 @@ static uint32_t first_missing(const struct hccl_rounds *rd, uint32_t lo, uint32_
  * (it failed: the rank it waited for, if one is missing, is named then too). */
 static HcclResult fail_wait(const struct hccl_rounds *rd, const char *round, HcclResult res,
                             uint32_t peer, uint32_t lo, uint32_t hi) {
+  if (res != HCCL_E_TIMEOUT && res != HCCL_E_TCP_TRANSFER) return res; /* rd->check's */
+  /* A round over a kept tree: a neighbour that left it because its communicator failed (an
+   * abort) closes its sockets, and the cause the check names says more than the socket. */
+  HcclResult why = rd->check ? rd->check(rd->check_arg) : HCCL_SUCCESS;
+  if (why != HCCL_SUCCESS) return why;
   uint32_t missing = first_missing(rd, lo, hi);
   if (res != HCCL_E_TIMEOUT && missing == UINT32_MAX) missing = first_missing(rd, 0, rd->nranks);
-  const char *how = rd->store_external ? "the connect timeout" : "HCCL_CONNECT_TIMEOUT";
+  const char *how = rd->timeout_name       ? rd->timeout_name
+                    : rd->store_external ? "the connect timeout"
+                                         : "HCCL_CONNECT_TIMEOUT";
   const char *same = rd->store_external ? "world size and store" : "MASTER_ADDR/MASTER_PORT";
   if (missing != UINT32_MAX)
     return hccl__fail(HCCL_E_TIMEOUT,
@@ -106,9 +114,9 @@ static HcclResult fail_wait(const struct hccl_rounds *rd, const char *round, Hcc
                       "ended; its log says why)",
                       rd->rank, peer, round, peer);
   return hccl__fail(res,
-                    "rank %u waited %lld s (%s) for the bootstrap records of ranks %u-%u of "
-                    "%u; each has joined, but one of them did not pass its part on in time",
-                    rd->rank, (long long)(rd->connect_timeout_ms / 1000), how, lo, hi - 1,
+                    "rank %u waited %lld s (%s) for the '%s' records of ranks %u-%u of %u; "
+                    "each has joined, but one of them did not pass its part on in time",
+                    rd->rank, (long long)(rd->connect_timeout_ms / 1000), how, round, lo, hi - 1,
                     rd->nranks);
 }
 
@@ -143,24 +151,33 @@ struct hccl_tree {
   int child_fd[TREE_MAXCHILD];
 };
 
-static int poll_fd(int fd, short ev, int64_t deadline_ns) {
+/* 1 ready, 0 the deadline passed, -1 an error, -2 rd->check (if rd has one; asked every 100 ms)
+ * failed, its result in *why. */
+static int poll_fd(int fd, short ev, int64_t deadline_ns, const struct hccl_rounds *rd,
+                   HcclResult *why) {
+  int slice = rd && rd->check ? 100 : 1000;
   for (;;) {
     int64_t ms = (deadline_ns - hccl__now_ns() + 999999) / 1000000;
+    if (rd && rd->check && (*why = rd->check(rd->check_arg)) != HCCL_SUCCESS) return -2;
     if (ms <= 0) return 0;
     struct pollfd p = {fd, ev, 0};
-    int r = poll(&p, 1, ms > 1000 ? 1000 : (int)ms);
+    int r = poll(&p, 1, ms > slice ? slice : (int)ms);
     if (r > 0) return 1;
     if (r < 0 && errno != EINTR) return -1;
   }
 }
 
-/* Moves all len bytes (wr: out, else in) by the deadline: HCCL_E_TIMEOUT, or
- * HCCL_E_TCP_TRANSFER when the peer closed or reset it. Not logged: the caller names the peer. */
-static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadline_ns) {
+/* Moves all len bytes (wr: out, else in) by the deadline: HCCL_E_TIMEOUT, HCCL_E_TCP_TRANSFER
+ * when the peer closed or reset it, or rd->check's failure (rd may be NULL). Not logged: the
+ * caller names the peer (a check's failure is logged by the check). */
+static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadline_ns,
+                           const struct hccl_rounds *rd) {
   char *p = buf;
   while (len) {
-    int w = poll_fd(fd, wr ? POLLOUT : POLLIN, deadline_ns);
+    HcclResult why = HCCL_SUCCESS;
+    int w = poll_fd(fd, wr ? POLLOUT : POLLIN, deadline_ns, rd, &why);
     if (w == 0) return HCCL_E_TIMEOUT;
+    if (w == -2) return why;
     if (w < 0) return HCCL_E_TCP_TRANSFER;
     ssize_t k = wr ? send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, len, MSG_DONTWAIT);
     if (k == 0 && !wr) return HCCL_E_TCP_TRANSFER;
@@ -187,7 +204,7 @@ static int sock_connect(const struct sockaddr_storage *to, int64_t deadline_ns) 
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     int rc = connect(fd, (const struct sockaddr *)to, sa_len(to));
-    if (rc != 0 && errno == EINPROGRESS && poll_fd(fd, POLLOUT, deadline_ns) == 1) {
+    if (rc != 0 && errno == EINPROGRESS && poll_fd(fd, POLLOUT, deadline_ns, NULL, NULL) == 1) {
       socklen_t el = sizeof(rc);
       if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &el) != 0) rc = errno;
       errno = rc;
@@ -204,7 +221,7 @@ static int sock_connect(const struct sockaddr_storage *to, int64_t deadline_ns) 
   }
 }
 
-static void tree_close(struct hccl_tree *t) {
+void hccl__tree_close(struct hccl_tree *t) {
   if (!t) return;
   if (t->parent >= 0) close(t->parent);
   for (uint32_t i = 0; i < t->nchild; i++)
@@ -219,7 +236,7 @@ static HcclResult accept_children(struct hccl_rounds *rd, struct hccl_tree *t, i
                                   uint64_t nonce, int64_t deadline_ns) {
   uint32_t got = 0, span = subtree_span(rd->rank, rd->nranks);
   while (got < t->nchild) {
-    int w = poll_fd(lfd, POLLIN, deadline_ns);
+    int w = poll_fd(lfd, POLLIN, deadline_ns, NULL, NULL);
     if (w <= 0) {
       for (uint32_t i = 0; i < t->nchild; i++)
         if (t->child_fd[i] < 0)
@@ -232,7 +249,8 @@ static HcclResult accept_children(struct hccl_rounds *rd, struct hccl_tree *t, i
     if (fd < 0) continue;
     struct tree_hello h;
     int64_t hello_dl = hccl__now_ns() + 1000000000LL;
-    HcclResult r = sock_all(fd, &h, sizeof(h), false, hello_dl < deadline_ns ? hello_dl : deadline_ns);
+    HcclResult r =
+        sock_all(fd, &h, sizeof(h), false, hello_dl < deadline_ns ? hello_dl : deadline_ns, NULL);
     uint32_t i = 0;
     while (r == HCCL_SUCCESS && i < t->nchild && t->child[i] != h.rank)
       i++;
@@ -342,7 +360,7 @@ static HcclResult tree_open(struct hccl_rounds *rd, int64_t deadline_ns) {
     t->parent = sock_connect(&prec.addr, deadline_ns);
     struct tree_hello h = {TREE_MAGIC, prec.nonce, me, n};
     if (t->parent < 0 ||
-        sock_all(t->parent, &h, sizeof(h), true, deadline_ns) != HCCL_SUCCESS) {
+        sock_all(t->parent, &h, sizeof(h), true, deadline_ns, NULL) != HCCL_SUCCESS) {
       char a[80] = "?";
       getnameinfo((struct sockaddr *)&prec.addr, sa_len(&prec.addr), a, sizeof(a), NULL, 0,
                   NI_NUMERICHOST);
@@ -359,7 +377,7 @@ static HcclResult tree_open(struct hccl_rounds *rd, int64_t deadline_ns) {
 out:
   if (lfd >= 0) close(lfd);
   if (r != HCCL_SUCCESS) {
-    tree_close(t);
+    hccl__tree_close(t);
     return r;
   }
   rd->tree = t;
@@ -372,21 +390,21 @@ static HcclResult frame_in(struct hccl_rounds *rd, const char *round, uint32_t t
                            uint32_t peer, void *buf, size_t want, uint32_t lo, uint32_t hi,
                            int64_t deadline_ns) {
   struct tree_frame f;
-  HcclResult r = sock_all(fd, &f, sizeof(f), false, deadline_ns);
+  HcclResult r = sock_all(fd, &f, sizeof(f), false, deadline_ns, rd);
   if (r == HCCL_SUCCESS && (f.tag != tag || f.len != want))
     return hccl__fail(HCCL_E_INTERNAL,
                       "rank %u read %u bytes of round %08x from rank %u where %zu of round '%s' "
                       "were expected (a different libhccl version?)",
                       rd->rank, f.len, f.tag, peer, want, round);
-  if (r == HCCL_SUCCESS) r = sock_all(fd, buf, want, false, deadline_ns);
+  if (r == HCCL_SUCCESS) r = sock_all(fd, buf, want, false, deadline_ns, rd);
   return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, lo, hi);
 }
 
 static HcclResult frame_out(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
                             uint32_t peer, const void *buf, size_t len, int64_t deadline_ns) {
   struct tree_frame f = {tag, (uint32_t)len};
-  HcclResult r = sock_all(fd, &f, sizeof(f), true, deadline_ns);
-  if (r == HCCL_SUCCESS) r = sock_all(fd, (void *)buf, len, true, deadline_ns);
+  HcclResult r = sock_all(fd, &f, sizeof(f), true, deadline_ns, rd);
+  if (r == HCCL_SUCCESS) r = sock_all(fd, (void *)buf, len, true, deadline_ns, rd);
   return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, peer, peer + 1);
 }
 
@@ -400,6 +418,8 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
   int64_t deadline = hccl__now_ns() + rd->connect_timeout_ms * 1000000LL;
   memcpy((char *)all + (size_t)me * len, mine, len);
   if (n == 1) return HCCL_SUCCESS;
+  if (!rd->tree && !rd->store)
+    return hccl__fail(HCCL_E_INTERNAL, "rank %u has no bootstrap tree for round '%s'", me, round);
   if (!rd->tree) HCCL_TRY(tree_open(rd, deadline));
   struct hccl_tree *t = rd->tree;
   uint32_t tag = (uint32_t)hccl__fnv1a(HCCL_FNV1A_SEED, round, strlen(round));
@@ -421,10 +441,16 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
     r = frame_out(rd, round, tag, t->child_fd[i], t->child[i], all, (size_t)n * len, deadline);
   if (r != HCCL_SUCCESS) {
     /* Its neighbours see the sockets close and fail at once, naming what this rank named. */
-    tree_close(rd->tree);
+    hccl__tree_close(rd->tree);
     rd->tree = NULL;
   }
   return r;
+}
+
+struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd) {
+  struct hccl_tree *t = rd->tree;
+  rd->tree = NULL;
+  return t;
 }
 
 /* Ends the store's part, on success and on failure alike: each other rank says "done" as its
@@ -459,7 +485,7 @@ void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed) {
       }
     }
   }
-  tree_close(rd->tree);
+  hccl__tree_close(rd->tree);
   rd->tree = NULL;
   hccl__store_close(rd->store);
   rd->store = NULL;

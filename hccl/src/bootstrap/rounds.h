@@ -37,8 +37,15 @@ struct hccl_rounds {
    * it; AF_UNSPEC (zeroed): 127.0.0.1 (one host: tests). */
   struct sockaddr_storage bind;
   /* This rank's sockets to its tree parent and children: made by the first round, closed by
-   * hccl__round_finish. NULL until then. */
+   * hccl__round_finish unless hccl__round_keep_tree took them. NULL until then. */
   struct hccl_tree *tree;
+  /* Set for a round over a kept tree (no store: store NULL): the setting whose value
+   * connect_timeout_ms holds, for the timeout message ("HCCL_EXEC_TIMEOUT"), and a check asked
+   * every 100 ms of a wait and after a peer's socket closes, whose failure (logged by it: the
+   * communicator's abort, say) ends the round with its result. */
+  const char *timeout_name;
+  HcclResult (*check)(void *arg);
+  void *check_arg;
 };
 
 /* A hash of the kernel's boot id, the same in every network namespace of one machine and
@@ -56,6 +63,14 @@ uint64_t hccl__host_identity(char *host, size_t len);
  * sockets, so its tree neighbours fail at once rather than wait). */
 HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, const void *mine,
                                  size_t len, void *all);
+
+/* Takes rd->tree from the rounds (rd->tree becomes NULL), so hccl__round_finish leaves its
+ * sockets open: later rounds among the same ranks (HcclCommSplit's parent round, core/
+ * comm_split.c) run over it with rd->store NULL. NULL when no round opened one. */
+struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd);
+
+/* Closes a kept tree's sockets (its neighbours' next round over it fails at once). NULL: none. */
+void hccl__tree_close(struct hccl_tree *t);
 
 /* Ends the store's part of the bootstrap, on success and on failure alike, closing rd->tree
  * and rd->store and stopping rd->server (rank 0's), and setting them to NULL: the caller forgets its own

@@ -51,6 +51,12 @@ struct hccl_premul {
  * alltoallv. */
 HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *req);
 
+/* Returns once no call on c is queued or running: HcclCommSplit's parent round, which runs
+ * beside the queue over the bootstrap's sockets, then has the parent's links to itself for
+ * its member rounds, as a blocking call would (each queued call is bounded by
+ * HCCL_EXEC_TIMEOUT, so this wait is too). */
+void hccl__coll_drain(struct hccl_comm *c);
+
 /* Finishes queued calls and stops the worker thread; HcclCommDestroy calls it first. */
 void hccl__coll_shutdown(struct hccl_comm *comm);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll.h"
 #include "comm.h"
@@ -317,6 +318,20 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
   HcclRequest q;
   HCCL_TRY(enqueue(c, o, &q));
   return HcclRequestWait(q);
+}
+
+void hccl__coll_drain(struct hccl_comm *c) {
+  pthread_mutex_lock(&c->qlock);
+  while (c->qhead || c->worker_busy) {
+    /* Each queued call's end broadcasts qcond; a blocking call's on another thread may not,
+     * so the wait is in slices of 10 ms. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&c->qcond, &c->qlock, &ts);
+  }
+  pthread_mutex_unlock(&c->qlock);
 }
 
 void hccl__coll_shutdown(struct hccl_comm *c) {

@@ -237,6 +237,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   pthread_mutex_unlock(&c->report_lock);
   hccl__trace_close(c);
   hccl__fr_close(c);
+  hccl__tree_close(c->boot_tree);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
   for (int ch = HCCL_NCHANNELS - 1; ch >= 0; ch--)
     for (uint32_t r = 0; r < c->nranks; r++)
@@ -426,6 +427,8 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   bool all_joined = r == HCCL_SUCCESS;
   if (all_joined) run_adopt(c);
   if (all_joined) r = bootstrap_rest(c, &rd, &self, ph);
+  /* Its tree outlives the store's part: a split's parent round runs over it (comm_split.c). */
+  if (r == HCCL_SUCCESS && !c->round_fn) c->boot_tree = hccl__round_keep_tree(&rd);
   /* closes the store, stops rank 0's server */
   hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
   c->store = NULL;

@@ -26,6 +26,8 @@ struct hccl_coll_req;
 struct hccl_request;
 struct hccl_p2p;
 
+struct hccl_tree;
+
 struct hccl_comm {
   uint32_t rank, nranks;
   int32_t device;
@@ -74,6 +76,11 @@ struct hccl_comm {
    * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
   bool conn_known;
   uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
+  /* Its bootstrap's binomial tree of sockets (bootstrap/rounds.h), kept open after the store's
+   * part ended on a communicator whose rounds ran over it: HcclCommSplit's parent round runs
+   * there (comm_split.c). NULL on a split's child, a one-rank communicator, or after a round
+   * over it failed. */
+  struct hccl_tree *boot_tree;
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's

@@ -45,11 +45,13 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "coll.h"
 #include "comm.h"
 #include "comm_wait.h"
 #include "hash.h"
 #include "log.h"
 #include "peer.h"
+#include "rounds.h"
 #include "tcp.h"
 #include "transport.h"
 #include "wait.h"
@@ -395,6 +397,45 @@ static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uin
   return r;
 }
 
+/* The parent round: every parent rank's ask in ask[]. Over the parent's bootstrap tree when it
+ * kept one (its init's; comm.c): a gather up the binomial tree and the whole table down, on
+ * the calling thread over blocking sockets, so a rank wakes about twice, where Bruck's
+ * allgather over the collective links wakes each rank's thread and its TCP progress thread at
+ * each of log2(n) steps (128 pretend servers, 1 rank each: 92-109 ms for the allgather, the
+ * init's rounds over the tree 36-37 ms each). Earlier calls on the parent end first
+ * (hccl__coll_drain), as they would before a blocking allgather: the member rounds use the
+ * parent's links. Bounded by HCCL_EXEC_TIMEOUT and by the parent's abort; a failure breaks the
+ * parent and closes the tree, so its neighbours fail at once too. A parent without a tree (a
+ * split's child) runs the allgather. */
+/* The parent round's check over the tree: the parent is not broken and no peer aborted. */
+static HcclResult parent_alive(void *arg) {
+  struct hccl_comm *c = arg;
+  if (atomic_load(&c->broken))
+    return hccl__fail(HCCL_E_REMOTE,
+                      "HcclCommSplit on rank %u: the parent communicator failed during the "
+                      "split (%s)",
+                      c->rank, c->broken_msg);
+  return hccl__check_aborts(c, "HcclCommSplit");
+}
+
+static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
+                               struct split_ask *ask) {
+  if (!c->boot_tree)
+    return HcclAllGather(mine, ask, sizeof(*mine), HCCL_DATA_TYPE_UINT8, c, NULL);
+  hccl__coll_drain(c);
+  struct hccl_rounds rd = {.rank = c->rank,
+                           .nranks = c->nranks,
+                           .connect_timeout_ms = c->cfg.exec_timeout_ms,
+                           .tree = c->boot_tree,
+                           .timeout_name = "HCCL_EXEC_TIMEOUT",
+                           .check = parent_alive,
+                           .check_arg = c};
+  HcclResult r = hccl__round_allgather(&rd, "split", mine, sizeof(*mine), ask);
+  c->boot_tree = rd.tree; /* NULL after a failure: the sockets are closed */
+  if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
+  return r;
+}
+
 /* One parent allgather for the n splits of req (1 alone, or a group's), then every split's
  * communicator in order. bad/bad_at: this rank's own refusal (check_input's code, 3 other),
  * sent so every rank fails alike. Returns the first error; each failed split's *out is NULL,
@@ -437,7 +478,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
     r = hccl__fail(HCCL_E_MEMORY, "out of memory splitting %u ranks", comm->nranks);
   /* Every rank joins the one parent exchange even with bad input, so all fail alike, at once. */
   if (r == HCCL_SUCCESS)
-    r = HcclAllGather(&mine, ask, sizeof(mine), HCCL_DATA_TYPE_UINT8, comm, NULL);
+    r = parent_round(comm, &mine, ask);
   hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS) {
     /* Rank 0's count on every rank, so the next splits line up again after a mismatch. */
