@@ -13,7 +13,8 @@
  * groups (tensor x pipeline x data, 2 x 2 x 2) in one group, each checked as above; inside a
  * group a collective and a nested HcclGroupStart are refused by name, an unbalanced
  * HcclGroupEnd too; a group of 2 splits on one rank against 3 on the others, and a bad key
- * inside a group, fail every rank promptly, and the parent's next group works.
+ * inside a group, fail every rank promptly, and the parent's next group works. A rank that
+ * dies instead of splitting fails every other rank's split within 10 s, naming a rank.
  * The parent's store server is gone after its bootstrap, so a split that needed the store
  * could not succeed here at all.
  */
@@ -352,11 +353,35 @@ static int grouped_body(int rank, int nranks, void *arg) {
 
 static void test_split_grouped(void **st) { run_ranks(grouped_body); }
 
+/* A parent rank that dies instead of splitting (rank 7 ends its process): every other rank's
+ * split fails promptly, none waits out HCCL_EXEC_TIMEOUT (30 s here), and names a rank. */
+static int dead_member_body(int rank, int nranks, void *arg) {
+  harness_base_env();
+  setenv("HCCL_EXEC_TIMEOUT", "30", 1);
+  HcclComm parent = NULL, child = NULL;
+  HcclResult rc = HcclCommInitFromEnv(&parent);
+  RANK_CHECK(rc == HCCL_SUCCESS, "init: %d %s", rc, HcclGetLastErrorMessage());
+  /* Rank 7 is a leaf of the bootstrap tree: its init returned after every rank's records had
+   * passed it, so its end cannot disturb another rank's init, only the split. */
+  if (rank == NR - 1) _exit(0);
+  double t0 = cc_now();
+  rc = HcclCommSplit(parent, rank % 2, rank, &child, NULL);
+  const char *msg = HcclGetLastErrorMessage();
+  RANK_CHECK(rc != HCCL_SUCCESS && child == NULL, "split beside a dead rank: %d", rc);
+  RANK_CHECK(cc_now() - t0 < 10, "split beside a dead rank took %.1f s: %s", cc_now() - t0, msg);
+  RANK_CHECK(strstr(msg, "rank "), "the message names no rank: %s", msg);
+  HcclCommDestroy(parent);
+  return 0;
+}
+
+static void test_split_dead_member(void **st) { run_ranks(dead_member_body); }
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_split_colourings),
       cmocka_unit_test(test_split_errors),
       cmocka_unit_test(test_split_grouped),
+      cmocka_unit_test(test_split_dead_member),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
