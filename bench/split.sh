@@ -34,9 +34,9 @@ case "${1:-}" in
 -*) echo "split.sh: unknown option '$1'; see bash bench/split.sh --help" >&2; exit 2 ;;
 esac
 # The means over the ranks of split q's phases (ms) and its group's TCP links, from the logs
-# "$1".split.*.log: the parent allgather (with the wait for the slowest rank's previous split),
+# "$1".split.*.log: the parent round (with the wait for the slowest rank's previous split),
 # the group's bootstrap and its "conn", links and "ready" phases, links made and dialled.
-# "$3": split or group (whose three splits share one parent allgather).
+# "$3": split or group (whose three splits share one parent round).
 split_phases() {
   local q
   for q in 0 1 2; do

@@ -1,8 +1,8 @@
 /*
  * split_probe.c - the time to make the groups of a 3D layout (tensor x pipeline x data) from
  * a parent communicator, for bench/split.sh: `split` makes each rank's three groups with
- * HcclCommSplit (no store), one call (one parent allgather) each; `group` the same three
- * splits between HcclGroupStart and HcclGroupEnd (one parent allgather for all); `init` the way every group is made today, a bootstrap of its own
+ * HcclCommSplit (no store), one call (one parent round) each; `group` the same three
+ * splits between HcclGroupStart and HcclGroupEnd (one parent round for all); `init` the way every group is made today, a bootstrap of its own
  * (the group's first rank runs HcclGetRootInfo, the parent's allgather hands the root infos
  * round, each rank runs HcclCommInitRootInfo). Each group then runs one allreduce, checked;
  * with_first_allreduce_ms adds those three first calls, where a group whose links are made on

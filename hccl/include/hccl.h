@@ -268,9 +268,12 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
  * none and gets NULL. config may be NULL (the parent's settings); its non-zero fields apply to
  * the new communicator, and every rank of one colour must give the same values.
  *
- * The bootstrap runs over comm, never a store: one allgather over comm of every rank's colour,
- * key and bootstrap record, then each group's own two rounds among its members only, over
- * comm's links (a collective on comm like any other: no other call on comm runs meanwhile).
+ * The bootstrap runs over comm, never a store: one round over comm of every rank's colour,
+ * key and bootstrap record (over the tree of sockets comm's own bootstrap made and kept: a
+ * gather up it and the table down; a communicator made by a split has no tree and runs an
+ * allgather on its links instead), then, for a group with members sharing a server, its own
+ * two rounds among its members only, over comm's links. Calls queued on comm end first, and
+ * no other call on comm runs meanwhile; the round waits at most HCCL_EXEC_TIMEOUT.
  * No store server is met, however many groups a job makes. The new communicator then has links of its
  * own and is a full communicator (every call, HcclCommAbort, HcclCommDestroy) independent of
  * comm: either may be used while the other is, and destroyed first.
@@ -301,12 +304,12 @@ HCCL_API HcclResult HcclCommSplit(HcclComm comm, int32_t color, int32_t key, Hcc
  *   HcclGroupEnd();      // tp and dp are valid from here on, as NCCL's nonblocking groups
  *
  * Inside a group HcclCommSplit only records the request (and refuses its own bad input at
- * once, as it would alone); HcclGroupEnd runs ONE allgather over the parent carrying every
+ * once, as it would alone); HcclGroupEnd runs ONE round over the parent carrying every
  * request's colour and key and this rank's bootstrap record once, then makes each split's
- * communicator in call order. Why: with many servers a parent allgather costs about one
- * scheduling sweep of every rank, so a layout's three splits pay one instead of three. A
+ * communicator in call order. Why: with many servers a parent round waits for every rank, so
+ * a layout's three splits pay one instead of three. A
  * split (grouped or not) whose members are each on a server of its own needs nothing more: its
- * listeners' addresses ride in that allgather and its links are made on first use (NCCL's
+ * listeners' addresses ride in that round and its links are made on first use (NCCL's
  * runtime connect), so a member whose own setup failed after that round is reported by the
  * first collective (a dial that times out after HCCL_CONNECT_TIMEOUT, naming the peer); a
  * split with members sharing a server still runs its members' two rounds and links at once.

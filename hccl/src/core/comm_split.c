@@ -1,6 +1,7 @@
 /*
  * comm_split.c - HcclCommSplit: communicators made from a parent by colour and key (NCCL's
- * ncclCommSplit), with no store. One parent allgather carries every rank's (colour, key) and
+ * ncclCommSplit), with no store. One parent round (over the parent's bootstrap tree:
+ * parent_round) carries every rank's (colour, key) and
  * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
  * settings, the run), from which each rank finds its new group's members in order and has
  * their info at once. On more than one server each rank opens its new communicator's TCP
@@ -19,15 +20,16 @@
  *
  * Grouped splits (HcclGroupStart; HcclCommSplit x k; HcclGroupEnd, NCCL's way of writing
  * them): inside a group HcclCommSplit only records its request (this thread's g_group);
- * HcclGroupEnd runs the one parent allgather for all k, each record carrying up to
+ * HcclGroupEnd runs the one parent round for all k, each record carrying up to
  * HCCL_GROUP_MAX_SPLITS (colour, key, buffer size) and the info record once, then makes the
  * k communicators in call order. A layout's three splits then meet the whole parent once, not
- * three times: with many servers on few cores a parent allgather costs about one scheduling
- * sweep of every process (100-147 ms at 128 pretend servers), which the member rounds do not.
+ * three times: with many servers on few cores a parent round waits for every process (47-57 ms
+ * at 128 pretend servers over the tree, 100-147 ms as Bruck's allgather), which the member
+ * rounds do not.
  *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
- *   parent round:   allgather (split number, count, bad input?, [colour, key, TCP blob] x k,
- *                   info)
+ *   parent round:   bootstrap tree (split number, count, bad input?, [colour, key, TCP blob]
+ *                   x k, info)
  *   servers of their own: nothing more; links on first use
  *   else "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves,
  *                    then each group's links connect among its members at creation.
@@ -114,9 +116,10 @@ struct split_ctx {
 /* Bruck's allgather of this rank's record (x->rec) among the group's members, on the calling
  * thread over the parent's collective links (the group view x->view: member k is parent rank
  * members[k]): ceil(log2 n) steps, each one message each way with the members 2^k away.
- * Every earlier call on the parent has finished (the parent allgather before it was
- * blocking), so nothing else uses those links meanwhile. A link the parent does not have yet
- * (members 2^k apart are not always the parent's partners at that distance) is made first.
+ * Every earlier call on the parent has finished (the parent round drained its queue or was a
+ * blocking allgather), so nothing else uses those links meanwhile. A link the parent does not
+ * have yet (members 2^k apart are not always the parent's partners at that distance) is made
+ * first.
  * Each wait has the parent's deadline (HCCL_EXEC_TIMEOUT); a failure breaks the parent, as a
  * failed collective does, and its abort reaches the other members. */
 static HcclResult exchange(struct split_ctx *x) {
