@@ -23,7 +23,14 @@ call), that [n, 2] float view made once and handed over as a float tensor (torch
 of a complex call without torch's complex branch), a 2-D [k, k] float32 and a slice (staged).
 
 --backend fake is torch's own do-nothing backend (every call returns at once): the floor of
-torch's layers, at the same sharing of cores when started with --spawn N.
+torch's layers, at the same sharing of cores when started with --spawn N. Its ranks never wait
+for each other, so each runs whole time slices with warm caches; --ring (with --spawn) makes
+each fake call also wait for the rank before it, as a real collective makes a rank wait for
+its peers: a one-byte token passed round the ranks over pipes after every call (rank 0 sends
+first), so when ranks outnumber cores every call is a sleep and a wake-up of each rank, the
+cost a real collective cannot avoid there. Each row also gives rank 0's CPU time a call (all
+its threads) and that times ranks / cores, the wall time a call cannot go below when every
+rank spends as much and ranks outnumber cores.
 """
 import argparse
 import os
@@ -44,11 +51,26 @@ parser.add_argument("--spawn", type=int, default=0,
 parser.add_argument("--shapes", action="store_true",
                     help="also complex64, complex128, their float view, [k, k] and a slice")
 parser.add_argument("--port", type=int, default=29501, help="MASTER_PORT with --spawn")
+parser.add_argument("--ring", action="store_true",
+                    help="with --spawn: after each call pass a token round the ranks (pipes)")
 args = parser.parse_args()
+if args.ring and not args.spawn:
+    parser.error("--ring needs --spawn N")
 
 
-def main(rank=None, world=None):
+def main(rank=None, world=None, pipes=None):
     torch.set_num_threads(1)
+    token = b"t"
+    if pipes:  # --ring: read from the rank before, write to the rank after
+        rfd, wfd = pipes[rank][0].fileno(), pipes[(rank + 1) % world][1].fileno()
+
+        def ring():
+            if rank == 0:
+                os.write(wfd, token)
+                os.read(rfd, 1)
+            else:
+                os.read(rfd, 1)
+                os.write(wfd, token)
     if args.backend == "fake":
         # torch's do-nothing backend: the floor of torch's own layers, at the same sharing of
         # cores when started with --spawn (every rank a process of its own, talking to no one).
@@ -64,18 +86,22 @@ def main(rank=None, world=None):
     pg = dist.distributed_c10d._get_default_group()
 
     def us_per_call(fn, n):
+        # The wall time a call, and the CPU time this process (every thread of it) spent a call.
         for _ in range(max(n // 100, 10)):
             fn()
         dist.barrier()
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.process_time_ns()
         for _ in range(n):
             fn()
-        return (time.perf_counter_ns() - t0) / n / 1000
+        return (time.perf_counter_ns() - t0) / n / 1000, (time.process_time_ns() - c0) / n / 1000
 
     rows = [("dist.all_reduce", lambda: dist.all_reduce(t)),
             ("pg.allreduce().wait()", lambda: pg.allreduce([t]).wait()),
             ("all_reduce(async_op=True).wait()",
              lambda: dist.all_reduce(t, async_op=True).wait())]
+    if pipes:
+        rows = [(name + " + ring", lambda fn=fn: (fn(), ring())) for name, fn in rows]
+        rows.append(("ring alone", ring))
     if args.shapes:
         n = args.bytes // 4
         c64, c128 = torch.ones(n // 2, dtype=torch.complex64), torch.ones(n // 4, dtype=torch.complex128)
@@ -88,19 +114,27 @@ def main(rank=None, world=None):
                  ("dist.all_reduce [%d, %d] float32" % (k, n // k), lambda: dist.all_reduce(sq)),
                  ("dist.all_reduce slice [::2]", lambda: dist.all_reduce(sl)),
                  ("dist.all_reduce float32 again", lambda: dist.all_reduce(t))]
-    got = [(name, us_per_call(fn, args.iters)) for name, fn in rows]
+    got = [(name,) + us_per_call(fn, args.iters) for name, fn in rows]
     if dist.get_rank() == 0:
-        print("# %s, %d ranks%s, %d bytes float32 sum, %d calls each" % (
-            args.backend, dist.get_world_size(), " (mp.spawn)" if rank is not None else "",
-            args.bytes, args.iters))
-        for name, us in got:
-            print("%-34s %8.2f us" % (name, us))
+        # cpu: rank 0's CPU time a call (all its threads); when ranks outnumber cores the wall
+        # time a call cannot be below cpu x ranks / cores if every rank spends as much.
+        cores = len(os.sched_getaffinity(0))
+        print("# %s%s, %d ranks%s, %d bytes float32 sum, %d calls each, %d cores" % (
+            args.backend, " + token ring" if pipes else "", dist.get_world_size(),
+            " (mp.spawn)" if rank is not None else "",
+            args.bytes, args.iters, cores))
+        for name, us, cpu in got:
+            print("%-34s %8.2f us  cpu %7.2f us  cpu x ranks / cores %8.2f us" % (
+                name, us, cpu, cpu * dist.get_world_size() / cores))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     if args.spawn:
         import torch.multiprocessing as mp
-        mp.spawn(main, args=(args.spawn,), nprocs=args.spawn)
+        # --ring: pipe k carries the token into rank k (multiprocessing hands each child the
+        # pipes' ends; the token moves by plain os.read/os.write on them)
+        pipes = [mp.Pipe(duplex=False) for _ in range(args.spawn)] if args.ring else None
+        mp.spawn(main, args=(args.spawn, pipes), nprocs=args.spawn)
     else:
         main()

@@ -5,7 +5,7 @@
  * without Python in between. Python's own dispatch (dist.all_reduce -> pybind -> the method)
  * is measured separately by bench/torch_latency.py.
  *
- *   build/bin/torch_overhead [ranks=1] [bytes=4096] [iters=20000] [shape=flat]
+ *   build/bin/torch_overhead [ranks=1] [bytes=4096] [iters=20000] [shape=flat] [mode=async]
  *
  * Forks `ranks` processes; each makes a ProcessGroupHCCL over a c10d FileStore and a plain
  * communicator (HcclCommInitRootInfo, the root info passed through the same store), then runs
@@ -18,6 +18,11 @@
  * call, as dist.all_reduce hands a complex tensor to the backend; complex128 reduces as
  * float64, so its C call is on float64), slice (every other element of a tensor twice the
  * size: non-contiguous, so staged).
+ *
+ * mode: async, the options' asyncOp as torch's C++ API leaves it (true: the call is queued for
+ * the communicator's worker thread and wait() takes it back, pg.allreduce([t]).wait() from
+ * Python), or blocking (asyncOp false, as torch 2.x's dist.all_reduce(t) sets it: the call runs
+ * on the caller's thread).
  */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +54,7 @@ double usPerCall(int iters, const std::function<void()>& fn) {
 const char* const kShapes[] = {"flat", "2d", "square", "complex64", "complex128", "slice"};
 
 int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& shape,
-             const std::string& path) {
+             bool blocking, const std::string& path) {
   auto store = c10::make_intrusive<c10d::FileStore>(path, ranks);
   auto pg = c10::make_intrusive<torch_hccl::ProcessGroupHCCL>(
       store, rank, ranks, std::chrono::milliseconds(60000), "bench");
@@ -82,6 +87,7 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& sh
   }
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions opts;
+  opts.asyncOp = !blocking;
   auto viaC = [&] {
     HcclAllReduce(flat.data_ptr(), flat.data_ptr(), count, wide ? HCCL_DATA_TYPE_FP64 : HCCL_DATA_TYPE_FP32,
                   HCCL_REDUCE_SUM, comm, nullptr);
@@ -101,8 +107,9 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& sh
   }
   std::sort(diff.begin(), diff.end());
   if (rank == 0)
-    std::printf("ranks %d, %zu bytes, %s: torch_hccl adds %.3f us per call (median of 5 rounds "
-                "of %d)\n", ranks, bytes, shape.c_str(), diff[2], iters);
+    std::printf("ranks %d, %zu bytes, %s, %s: torch_hccl adds %.3f us per call (median of 5 "
+                "rounds of %d)\n", ranks, bytes, shape.c_str(), blocking ? "blocking" : "async",
+                diff[2], iters);
   HcclCommDestroy(comm);
   return 0;
 }
@@ -112,7 +119,8 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& sh
 int main(int argc, char** argv) {
   const char* usage =
       "usage: torch_overhead [ranks=1 (1-8)] [bytes=4096 (>= 16)] [iters=20000 (>= 1)]\n"
-      "                      [shape=flat|2d|square|complex64|complex128|slice]\n";
+      "                      [shape=flat|2d|square|complex64|complex128|slice]\n"
+      "                      [mode=async|blocking]\n";
   for (int k = 1; k < argc; k++) {
     if (!std::strcmp(argv[k], "-h") || !std::strcmp(argv[k], "--help")) {
       std::fputs(usage, stdout);
@@ -128,6 +136,12 @@ int main(int argc, char** argv) {
   size_t bytes = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 4096;
   int iters = argc > 3 ? std::atoi(argv[3]) : 20000;
   std::string shape = argc > 4 ? argv[4] : "flat";
+  std::string mode = argc > 5 ? argv[5] : "async";
+  if (mode != "async" && mode != "blocking") {
+    std::fprintf(stderr, "torch_overhead: mode '%s' is not async or blocking\n%s", mode.c_str(),
+                 usage);
+    return 2;
+  }
   if (ranks < 1 || ranks > 8 || bytes < 4 * sizeof(float) || iters < 1) {
     std::fputs(usage, stderr);
     return 2;
@@ -144,7 +158,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < ranks; r++) {
     pid_t p = fork();
     if (p == 0) {
-      int rc = rankMain(r, ranks, bytes, iters, shape, path);
+      int rc = rankMain(r, ranks, bytes, iters, shape, mode == "blocking", path);
       std::fflush(stdout); /* _exit does not flush */
       _exit(rc);
     }
