@@ -53,6 +53,18 @@ double usPerCall(int iters, const std::function<void()>& fn) {
 
 const char* const kShapes[] = {"flat", "2d", "square", "complex64", "complex128", "slice"};
 
+/* Sets the options' asyncOp where this torch has the field (2.8 and later; found by overload,
+ * as csrc/compat.hpp reads it) and says whether it could: older torches queue every call. */
+template <class Opts>
+auto setAsyncOp(Opts& o, bool v, int) -> decltype(o.asyncOp = v, true) {
+  o.asyncOp = v;
+  return true;
+}
+template <class Opts>
+bool setAsyncOp(Opts&, bool, long) {
+  return false;
+}
+
 int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& shape,
              bool blocking, const std::string& path) {
   auto store = c10::make_intrusive<c10d::FileStore>(path, ranks);
@@ -87,7 +99,7 @@ int rankMain(int rank, int ranks, size_t bytes, int iters, const std::string& sh
   }
   std::vector<at::Tensor> ts{t};
   c10d::AllreduceOptions opts;
-  opts.asyncOp = !blocking;
+  setAsyncOp(opts, !blocking, 0); /* main refused blocking where it cannot be set */
   auto viaC = [&] {
     HcclAllReduce(flat.data_ptr(), flat.data_ptr(), count, wide ? HCCL_DATA_TYPE_FP64 : HCCL_DATA_TYPE_FP32,
                   HCCL_REDUCE_SUM, comm, nullptr);
@@ -140,6 +152,12 @@ int main(int argc, char** argv) {
   if (mode != "async" && mode != "blocking") {
     std::fprintf(stderr, "torch_overhead: mode '%s' is not async or blocking\n%s", mode.c_str(),
                  usage);
+    return 2;
+  }
+  c10d::AllreduceOptions probe;
+  if (mode == "blocking" && !setAsyncOp(probe, false, 0)) {
+    std::fprintf(stderr, "torch_overhead: mode blocking needs a torch whose AllreduceOptions has "
+                         "asyncOp (2.8 and later); this one queues every call\n");
     return 2;
   }
   if (ranks < 1 || ranks > 8 || bytes < 4 * sizeof(float) || iters < 1) {
