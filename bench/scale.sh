@@ -27,8 +27,7 @@ DEVS=${3:-1 2}
 MAX_RANKS=${4:-128}
 . "$HERE/../tests/multi/netns.sh"
 OUT=$(mktemp -d /tmp/scale.XXXXXX)
-# Below the kernel's ephemeral ports (32768 and up), which a closing link may still hold.
-port=$((20000 + RANDOM % 12000))
+port=$(netns_port)
 
 printf '%-8s %-4s %-6s %9s %9s %13s %8s %8s %9s %11s %9s %8s %8s %8s %8s\n' servers D ranks wall_s \
   init_ms first_call_ms sockets others rss_kib store_bytes B_per_rk info_ms conn_ms links_ms \

@@ -15,12 +15,13 @@
 #        bash bench/split.sh --torch [build] [TP=2] [PP=2]
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../tests/multi/netns.sh" # netns_port; netns_up for the servers below
 case "${1:-}" in
 -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 --torch)
   BUILD=$(cd "${2:-build}" && pwd)
   TP=${3:-2} PP=${4:-2}
-  port=$((20000 + RANDOM % 12000))
+  port=$(netns_port)
   status=0
   for run in "hccl 1" "hccl 0" "gloo 1"; do
     set -- $run
@@ -57,8 +58,7 @@ SERVERS=${2:-}
 D=${3:-1}
 TP=${4:-2}
 PP=${5:-2}
-# Below the kernel's ephemeral ports (32768 and up), which a closing link may still hold.
-port=$((20000 + RANDOM % 12000))
+port=$(netns_port)
 status=0
 for mode in split group init; do
   port=$((port + 1))
@@ -66,7 +66,6 @@ for mode in split group init; do
     -- "$BUILD/bin/split_probe" "$mode" "$TP" "$PP" 2>/dev/null || status=1
 done
 [ -n "$SERVERS" ] || exit $status
-. "$HERE/../tests/multi/netns.sh"
 [ -z "${SPLIT_LOG:-}" ] || mkdir -p "$SPLIT_LOG" || exit 1
 devs=$(seq -s, 0 $((D - 1)))
 for S in $SERVERS; do

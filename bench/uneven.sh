@@ -27,8 +27,7 @@ NETNS_PREFIX=${NETNS_PREFIX:-l3u$NETNS_ID} NETNS_VETH=${NETNS_VETH:-l3u$NETNS_ID
 . "$HERE/../tests/multi/netns.sh"
 work=$(mktemp -d /tmp/hccl-uneven.XXXXXX)
 trap 'netns_down; rm -rf "$work"' EXIT
-# Below the kernel's ephemeral ports (32768 and up), which a closing link may still hold.
-port=$((20000 + RANDOM % 12000))
+port=$(netns_port)
 status=0
 
 # run S D EXCLUDE PROG ALGO OUT: one program on S servers of D devices shrunk by EXCLUDE; rank

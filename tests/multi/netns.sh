@@ -7,6 +7,7 @@
 #   netns_up_or_exit 2    # the same, or the test ends: 77 (skipped) / 1 (failed)
 #   netns_exec 1 cmd ...  # runs cmd inside server 1
 #   netns_down            # also run by the EXIT trap netns_up sets
+#   port=$(netns_port)    # a random master port to count up from
 #
 # Needs root and iproute2. netns_up returns 77 (with the reason on stderr) where namespaces
 # cannot be made, so callers can skip. Traffic stays on the addresses made here.
@@ -21,6 +22,10 @@ NETNS_VETH=${NETNS_VETH:-h${NETNS_ID}}
 NETNS_NET=${NETNS_NET:-10.231.$((NETNS_ID % 250)).}
 NETNS_COUNT=0
 NETNS_WIDE=0
+
+# A random port to start a job's master ports at, below the kernel's ephemeral ports (32768 and
+# up), which a closing link may still hold: npu-launch refuses a master port in use.
+netns_port() { echo $((20000 + RANDOM % 12000)); }
 
 netns_addr() {
   if [ "$NETNS_WIDE" = 1 ]; then echo "10.232.$(($1 / 250)).$(($1 % 250 + 1))"; else echo "${NETNS_NET}$(($1 + 1))"; fi

@@ -23,8 +23,7 @@ NETNS_VETH=cb$$
 work=$(mktemp -d /tmp/hccl-cable.XXXXXX)
 netns_up_or_exit 3
 trap 'netns_down; rm -rf "$work"' EXIT
-# Below the kernel's ephemeral ports (32768 and up), which a closing link may still hold.
-port=$((20000 + RANDOM % 12000))
+port=$(netns_port)
 failures=0
 
 # Each line of its input with the time it arrived (seconds since 1970).

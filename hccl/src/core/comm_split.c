@@ -400,16 +400,6 @@ static HcclResult make_one(struct hccl_comm *p, const struct split_ask *ask, uin
   return r;
 }
 
-/* The parent round: every parent rank's ask in ask[]. Over the parent's bootstrap tree when it
- * kept one (its init's; comm.c): a gather up the binomial tree and the whole table down, on
- * the calling thread over blocking sockets, so a rank wakes about twice, where Bruck's
- * allgather over the collective links wakes each rank's thread and its TCP progress thread at
- * each of log2(n) steps (128 pretend servers, 1 rank each: 92-109 ms for the allgather, the
- * init's rounds over the tree 36-37 ms each). Earlier calls on the parent end first
- * (hccl__coll_drain), as they would before a blocking allgather: the member rounds use the
- * parent's links. Bounded by HCCL_EXEC_TIMEOUT and by the parent's abort; a failure breaks the
- * parent and closes the tree, so its neighbours fail at once too. A parent without a tree (a
- * split's child) runs the allgather. */
 /* The parent round's check over the tree: the parent is not broken and no peer aborted. */
 static HcclResult parent_alive(void *arg) {
   struct hccl_comm *c = arg;
@@ -421,6 +411,16 @@ static HcclResult parent_alive(void *arg) {
   return hccl__check_aborts(c, "HcclCommSplit");
 }
 
+/* The parent round: every parent rank's ask in ask[]. Over the parent's bootstrap tree when it
+ * kept one (its init's; comm.c): a gather up the binomial tree and the whole table down, on
+ * the calling thread over blocking sockets, so a rank wakes about twice, where Bruck's
+ * allgather over the collective links wakes each rank's thread and its TCP progress thread at
+ * each of log2(n) steps (128 pretend servers, 1 rank each: 92-109 ms for the allgather, the
+ * init's rounds over the tree 36-37 ms each). Earlier calls on the parent end first
+ * (hccl__coll_drain), as they would before a blocking allgather: the member rounds use the
+ * parent's links. Bounded by HCCL_EXEC_TIMEOUT and by the parent's abort; a failure breaks the
+ * parent and closes the tree, so its neighbours fail at once too. A parent without a tree (a
+ * split's child) runs the allgather. */
 static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                                struct split_ask *ask) {
   if (!c->boot_tree)
