@@ -18,26 +18,8 @@
  * rank's progress thread dials back, unless the link exists or is being made, and the higher
  * rank waits for that socket. Both sides are bounded by HCCL_CONNECT_TIMEOUT.
  *
- * Data path: each link has 8 send slots and 8 receive slots of slot_bytes in private memory
- * (HCCL_BUFFSIZE split over the TCP links and the 2 channels, as shm splits it, 4 KiB to 512 KiB:
- * bigger than shm's 128 KiB, fewer frames and wake-ups per byte).
- * The algorithm's thread fills a send slot and commits it, or (send_ref) queues a pointer into its
- * caller's buffer instead, which sendmsg then reads in place (the kernel's copy is the only one;
- * send_flush waits until `written` covers every message queued). The committing thread writes its
- * DATA frames {type, size, stamp} + payload itself at once, while the socket takes them
- * (hccl__tcp_write_now: the kernel's send path, which on one machine also runs the receiver's
- * protocol work, then runs beside the receiving); one progress thread per communicator (epoll, and
- * an eventfd to wake it) makes every other socket call: it writes what is left, reads frames into
- * the next receive slot, or (recv_post: a receive in place) straight into the caller's buffer where
- * the algorithm said the next messages go, and publishes it with hccl__post on `arrived` (so
- * waiters sleep in hccl__wait_change as on shm; recv_acquire returns where it landed), and when the
- * algorithm has released messages it sends one ACK {released count} for all of them. A thread
- * waiting for a message after a small one (at most 64 KiB) reads the socket itself for up to
- * 2 ms (hccl__tcp_read_now), sleeping in poll on it: one wake-up per message instead of the
- * progress thread's and then its own; the progress thread leaves the socket to it meanwhile.
- * A sender has at most 8 messages its receiver has not released (shm's rule), so a frame always
- * finds its receive slot free, and send_drained = every committed message released. The eventfd
- * is written only when the thread may be asleep.
+ * Data path: tcp_data.c (the algorithm's side of a link's 8 slots each way, and which thread
+ * writes and reads the sockets).
  *
  * Failure: EOF, a reset or any error on a socket whose peer did not say BYE marks that peer dead
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's
@@ -82,197 +64,21 @@
 #include "wait.h"
 
 #define TCP_SLOT_MAX (512u << 10)
-/* A receive whose link's last message had at most READ_SELF_MAX bytes reads its socket itself
- * for up to READ_SELF_NS before it leaves it to the progress thread and sleeps on the futex
- * (hccl__tcp_read_now). Alternating runs against the build before, 4 KiB allreduce in place,
- * medians: 2 x 1 servers 34.5 -> 31.3 and 32.3 -> 28.9 us, 2 x 2 91.5 -> 86.5 and 91.1 -> 84.0,
- * 2 x 4 194.4 -> 182.7 and 189.2 -> 174.3; 64 MiB unchanged (2 x 1 1.75 / 1.77 GB/s, 2 x 2
- * 1.36 / 1.34, 2 x 4 0.83 / 0.82). */
-#define READ_SELF_MAX (64u << 10)
-#define READ_SELF_NS 2000000
 #define TCP_SLOT_MIN 4096u
-
-static struct tcp_state *state_of(const struct hccl_tctx *tx) {
-  return tx->state[HCCL_TRANSPORT_TCP];
-}
 
 static bool tcp_can_connect(const struct hccl_tctx *tx, uint32_t peer) {
   return tx->peers[peer].host_hash != tx->peers[tx->rank].host_hash;
 }
 
-/* ---- waking the progress thread ---- */
-
-static void poke_always(struct tcp_state *st) {
-  uint64_t one = 1;
-  ssize_t k = write(st->evfd, &one, sizeof(one));
-  (void)k; /* EAGAIN: the counter is already non-zero, so the thread will wake */
-}
-
-/* After a commit or a release: a system call only when the thread may be asleep. */
-static void poke(struct tcp_state *st) {
-  if (atomic_load(&st->sleeping) && atomic_exchange(&st->sleeping, 0)) poke_always(st);
-}
-
 /* ---- failures ---- */
 
 static HcclResult tcp_check_abort(struct hccl_tctx *tx, const char *what) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st) return HCCL_SUCCESS;
   return hccl__abort_mark_check(tx, what, &st->abort_origin, &st->abort_ready, st->abort_reason);
 }
 
-/* Called every sleep slice of a wait on a TCP link, after the wait has read every transport's
- * abort mark (hccl__check_aborts): the peer's departure. */
-static HcclResult tcp_check(void *arg, const struct hccl_wait *w, uint32_t peer) {
-  struct hccl_tctx *tx = ((struct hccl_link *)arg)->tx;
-  struct tcp_state *st = state_of(tx);
-  struct tcp_peer *p = &st->peers[peer];
-  if (atomic_load(&p->dead))
-    return hccl__fail(HCCL_E_REMOTE,
-                      "%s on rank %u stopped: rank %u (host %s, address %s) %s while rank %u "
-                      "waited for it",
-                      w->what, tx->rank, peer, tx->peers[peer].host, p->addr, p->reason,
-                      tx->rank);
-  return HCCL_SUCCESS;
-}
 
-/* ---- data path: the algorithm's side ---- */
-
-/* Waits until message l->sent may be queued: fewer than TCP_NSLOTS unreleased. */
-static HcclResult send_window(struct hccl_link *base, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  while (l->sent - l->acked_seen >= TCP_NSLOTS) {
-    uint32_t acked = atomic_load_explicit(&l->acked, memory_order_acquire);
-    if (acked != l->acked_seen) {
-      l->acked_seen = acked;
-      continue;
-    }
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, base->peer, w, tcp_check, base));
-  }
-  /* A dead peer would never read it: fail now rather than at the next wait. */
-  if (atomic_load_explicit(&l->st->peers[base->peer].dead, memory_order_relaxed)) {
-    HCCL_TRY(hccl__wait_aborted(w)); /* an origin's reason wins, as in waits */
-    return tcp_check(base, w, base->peer);
-  }
-  return HCCL_SUCCESS;
-}
-
-static HcclResult tcp_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  HCCL_TRY(send_window(base, w));
-  *buf = l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes;
-  return HCCL_SUCCESS;
-}
-
-/* Queues message l->sent, its payload at pay, for the progress thread. */
-static void queue(struct tcp_link *l, const void *pay, size_t bytes,
-                  const struct hccl_stamp *stamp) {
-  l->shdr[l->sent % TCP_NSLOTS] =
-      (struct tcp_frame){.type = FRAME_DATA, .size = (uint32_t)bytes, .stamp = *stamp};
-  l->spay[l->sent % TCP_NSLOTS] = pay;
-  l->sent++;
-  atomic_store(&l->committed, l->sent);
-  if (!hccl__tcp_write_now(l)) poke(l->st);
-}
-
-static void tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  queue(l, l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes, bytes, stamp);
-}
-
-/* The payload goes from buf to the socket with the kernel's copy only (the progress thread's
- * sendmsg reads it), not through the send slot. */
-static HcclResult tcp_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
-                               const struct hccl_stamp *stamp, const struct hccl_wait *w) {
-  HCCL_TRY(send_window(base, w));
-  queue((struct tcp_link *)base, buf, bytes, stamp);
-  return HCCL_SUCCESS;
-}
-
-static HcclResult tcp_send_flush(struct hccl_link *base, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  for (;;) {
-    uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
-    if (written == l->sent) return HCCL_SUCCESS;
-    HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w, tcp_check,
-                               base));
-  }
-}
-
-static HcclResult tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
-                                   struct hccl_stamp *stamp, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  /* After a small message, expect another: read the socket here (one wake-up instead of the
-   * progress thread's and then this thread's). Large ones are left to the progress thread,
-   * which reads the next slot while this thread reduces the last. */
-  bool read_self = l->last_size <= READ_SELF_MAX;
-  for (;;) {
-    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_acquire);
-    if (arrived != l->received) break;
-    if (read_self) {
-      read_self = false;
-      if (hccl__tcp_read_now(l, READ_SELF_NS)) poke_always(l->st);
-      continue;
-    }
-    HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w, tcp_check,
-                               base));
-  }
-  uint32_t slot = l->received % TCP_NSLOTS;
-  *buf = l->rat[slot];
-  *bytes = l->rhdr[slot].size;
-  l->last_size = l->rhdr[slot].size;
-  *stamp = l->rhdr[slot].stamp;
-  return HCCL_SUCCESS;
-}
-
-static void tcp_recv_release(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  l->received++;
-  atomic_store(&l->released, l->received);
-  poke(l->st);
-}
-
-/* Small receives keep the slots: their payloads come through the staging buffer anyway. */
-static void tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  if (bytes < TCP_DIRECT) return;
-  size_t n = (bytes + chunk - 1) / chunk;
-  pthread_mutex_lock(&l->post_lock);
-  l->post = (struct hccl_tcp_post){.dst = buf,
-                                   .chunk = chunk,
-                                   .bytes = bytes,
-                                   .first = l->received,
-                                   .n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n};
-  pthread_mutex_unlock(&l->post_lock);
-  atomic_fetch_add_explicit(&l->post_gen, 1, memory_order_release);
-}
-
-static bool tcp_send_ready(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  if (l->sent - l->acked_seen < TCP_NSLOTS) return true;
-  l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return l->sent - l->acked_seen < TCP_NSLOTS;
-}
-
-static bool tcp_recv_ready(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  return atomic_load_explicit(&l->arrived, memory_order_acquire) != l->received;
-}
-
-static bool tcp_send_drained(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  if (l->acked_seen != l->sent)
-    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return l->acked_seen == l->sent;
-}
-
-static HcclResult tcp_send_drain(struct hccl_link *base, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  while (!tcp_send_drained(base))
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, l->acked_seen, base->peer, w,
-                               tcp_check, base));
-  return HCCL_SUCCESS;
-}
 
 /* ---- setup and connect ---- */
 
@@ -449,7 +255,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
   int n = atomic_load(&st->nlinks);
   st->all[n] = l;
   atomic_store_explicit(&st->nlinks, n + 1, memory_order_release);
-  poke(st);
+  hccl__tcp_poke(st);
   HCCL_DEBUG("TCP link: rank %u to rank %u (%s) channel %d, link %d of this rank", tx->rank,
              peer, st->peers[peer].addr, channel, n + 1);
   *out = &l->base;
@@ -463,7 +269,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
  * root, and an all-to-all all connect without deadlock. */
 static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, int mode,
                               struct hccl_link **out) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   struct tcp_dial *d = &st->dial[peer * 2 + channel];
   HcclResult r = HCCL_SUCCESS;
   *out = NULL;
@@ -525,21 +331,21 @@ static void quiesce(struct tcp_state *st) {
     return;
   uint64_t from = atomic_load_explicit(&st->passes, memory_order_acquire);
   int64_t end = hccl__now_ns() + QUIESCE_MS * 1000000LL;
-  poke_always(st);
+  hccl__tcp_poke_always(st);
   while (atomic_load_explicit(&st->passes, memory_order_acquire) < from + 2 &&
          hccl__now_ns() < end)
     usleep(50);
 }
 
 static void tcp_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st) return;
   /* A failure that came from another rank's abort: the progress thread passed it on. */
   if (atomic_load(&st->abort_origin) == 0) {
     const char *reason = HcclGetLastErrorMessage();
     hccl__tcp_mark_abort(st, origin, code, reason && *reason ? reason : HcclGetErrorString(code));
     atomic_store(&st->abort_send, 1);
-    poke_always(st);
+    hccl__tcp_poke_always(st);
     hccl__tcp_wake_all(st);
   }
   quiesce(st);
@@ -547,7 +353,7 @@ static void tcp_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
 
 static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, int64_t wait_ms,
                             char *buf, size_t len, uint32_t *next) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st || peer >= tx->nranks) return -1;
   struct tcp_peer *p = &st->peers[peer];
   if (!atomic_load(&p->link[HCCL_CHANNEL_COLL]) && !atomic_load(&p->link[HCCL_CHANNEL_P2P]))
@@ -560,7 +366,7 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
   atomic_store(&p->answered, 0);
   atomic_store(&p->ask, (uint64_t)seq + 1);
   atomic_store(&st->ask_send, 1);
-  poke_always(st);
+  hccl__tcp_poke_always(st);
   int64_t end = hccl__now_ns() + wait_ms * 1000000LL;
   while (!atomic_load_explicit(&p->answered, memory_order_acquire)) {
     /* A rank that timed out at the same moment fails, tells its peers why (ABORT) and may
@@ -586,7 +392,7 @@ static int tcp_ask_progress(struct hccl_tctx *tx, uint32_t peer, uint32_t seq, i
 
 static int64_t tcp_quiet(struct hccl_tctx *tx, uint32_t peer, int64_t *data_ms, char *addr,
                          size_t addr_len) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (addr_len) addr[0] = '\0';
   if (!st || peer >= tx->nranks) return -1;
   /* The address without its port: the server's, as its links use it. */
@@ -600,7 +406,7 @@ static int64_t tcp_quiet(struct hccl_tctx *tx, uint32_t peer, int64_t *data_ms, 
 
 static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target,
                              int64_t wait_ms) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st || via >= tx->nranks || target >= tx->nranks) return -2;
   struct tcp_peer *p = &st->peers[via];
   if (atomic_load(&p->dead) ||
@@ -609,7 +415,7 @@ static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target
   atomic_store(&p->reach_answered, 0);
   atomic_store(&p->reach_ask, target + 1);
   atomic_store(&st->ask_send, 1);
-  poke_always(st);
+  hccl__tcp_poke_always(st);
   int64_t end = hccl__now_ns() + wait_ms * 1000000LL;
   while (!atomic_load_explicit(&p->reach_answered, memory_order_acquire)) {
     if (atomic_load(&p->dead) || hccl__now_ns() >= end) return -2;
@@ -619,14 +425,14 @@ static int64_t tcp_ask_reach(struct hccl_tctx *tx, uint32_t via, uint32_t target
 }
 
 static size_t tcp_slot_bytes(const struct hccl_tctx *tx) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   return st ? st->slot_bytes : 0;
 }
 
 /* After init's links: what making them cost (bench/split.sh's runs read this line). The
  * listener stays: links are made on first use. */
 static void tcp_connected(struct hccl_tctx *tx) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st) return;
   HCCL_INFO("TCP transport: rank %u made %d links at init: %u dialled, %u accepted, %u "
             "callbacks asked; setup %.2f ms",
@@ -641,11 +447,11 @@ static void tcp_close(struct hccl_link *base) {
 }
 
 static void tcp_teardown(struct hccl_tctx *tx) {
-  struct tcp_state *st = state_of(tx);
+  struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st) return;
   if (st->thread_started) {
     atomic_store(&st->stop, 1);
-    poke_always(st);
+    hccl__tcp_poke_always(st);
     pthread_join(st->thread, NULL);
   }
   state_free(st);
@@ -660,17 +466,17 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .connect = tcp_connect,
     .connected = tcp_connected,
     .slot_bytes = tcp_slot_bytes,
-    .send_acquire = tcp_send_acquire,
-    .send_commit = tcp_send_commit,
-    .send_ref = tcp_send_ref,
-    .send_flush = tcp_send_flush,
-    .recv_acquire = tcp_recv_acquire,
-    .recv_release = tcp_recv_release,
-    .recv_post = tcp_recv_post,
-    .send_ready = tcp_send_ready,
-    .recv_ready = tcp_recv_ready,
-    .send_drained = tcp_send_drained,
-    .send_drain = tcp_send_drain,
+    .send_acquire = hccl__tcp_send_acquire,
+    .send_commit = hccl__tcp_send_commit,
+    .send_ref = hccl__tcp_send_ref,
+    .send_flush = hccl__tcp_send_flush,
+    .recv_acquire = hccl__tcp_recv_acquire,
+    .recv_release = hccl__tcp_recv_release,
+    .recv_post = hccl__tcp_recv_post,
+    .send_ready = hccl__tcp_send_ready,
+    .recv_ready = hccl__tcp_recv_ready,
+    .send_drained = hccl__tcp_send_drained,
+    .send_drain = hccl__tcp_send_drain,
     .abort = tcp_abort,
     .check_abort = tcp_check_abort,
     /* No progress records cross servers: a timeout names the peer without following it
@@ -682,7 +488,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     /* ... and, when it does not answer, tells a network fault from a frozen process. */
     .quiet = tcp_quiet,
     .ask_reach = tcp_ask_reach,
-    .wait_check = tcp_check,
+    .wait_check = hccl__tcp_wait_check,
     .close = tcp_close,
     .teardown = tcp_teardown,
     /* Measured over a veth pair between network namespaces on the 2-core machine: an 8-byte

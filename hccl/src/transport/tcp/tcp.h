@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <pthread.h>
 
@@ -398,6 +399,44 @@ struct tcp_state {
   _Atomic uint32_t abort_ready; /* abort_reason written */
   char abort_reason[HCCL_REASON_MAX];
 };
+
+static inline struct tcp_state *hccl__tcp_state_of(const struct hccl_tctx *tx) {
+  return tx->state[HCCL_TRANSPORT_TCP];
+}
+
+/* ---- waking the progress thread ---- */
+
+static inline void hccl__tcp_poke_always(struct tcp_state *st) {
+  uint64_t one = 1;
+  ssize_t k = write(st->evfd, &one, sizeof(one));
+  (void)k; /* EAGAIN: the counter is already non-zero, so the thread will wake */
+}
+
+/* After a commit or a release: a system call only when the thread may be asleep. */
+static inline void hccl__tcp_poke(struct tcp_state *st) {
+  if (atomic_load(&st->sleeping) && atomic_exchange(&st->sleeping, 0)) hccl__tcp_poke_always(st);
+}
+
+/* ---- the data path, the algorithm's side (tcp_data.c): the ops tcp.c's table names ---- */
+
+/* The check each sleep slice of a wait on a TCP link makes (the op wait_check; arg is the
+ * link), after the wait has read every transport's abort mark: the peer's departure, as
+ * HCCL_E_REMOTE naming it. */
+HcclResult hccl__tcp_wait_check(void *arg, const struct hccl_wait *w, uint32_t peer);
+/* The ops of the same names (transport.h gives their contracts). */
+HcclResult hccl__tcp_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w);
+void hccl__tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp);
+HcclResult hccl__tcp_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
+                              const struct hccl_stamp *stamp, const struct hccl_wait *w);
+HcclResult hccl__tcp_send_flush(struct hccl_link *base, const struct hccl_wait *w);
+HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
+                                  struct hccl_stamp *stamp, const struct hccl_wait *w);
+void hccl__tcp_recv_release(struct hccl_link *base);
+void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes);
+bool hccl__tcp_send_ready(struct hccl_link *base);
+bool hccl__tcp_recv_ready(struct hccl_link *base);
+bool hccl__tcp_send_drained(struct hccl_link *base);
+HcclResult hccl__tcp_send_drain(struct hccl_link *base, const struct hccl_wait *w);
 
 /* The framing state of l's socket, made with the link (before it is published to the thread)
  * and freed with it: the decoder over l->rbuf, whose headers l->rhdr then points at. */
