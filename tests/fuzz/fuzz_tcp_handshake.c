@@ -33,7 +33,7 @@
 #include <stdbool.h>
 
 #include "fuzz.h"
-#include "tcp.h"
+#include "tcp_wire.h"
 
 #define HELLO_LEN sizeof(struct hccl_tcp_hello)
 #define NRANKS 8

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tcp.h"
+#include "tcp_wire.h"
 
 #define SLOT 64
 

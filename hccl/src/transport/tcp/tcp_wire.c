@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tcp.h"
+#include "tcp_wire.h"
 
 /* ---- the hello ---- */
 
