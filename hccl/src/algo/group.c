@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "group.h"
+#include "links.h"
 #include "log.h"
 #include "mem_region.h"
 #include "partners.h"

@@ -28,6 +28,7 @@
 #include "comm.h"
 #include "comm_wait.h"
 #include "flight.h"
+#include "links.h"
 #include "log.h"
 #include "mem_region.h"
 #include "p2p.h"

@@ -51,6 +51,7 @@
 #include "comm.h"
 #include "comm_wait.h"
 #include "hash.h"
+#include "links.h"
 #include "log.h"
 #include "peer.h"
 #include "rounds.h"

@@ -49,6 +49,7 @@
 #include "comm_wait.h"
 #include "dtype.h"
 #include "flight.h"
+#include "links.h"
 #include "log.h"
 #include "prims.h"
 #include "request.h"

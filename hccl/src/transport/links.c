@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 
+#include "links.h"
 #include "log.h"
 #include "transport.h"
 

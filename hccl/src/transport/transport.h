@@ -206,23 +206,6 @@ struct hccl_transport_ops {
   double alpha_ns, beta_ns;
 };
 
-/* Connects the links a communicator makes at init (links.c): both channels to every rank of
- * this server (the device links), and channel 0 to every rank with need[rank] set (the partners
- * of the collective algorithms, algo/group.c). Every other link is made on first use. */
-HcclResult hccl__links_connect(struct hccl_tctx *tx, const bool *need);
-
-/* The link to `peer` on `channel` (tx->links[channel]), made now if it is not there, with the
- * first transport in the table that can join the pair. *out is NULL when `mode` does not wait
- * and the link is not made yet. Fails naming the pair (no transport, the transport's reason,
- * HCCL_CONNECT_TIMEOUT). */
-HcclResult hccl__link_get(struct hccl_tctx *tx, int channel, uint32_t peer, int mode,
-                          struct hccl_link **out);
-
-/* The transport hccl__link_get would make the link to `peer` with (NULL if none), and in
- * *slot that link's slot_bytes (0: unknown), without making it. */
-const struct hccl_transport_ops *hccl__link_expect(const struct hccl_tctx *tx, uint32_t peer,
-                                                   size_t *slot);
-
 /* The table, highest priority first, NULL-terminated. */
 extern const struct hccl_transport_ops *const hccl__transports[];
 
