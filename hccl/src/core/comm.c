@@ -36,7 +36,6 @@
 #include "progress.h"
 #include "rounds.h"
 #include "store.h"
-#include "tcp.h"
 #include "topo.h"
 #include "trace.h"
 #include "wait.h"
@@ -268,13 +267,17 @@ void hccl__comm_free(struct hccl_comm *c) {
 }
 
 /* What the bootstrap's rounds are given of c (bootstrap/rounds.h): only what they read, and
- * where this rank's bootstrap listener binds: the address its TCP links will use. */
+ * where this rank's bootstrap listener binds: the address its links between servers will use
+ * (the first transport's local_addr op: TCP's). */
 static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
   struct sockaddr_storage bind = {0};
   char why[64];
-  hccl__log_quiet(1); /* the TCP transport's setup reports a bad address itself */
-  if (c->nranks > 1 && hccl__tcp_local_addr(&c->cfg, &bind, why, sizeof(why)) != HCCL_SUCCESS)
-    memset(&bind, 0, sizeof(bind));
+  hccl__log_quiet(1); /* the transport's setup reports a bad address itself */
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, local_addr) {
+    if (c->nranks > 1 && t->local_addr(&c->cfg, &bind, why, sizeof(why)) != HCCL_SUCCESS)
+      memset(&bind, 0, sizeof(bind));
+    break;
+  }
   hccl__log_quiet(0);
   return (struct hccl_rounds){.store = c->store,
                               .server = c->server,

@@ -5,8 +5,8 @@
  * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
  * settings, the run), from which each rank finds its new group's members in order and has
  * their info at once. On more than one server each rank opens its new communicator's TCP
- * listener before that round and its address rides there (tcp.h's hccl__tcp_listen_early; one
- * that cannot be opened fails the round on every rank, bad 4). A group whose members are each
+ * listener before that round and its address rides there (the ops table's listen_early, TCP's:
+ * opaque bytes to this file; one that cannot be opened fails the round on every rank, bad 4). A group whose members are each
  * on a server of their own (conn_known: every blob it needs came with the parent round) then
  * runs no member round and makes no link: each link is made on its first use, bounded by
  * HCCL_CONNECT_TIMEOUT (a member that never answers is named then), and it plans with the
@@ -55,7 +55,6 @@
 #include "log.h"
 #include "peer.h"
 #include "rounds.h"
-#include "tcp.h"
 #include "transport.h"
 #include "wait.h"
 
@@ -72,10 +71,11 @@ struct split_ask {
   uint32_t bad;     /* its own input was refused (it logged why): 1 key, 2 config, 3 other,
                      * 4 its new communicator's TCP listener could not be opened */
   uint32_t bad_at;  /* which of its splits */
-  uint32_t listening; /* bit i: tcp[i] is the listener opened for split i (tcp.h) */
+  uint32_t listening; /* bit i: conn[i] is the listener opened for split i (listen_early) */
   int32_t color[HCCL_GROUP_MAX_SPLITS], key[HCCL_GROUP_MAX_SPLITS];
   uint64_t buffsize[HCCL_GROUP_MAX_SPLITS]; /* each split's HCCL_BUFFSIZE (its config's) */
-  struct tcp_blob tcp[HCCL_GROUP_MAX_SPLITS]; /* each split's TCP blob: what its peers dial */
+  /* Each split's early listener's blob (what its peers dial), bytes only its transport reads. */
+  uint8_t conn[HCCL_GROUP_MAX_SPLITS][HCCL_EARLY_CONN_BYTES];
   struct hccl_peer_info info; /* its "info" record (hccl__peer_self), once for every split */
 };
 
@@ -86,7 +86,7 @@ struct split_req {
   struct hccl_settings cfg; /* the parent's, with config's fields applied */
   bool named;
   char name[64]; /* config's commName */
-  int listen_fd; /* hccl__tcp_listen_early's for this split, or -1, until its child takes it */
+  int listen_fd; /* listen_early's for this split, or -1, until its child takes it */
 };
 
 /* The header of each member round's record. */
@@ -146,18 +146,26 @@ static HcclResult exchange(struct split_ctx *x) {
   return r;
 }
 
+/* The transport whose listener a split opens before its parent round (the first in the table
+ * with the op listen_early: TCP's), or NULL. */
+static const struct hccl_transport_ops *early_transport(void) {
+  HCCL_FOR_EACH_TRANSPORT_WITH(t, listen_early) return t;
+  return NULL;
+}
+
 /* comm.c's rounds for a split group: "info" from the parent round's records (no message),
  * "conn" and "ready" a member exchange each. Fills all[] with the members' records in order. */
 static HcclResult split_round(void *arg, const char *round, const void *mine, size_t len,
                               void *all) {
   struct split_ctx *x = arg;
   if (!strcmp(round, "info") && len == sizeof(struct hccl_peer_info)) {
+    const struct hccl_transport_ops *early = early_transport();
     for (uint32_t i = 0; i < x->n; i++) {
       struct hccl_peer_info *p = (struct hccl_peer_info *)all + i;
       *p = x->ask[x->members[i]].info;
       p->buffsize = x->ask[x->members[i]].buffsize[x->which];
-      memcpy(p->conn[HCCL_TRANSPORT_TCP], &x->ask[x->members[i]].tcp[x->which],
-             sizeof(struct tcp_blob));
+      if (early) memcpy(p->conn[early->index], x->ask[x->members[i]].conn[x->which],
+                        HCCL_EARLY_CONN_BYTES);
       p->rank = i;
       p->nranks = x->n;
     }
@@ -291,7 +299,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Whether the parent round brought everything the group's "conn" round would: every member
- * opened its listener for split `which` before it (its TCP blob is in its ask) and no two
+ * opened its listener for split `which` before it (its blob is in its ask) and no two
  * members share a server (so no shared-memory blob is needed, which only setup can make). The
  * same answer on every member: it reads only the parent round's records. */
 static bool conn_known(const struct split_ask *ask, uint32_t which, const uint32_t *members,
@@ -461,15 +469,16 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   /* Each new communicator's TCP listener, opened now so its address rides on the parent round:
    * a group on servers of its own then runs no member round. One that cannot be opened fails
    * the round on every rank (bad 4), as its links could not be made later either. */
-  for (uint32_t i = 0; i < n && !mine.bad && comm->nservers > 1; i++) {
+  const struct hccl_transport_ops *early = early_transport();
+  for (uint32_t i = 0; i < n && !mine.bad && comm->nservers > 1 && early; i++) {
     if (req[i].color == HCCL_SPLIT_NOCOLOR) continue;
     uint8_t blob[HCCL_CONN_BYTES] = {0};
-    if (hccl__tcp_listen_early(&req[i].cfg, comm->nranks, blob, &req[i].listen_fd) !=
+    if (early->listen_early(&req[i].cfg, comm->nranks, blob, &req[i].listen_fd) !=
         HCCL_SUCCESS) {
       mine.bad = 4, mine.bad_at = i;
       break;
     }
-    memcpy(&mine.tcp[i], blob, sizeof(mine.tcp[i]));
+    memcpy(mine.conn[i], blob, sizeof(mine.conn[i]));
     mine.listening |= 1u << i;
   }
   hccl__peer_self(&comm->cfg, 0, 0, &mine.info); /* rank 0's fields too: the run */

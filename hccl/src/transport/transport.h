@@ -23,7 +23,11 @@
  *
  * What a transport needs to connect stays opaque to the core, as NCCL's ncclConnect: each peer
  * info (base/peer.h) holds one blob of HCCL_CONN_BYTES per transport (conn[index]), which only
- * that transport writes (setup) and reads (connect).
+ * that transport writes (setup, listen_early) and reads (connect); the core copies blobs whole
+ * and never reads one. Its layout is in the transport's own headers, which only its room
+ * (transport/shm/, transport/tcp/) includes: the core sees transports through this header and
+ * links.h alone, and asks what it needs before a communicator exists (the address a listener
+ * binds, a listener opened early) through ops too.
  *
  * A transport never sees the communicator: it is given a transport context (struct
  * hccl_tctx), as NCCL hands a transport its connector and UCX an endpoint: this rank, the
@@ -47,8 +51,14 @@
 #include "settings.h"
 
 struct hccl_wait;
+struct sockaddr_storage;
 
 enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
+
+/* The bytes of a conn blob an early listener writes (the op listen_early): a split's parent
+ * round carries them for each split of every rank, so they are few; the rest of that blob is
+ * zero. */
+#define HCCL_EARLY_CONN_BYTES 24
 
 /* The longest failure reason an abort passes to the peers (the library's messages fit). */
 #define HCCL_REASON_MAX 512
@@ -92,9 +102,9 @@ struct hccl_tctx {
    * text in buf, and in *next the rank on another server its chain of waits leads to. */
   void (*report)(void *arg, uint32_t seq, char *buf, size_t len, uint32_t *next);
   void *report_arg;
-  /* -1, or a TCP listener opened before the peer infos were exchanged, whose address this
-   * rank's info already carries (a split group's: core/comm_split.c): the TCP transport's setup
-   * takes it (and sets -1); the core closes it if no setup did. */
+  /* -1, or a listener opened before the peer infos were exchanged (the op listen_early: TCP's),
+   * whose address this rank's info already carries (a split group's: core/comm_split.c): that
+   * transport's setup takes it (and sets -1); the core closes it if no setup did. */
   int listen_fd;
 };
 
@@ -124,6 +134,23 @@ struct hccl_transport_ops {
   /* After setup: the slot_bytes a link made now would have (a communicator that makes its
    * links on first use plans with it: algo/group.c). May be NULL (0: unknown). */
   size_t (*slot_bytes)(const struct hccl_tctx *tx);
+
+  /* Before a communicator exists, given only its settings: the address this transport's
+   * listener would bind on this host, and in why[why_len] where it came from (for messages).
+   * The bootstrap's own listener binds it too, so the rounds run over the network the links
+   * will use (core/comm.c). Fails (logged) when the settings name no usable address. May be
+   * NULL (the first transport that has it answers). */
+  HcclResult (*local_addr)(const struct hccl_settings *cfg, struct sockaddr_storage *out,
+                           char *why, size_t why_len);
+  /* Before the peer infos are exchanged and before the communicator exists (a split group's,
+   * core/comm_split.c): opens this transport's listener, for up to max_peers remote peers, on
+   * the address setup would bind, and writes what peers dial into conn, whose first
+   * HCCL_EARLY_CONN_BYTES only it writes (the rest zero), opaque to the caller, which puts them
+   * in the peer info's conn[index]. The caller hands *fd_out to the new communicator's context
+   * (tx->listen_fd), whose setup takes it. A failure is logged. May be NULL; one transport
+   * at most has it (the context has one listen_fd). */
+  HcclResult (*listen_early)(const struct hccl_settings *cfg, uint32_t max_peers,
+                             uint8_t conn[HCCL_CONN_BYTES], int *fd_out);
 
   HcclResult (*send_acquire)(struct hccl_link *l, void **buf, const struct hccl_wait *w);
   void (*send_commit)(struct hccl_link *l, size_t bytes, const struct hccl_stamp *stamp);

@@ -119,8 +119,10 @@ static void blob_of(const struct sockaddr_storage *addr, uint8_t conn[HCCL_CONN_
   memcpy(conn, &blob, sizeof(blob));
 }
 
-HcclResult hccl__tcp_listen_early(const struct hccl_settings *cfg, uint32_t max_peers,
-                                  uint8_t conn[HCCL_CONN_BYTES], int *fd_out) {
+/* The op listen_early: a split group's listener, opened before its parent round so that its
+ * blob (what peers dial) rides there (core/comm_split.c). */
+static HcclResult tcp_listen_early(const struct hccl_settings *cfg, uint32_t max_peers,
+                                   uint8_t conn[HCCL_CONN_BYTES], int *fd_out) {
   struct sockaddr_storage addr;
   char why[64];
   HcclResult r = hccl__tcp_local_addr(cfg, &addr, why, sizeof(why));
@@ -178,7 +180,7 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   struct sockaddr_storage addr;
   socklen_t alen = sizeof(addr);
   char why[64] = "opened before the split's parent round", where[80];
-  if (tx->listen_fd >= 0) { /* hccl__tcp_listen_early's: its address is already published */
+  if (tx->listen_fd >= 0) { /* tcp_listen_early's: its address is already published */
     acc->listen_fd = tx->listen_fd;
     tx->listen_fd = -1;
     if (getsockname(acc->listen_fd, (struct sockaddr *)&addr, &alen) != 0)
@@ -466,6 +468,8 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     .connect = tcp_connect,
     .connected = tcp_connected,
     .slot_bytes = tcp_slot_bytes,
+    .local_addr = hccl__tcp_local_addr,
+    .listen_early = tcp_listen_early,
     .send_acquire = hccl__tcp_send_acquire,
     .send_commit = hccl__tcp_send_commit,
     .send_ref = hccl__tcp_send_ref,

@@ -66,13 +66,6 @@ void hccl__tcp_addr_str(const struct sockaddr_storage *a, char *buf, size_t len)
 /* A non-blocking, close-on-exec listener on addr (its port filled in on return). */
 HcclResult hccl__tcp_listen(struct sockaddr_storage *addr, int backlog, int *fd_out);
 
-/* A listener opened before the peer infos are exchanged (a split group's: core/comm_split.c),
- * for up to max_peers remote peers, on the address setup would bind; its blob (what peers dial)
- * in conn. The caller hands *fd_out to the communicator's tctx (listen_fd), whose TCP setup
- * then takes it instead of opening one. A failure is logged (the caller's split fails). */
-HcclResult hccl__tcp_listen_early(const struct hccl_settings *cfg, uint32_t max_peers,
-                                  uint8_t conn[HCCL_CONN_BYTES], int *fd_out);
-
 /* A non-blocking, close-on-exec, TCP_NODELAY socket connected to `to` by deadline_ns
  * (CLOCK_MONOTONIC); a refused or timed-out attempt is retried until then. On failure returns
  * HCCL_E_TCP_CONNECT with the last errno in *err, not logged: the caller names the peer. */
@@ -297,14 +290,16 @@ bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code
                           const char *reason);
 /* ---- dialling (tcp_dial.c) ---- */
 
-/* This transport's conn blob: where the rank listens; family 0 = it does not. */
+/* This transport's conn blob: where the rank listens; family 0 = it does not. Bytes to the rest
+ * of the library (peer.h's conn[HCCL_TRANSPORT_TCP]); small enough for an early listener's
+ * (HCCL_EARLY_CONN_BYTES, transport.h). */
 struct tcp_blob {
   uint16_t family;
   uint16_t port; /* network order */
   uint32_t pad;
   uint8_t addr[16];
 };
-_Static_assert(sizeof(struct tcp_blob) <= HCCL_CONN_BYTES, "tcp blob too large");
+_Static_assert(sizeof(struct tcp_blob) <= HCCL_EARLY_CONN_BYTES, "tcp blob too large");
 
 /* Fills st->peers[peer].addr (and this rank's own) for messages, and *to; false when the peer
  * published no address. */
