@@ -9,14 +9,21 @@ Reads two tables from hccl/src/README.md, so the map and the check cannot drift 
   the exceptions    | file | includes | why |          upward includes not removed yet, each a
                     file (folder/name) and a header (folder/name.h), with the reason.
 
-Then reads every include of hccl/src/*/*.c and *.h, quoted or in angle brackets (a name that is
-a header of hccl/src is one however it is written: every layer's folder is on the include path),
+Then reads every include of hccl/src/*/*.c and *.h and of the rooms below (*/*/*.c, *.h),
+quoted or in angle brackets (a name that is a header of hccl/src is one however it is written:
+every layer's folder and room is on the include path),
 finds the folder of the header (headers are found by name, so a name must be unique across the
 folders), follows it through the headers it includes, and reads, with a small C reader, what
 each .c file defines, declares and uses by name. It fails, naming the file, the line and the
 rule, when:
   - a file includes a header of a folder its own folder may not use, directly or through
     another header, and the pair is not a named exception;
+  - a file includes a header of a room (a sub-folder of a layer's folder: transport/shm/,
+    transport/tcp/) that it is not in, directly or through another header: a room's headers
+    are private to its files (the room rule); of tests/, only tests/<layer>/ of that room
+    (tests/transport/) and tests/fuzz/ may include them; and a file outside a room uses a
+    name a room's file defines only where a header outside the room declares it (the ops
+    table of transport.h: hccl__transport_tcp);
   - a file includes a header of a folder its own may use only in part (the table's "(only
     `x.h`)" after a folder, as transport/'s of bootstrap/) other than the ones named;
   - a file includes a header of hccl/src in angle brackets;
@@ -238,6 +245,13 @@ def note_decl(stmt, defs, protos):
 
 
 
+def externs_of(path):
+    """The variables a header declares extern (`extern const struct x name;`, `extern T a[];`)."""
+    with open(path, encoding="utf-8") as f:
+        code, _ = strip(f.read())
+    return re.findall(r"\bextern\b[^;(){}]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*;", code)
+
+
 def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -350,14 +364,48 @@ def main():
     for d in folders:
         if d not in layers:
             problems.append(f"{readme}: folder {d}/ has no row in the layer table")
-    home = {}
+    # Every folder of a layer and its rooms (sub-folders: transport/tcp), as paths below src.
+    dirs = []
     for d in folders:
+        for dirpath, dirnames, _ in os.walk(os.path.join(src, d)):
+            dirnames.sort()
+            dirs.append(os.path.relpath(dirpath, src).replace(os.sep, "/"))
+    home = {}  # header name -> the folder or room holding it ("base", "transport/tcp")
+    for d in dirs:
         for name in sorted(os.listdir(os.path.join(src, d))):
             if name.endswith(".h"):
                 if name in home:
                     problems.append(f"hccl/src/{d}/{name}: the name is also "
                                     f"hccl/src/{home[name]}/{name} (headers are found by name)")
                 home[name] = d
+
+    def layer(path):
+        return path.split("/")[0]
+
+    def room(path):
+        """The room (a sub-folder of a layer's folder: "transport/tcp") a folder is or is in, or
+        None for a layer's own folder."""
+        parts = path.split("/")
+        return "/".join(parts[:2]) if len(parts) > 1 else None
+
+    def room_breaks(where, hdr):
+        """Why a file of folder `where` (below hccl/src; "tests/..." for a test) may not include
+        header hdr, which is private to its room, or None."""
+        r = room(home[hdr])
+        if r is None or room(where) == r:
+            return None
+        if where.startswith("tests/"):
+            t = where[len("tests/"):]
+            if t == "fuzz" or t.startswith("fuzz/") or r == t or r.startswith(t + "/"):
+                return None
+        return room_rule(r)
+
+    def room_rule(r):
+        door = ", ".join(sorted(h for h, d in home.items() if d == layer(r)))
+        return (f"{r}/ is a room of its own: its headers are private to its files (and its tests "
+                f"under tests/{layer(r)}/, and tests/fuzz/); the rest of the library reaches it "
+                f"only through the headers at the top of {layer(r)}/ ({door}) (room rule, "
+                "hccl/src/README.md)")
 
     def may_text(d):
         return ", ".join(sorted(u + "/" + (" (only " + ", ".join(sorted(only[(d, u)])) + ")"
@@ -380,13 +428,14 @@ def main():
     seen_exc, folder_edges, header_edges = set(), {}, {}
     includes = {}  # rel -> [(line, header, angle)]
     inc = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-    for d in folders:
-        for name in sorted(os.listdir(os.path.join(src, d))):
+    for dd in dirs:
+        d = layer(dd)
+        for name in sorted(os.listdir(os.path.join(src, dd))):
             if not name.endswith((".c", ".h")):
                 continue
-            rel = f"{d}/{name}"
+            rel = f"{dd}/{name}"
             includes[rel] = []
-            with open(os.path.join(src, d, name), encoding="utf-8") as f:
+            with open(os.path.join(src, dd, name), encoding="utf-8") as f:
                 for n, line in enumerate(f, 1):
                     m = inc.match(line)
                     if not m:
@@ -406,17 +455,22 @@ def main():
                         problems.append(f"hccl/src/{rel}:{n}: includes \"{hdr}\", "
                                         "which is in no folder of hccl/src")
                         continue
-                    to = home[hdr]
+                    to = layer(home[hdr])
                     includes[rel].append((n, hdr, angle))
                     if name.endswith(".h"):
-                        header_edges.setdefault(rel, set()).add(f"{to}/{hdr}")
+                        header_edges.setdefault(rel, set()).add(f"{home[hdr]}/{hdr}")
+                    why = room_breaks(dd, hdr)
+                    if why:
+                        problems.append(f"hccl/src/{rel}:{n}: includes \"{hdr}\" of "
+                                        f"{home[hdr]}/, but {why}")
+                        continue
                     if to == d:
                         continue
-                    if (rel, f"{to}/{hdr}") in exceptions:
-                        seen_exc.add((rel, f"{to}/{hdr}"))
+                    if (rel, f"{home[hdr]}/{hdr}") in exceptions:
+                        seen_exc.add((rel, f"{home[hdr]}/{hdr}"))
                         if a.v:
-                            print(f"exception: hccl/src/{rel}:{n}: \"{hdr}\" ({to}/): "
-                                  f"{exceptions[(rel, to + '/' + hdr)]}")
+                            print(f"exception: hccl/src/{rel}:{n}: \"{hdr}\" ({home[hdr]}/): "
+                                  f"{exceptions[(rel, home[hdr] + '/' + hdr)]}")
                         continue
                     folder_edges.setdefault(d, set()).add(to)
                     why = rule_breaks(d, to, hdr)
@@ -428,11 +482,13 @@ def main():
     # included by the file (a header of a folder that may not be used does not become usable
     # by being included from one that may).
     for rel, direct in sorted(includes.items()):
-        d = rel.split("/")[0]
+        d = layer(rel)
         told = set()
         for n, hdr, _ in direct:
             if (rel, f"{home[hdr]}/{hdr}") in exceptions:
                 continue
+            if room_breaks(os.path.dirname(rel), hdr):
+                continue  # the include itself failed, naming the room
             stack = [(hdr, [hdr])]
             seen = {hdr}
             while stack:
@@ -442,7 +498,8 @@ def main():
                         continue
                     seen.add(h2)
                     stack.append((h2, chain + [h2]))
-                    why = rule_breaks(d, home[h2], h2)
+                    why = room_breaks(os.path.dirname(rel), h2) or \
+                        rule_breaks(d, layer(home[h2]), h2)
                     if why and h2 not in told:
                         told.add(h2)
                         problems.append(f"hccl/src/{rel}:{n}: includes \"{hdr}\", which brings "
@@ -465,7 +522,7 @@ def main():
                                         f"hccl/src/{defined[nm]} does")
                     defined[nm] = rel
         else:
-            for nm in list(protos) + list(defs):
+            for nm in list(protos) + list(defs) + externs_of(os.path.join(src, rel)):
                 declared_in.setdefault(nm, os.path.basename(rel))
             for nm, refs in list(bodies.items()) + list(macros.items()):
                 inline[nm] = refs
@@ -482,15 +539,22 @@ def main():
     for rel, (defs, protos, bodies, macros) in sorted(scans.items()):
         if not rel.endswith(".c"):
             continue
-        d = rel.split("/")[0]
+        d = layer(rel)
         seen, refs = names_used(defs, bodies, macros, inline, defined)
         for x in sorted(seen, key=lambda x: refs[x]):
             to_file = defined.get(x)
             if not to_file or to_file == rel:
                 continue
             uses.setdefault(rel, {}).setdefault(to_file, []).append(x)
-            to = to_file.split("/")[0]
+            to = layer(to_file)
             hdr = declared_in.get(x, "")
+            r = room(os.path.dirname(to_file))
+            if r and room(os.path.dirname(rel)) != r and (not hdr or room(home[hdr]) == r):
+                where = f"declared in {hdr}, a header of {r}/" if hdr else \
+                    f"declared in no header outside {r}/"
+                problems.append(f"hccl/src/{rel}:{refs[x]}: uses {x} of hccl/src/{to_file} "
+                                f"({where}), but {room_rule(r)}")
+                continue
             if to == d or (rel, f"{to}/{hdr}") in exceptions:
                 continue
             why = rule_breaks(d, to, hdr)
@@ -498,6 +562,27 @@ def main():
                 problems.append(f"hccl/src/{rel}:{refs[x]}: uses {x} of hccl/src/{to_file}"
                                 f"{' (declared in ' + hdr + ')' if hdr else ''}, but "
                                 + why.replace("may include", "may use"))
+
+    # The tests may include a room's headers only from the room's layer's folder of tests/
+    # (tests/transport/ for transport/tcp/) and from tests/fuzz/: the rest of tests/ reaches a
+    # transport as the library does.
+    tests = os.path.join(a.root, "tests")
+    for dirpath, dirnames, files in os.walk(tests):
+        dirnames.sort()
+        where = os.path.relpath(dirpath, a.root).replace(os.sep, "/")
+        for name in sorted(files):
+            if not name.endswith((".c", ".h", ".cc", ".cpp", ".hpp")):
+                continue
+            with open(os.path.join(dirpath, name), encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f, 1):
+                    m = inc.match(line)
+                    if not m or m.group(1) != '"':
+                        continue
+                    hdr = os.path.basename(m.group(2))
+                    why = room_breaks(where, hdr) if hdr in home else None
+                    if why:
+                        problems.append(f"{where}/{name}:{n}: includes \"{hdr}\" of "
+                                        f"hccl/src/{home[hdr]}/, but {why}")
 
     for (f, h), why in sorted(exceptions.items()):
         if (f, h) not in seen_exc:
