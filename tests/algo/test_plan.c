@@ -22,7 +22,7 @@
 
 #include "plan.h"
 
-/* The transports' figures (transport/shm.c, transport/tcp.c) and the default slot. */
+/* The transports' figures (transport/shm/shm.c, transport/tcp/tcp.c) and the default slot. */
 #define SHM_ALPHA 3700.0
 #define SHM_BETA 0.5
 #define TCP_ALPHA 25000.0

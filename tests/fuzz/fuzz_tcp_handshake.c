@@ -1,6 +1,6 @@
 /*
  * fuzz_tcp_handshake.c - libFuzzer target: what a remote peer sends the TCP transport
- * (transport/tcp_wire.c), the input being one accepted connection's bytes: its first 40 bytes
+ * (transport/tcp/tcp_wire.c), the input being one accepted connection's bytes: its first 40 bytes
  * the hello, the rest the frame stream of the link it would become.
  *
  * The hello is read the way the acceptor (tcp_sock.c) reads it, into the space
@@ -19,7 +19,7 @@
  * as its stamp's low 4 bits say, and a pretend sender that starts 4 messages ahead and writes
  * one more per message that lands. The counters start at 0 and again at 2^32 - 5, so they
  * wrap. The stream is cut three ways, the third also writing payloads through the direct path
- * the progress thread uses for large ones, and each cut must decode alike.
+ * the I/O thread uses for large ones, and each cut must decode alike.
  *
  * Checked at every frame, against the bytes sent: a frame is accepted exactly when the
  * protocol's rules (again written out here) allow it, and takes its header and the `size`

@@ -8,11 +8,11 @@ key_len, u64 arg, big-endian), the key, and for SET the value. Valid sessions wi
 the fuzz target's job token, and the refusals the server must give.
 
 A fuzz_tcp_handshake seed is one connection to the TCP transport's listener
-(hccl/src/transport/tcp.h, host byte order, little-endian here): a 40-byte hello (u64 magic,
-u32 version, rank, channel, slot_bytes, u64 comm_id, token_hash) and then the link's frames, a
-32-byte header (u32 type, size, arg, i32 code, 16-byte stamp) and `size` bytes. The target
-expects rank 5 of 8 whose ranks 0, 1 and 3 may connect, 64-byte slots and the ids below; after
-each DATA it releases as many messages as the stamp's low 4 bits say.
+(hccl/src/transport/tcp/tcp_wire.h, host byte order, little-endian here): a 40-byte hello (u64
+magic, u32 version, rank, channel, slot_bytes, u64 comm_id, token_hash) and then the link's
+frames, a 32-byte header (u32 type, size, arg, i32 code, 16-byte stamp) and `size` bytes. The
+target expects rank 5 of 8 whose ranks 0, 1 and 3 may connect, 64-byte slots and the ids below;
+after each DATA it releases as many messages as the stamp's low 4 bits say.
 
 Run it again after a change to either format; files named regress_* are not written here.
 """

@@ -149,8 +149,8 @@ fi
 
 # fault NAME SIGNAL EXEC_TIMEOUT LIMIT SIZE: a rank of server 1 gets SIGNAL two seconds into a
 # run of SIZE allreduces; every server's launcher must fail within LIMIT seconds of it. At 4 KiB
-# the ranks wait for each message reading their sockets themselves (transport/tcp.c), at 64 MiB
-# their progress threads read.
+# the ranks wait for each message reading their sockets themselves (transport/tcp/tcp_data.c),
+# at 64 MiB their I/O threads read.
 fault() {
   local name=$1 sig=$2 exec_timeout=$3 limit=$4 size=$5 victim="" pid job nfailed elapsed t_sig
   cases=$((cases + 1))

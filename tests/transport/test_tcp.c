@@ -1,5 +1,5 @@
 /*
- * test_tcp.c - the TCP transport (hccl/src/transport/tcp.c) between "servers" made of network
+ * test_tcp.c - the TCP transport (hccl/src/transport/tcp/) between "servers" made of network
  * namespaces. The test makes two, hcclt<pid>a and hcclt<pid>b, joined by a veth pair with
  * 10.231.<x>.1 and .2 (and fd00:231::1 and ::2), and forks ranks that enter one (setns) before
  * they make their communicator: their server identities differ, so every link between the two
@@ -9,7 +9,7 @@
  * Covered: every collective and send/recv at 2 servers x 1 and x 2 ranks, counts 0, 1, 7 and
  * 1 Mi + 3, in place and not, checked exactly against a local reference, with every buffer
  * scribbled over the moment the call returns (no byte may be read after it); the same under
- * injected 1-byte writes, short reads, EINTR and EAGAIN (the system-call table of tcp.h); an
+ * injected 1-byte writes, short reads, EINTR and EAGAIN (the system-call table of tcp_sys.h); an
  * injected reset and a killed rank (every rank fails within seconds, the other server's naming
  * the dead rank); no byte of a failed call's buffer sent after the call returned (a stopped
  * peer, then let go), nor written by a receive in place after it failed (an abort while 64 MiB
@@ -812,8 +812,8 @@ static ssize_t watch_sendmsg(int fd, const struct msghdr *m, int flags) {
 /* 2 servers x 1: rank 1 makes its communicator and stops itself (SIGSTOP), threads and all;
  * rank 0, the root of a broadcast of 64 MiB, sends by reference from its buffer (prims.h),
  * fills the socket and times out after 1 s with frames of that buffer queued. From its return
- * on, nothing may read the buffer: rank 0 lets rank 1 go on (SIGCONT), whose progress thread
- * drains the socket, and rank 0's progress thread must send those frames no further
+ * on, nothing may read the buffer: rank 0 lets rank 1 go on (SIGCONT), whose I/O thread
+ * drains the socket, and rank 0's I/O thread must send those frames no further
  * (tcp_write.c's link_write after an abort). Rank 1's call then fails on the ABORT. */
 static int late_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
@@ -885,10 +885,11 @@ static ssize_t watch_recv(int fd, void *buf, size_t len, int flags) {
   return hccl__tcp_sys_default.recv(fd, buf, len, flags);
 }
 
-/* 2 servers x 1: rank 1 receives 64 MiB from rank 0 in place (the progress thread reads the
- * payloads straight into the buffer, tcp.c's recv_post) and aborts its communicator once some have
- * landed there; the frames still in flight, which arrive after the failed receive returned, must go
- * to the slots, not the buffer (tcp_read.c's post_sync). Rank 0's send fails on the ABORT. */
+/* 2 servers x 1: rank 1 receives 64 MiB from rank 0 in place (the I/O thread reads the
+ * payloads straight into the buffer, tcp_data.c's recv_post) and aborts its communicator once
+ * some have landed there; the frames still in flight, which arrive after the failed receive
+ * returned, must go to the slots, not the buffer (tcp_read.c's post_sync). Rank 0's send fails on
+ * the ABORT. */
 static int late_recv_body(int rank, int nranks, void *argp) {
   const struct job *j = argp;
   if (enter_server(rank, j)) return 1;

@@ -1,5 +1,5 @@
 /*
- * test_tcp_wire.c - the TCP transport's pure steps on what a peer sends (transport/tcp_wire.c):
+ * test_tcp_wire.c - the TCP transport's pure steps on what a peer sends (transport/tcp/tcp_wire.c):
  * reading a hello in pieces and its check, and the frame decoder. No socket: test_tcp runs the
  * same code under real connections, and tests/fuzz/fuzz_tcp_handshake.c under arbitrary bytes.
  *

@@ -13,7 +13,7 @@
  * Arenas: the first is 1 GiB, each later one at least as large as all before it together (and
  * always large enough for the request), so a process that uses M bytes has about log2(M/1GiB)
  * + 1 arenas. That keeps every tensor of a training job within the few regions a peer keeps
- * mapped per link (transport/shm.c's SHM_WINDOWS, 8: up to 128 GiB before windows churn), and
+ * mapped per link (transport/shm/shm.c's SHM_WINDOWS, 8: up to 128 GiB before windows churn), and
  * costs nothing up front: memfd pages exist once touched.
  *
  * fork: prepare takes the mutex (before base/mem_region.c takes its own, the order used everywhere:

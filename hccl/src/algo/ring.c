@@ -105,7 +105,7 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
  * sending link before it returns, so the caller may change its buffers at once. On a failure
  * it returns without the flush (the wait could last until the deadline): the failure aborts
  * the communicator, and the transport reads no payload from then on (tcp_abort waits for its
- * progress thread to stop). */
+ * I/O thread to stop). */
 static struct hccl_prim by_ref(const struct hccl_prim *p) {
   struct hccl_prim q = *p;
   q.by_ref = true;

@@ -3,7 +3,7 @@
  *
  * Each allocation is a memfd of its own named "hccl-mem-<serial>" (serials never repeat in a
  * process), mapped shared; the process keeps the descriptor open while the region lives so
- * that peers can open it through /proc/<pid>/fd/<fd> (transport/shm_window.c, map_window) and
+ * that peers can open it through /proc/<pid>/fd/<fd> (transport/shm/shm_window.c, map_window) and
  * check its name. A process-wide list, under one mutex, answers "is this buffer inside a region"
  * (hccl__mem_window) for every collective that could run zero-copy.
  *

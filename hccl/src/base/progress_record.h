@@ -1,6 +1,6 @@
 /*
  * progress_record.h - the record in which a rank publishes how far it got, where its peers can
- * read it (the shm transport shares it between the ranks of a server; the TCP progress thread
+ * read it (the shm transport shares it between the ranks of a server; the TCP I/O thread
  * answers for it across servers). Reading the records and explaining a timeout from them
  * needs the communicator: core/progress.h.
  */

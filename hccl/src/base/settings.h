@@ -41,7 +41,7 @@ struct hccl_settings {
   struct hccl_algo_setting algo; /* HCCL_ALGO */
   char topo_file[512];           /* HCCL_TOPO_FILE, "" = flat */
   char if_ip[64];                /* HCCL_IF_IP, "" = unset; "localhost" reads as 127.0.0.1 */
-  char socket_ifname[256];       /* HCCL_SOCKET_IFNAME, "" = automatic (transport/tcp.h) */
+  char socket_ifname[256];       /* HCCL_SOCKET_IFNAME, "" = automatic (transport/tcp/tcp.h) */
   int spin;                      /* HCCL_SPIN: microseconds of polling, -1 = automatic */
   char trace_file[512];          /* HCCL_TRACE_FILE, "" = no trace (core/trace.h) */
   char fr_dir[512];              /* HCCL_FLIGHT_RECORDER_DIR, "" = off (core/flight.h) */

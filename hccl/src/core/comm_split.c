@@ -6,8 +6,9 @@
  * settings, the run), from which each rank finds its new group's members in order and has
  * their info at once. On more than one server each rank opens its new communicator's TCP
  * listener before that round and its address rides there (the ops table's listen_early, TCP's:
- * opaque bytes to this file; one that cannot be opened fails the round on every rank, bad 4). A group whose members are each
- * on a server of their own (conn_known: every blob it needs came with the parent round) then
+ * opaque bytes to this file; one that cannot be opened fails the round on every rank, bad 4). A
+ * group whose members are each on a server of their own (conn_known: every blob it needs came
+ * with the parent round) then
  * runs no member round and makes no link: each link is made on its first use, bounded by
  * HCCL_CONNECT_TIMEOUT (a member that never answers is named then), and it plans with the
  * figures of the links it will make (comm.c's lazy_rest). A group with two members on one
@@ -423,7 +424,7 @@ static HcclResult parent_alive(void *arg) {
 /* The parent round: every parent rank's ask in ask[]. Over the parent's bootstrap tree when it
  * kept one (its init's; comm.c): a gather up the binomial tree and the whole table down, on
  * the calling thread over blocking sockets, so a rank wakes about twice, where Bruck's
- * allgather over the collective links wakes each rank's thread and its TCP progress thread at
+ * allgather over the collective links wakes each rank's thread and its TCP I/O thread at
  * each of log2(n) steps (128 pretend servers, 1 rank each: 92-109 ms for the allgather, the
  * init's rounds over the tree 36-37 ms each). Earlier calls on the parent end first
  * (hccl__coll_drain), as they would before a blocking allgather: the member rounds use the

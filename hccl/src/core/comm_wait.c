@@ -58,7 +58,7 @@ static uint8_t *same_core(const struct hccl_comm *c) {
 
 void hccl__comm_waiter_init(struct hccl_comm *c) {
   c->same_core = same_core(c);
-  /* Across servers each rank also has a TCP progress thread, which its waits depend on: it
+  /* Across servers each rank also has a TCP I/O thread, which its waits depend on: it
    * needs a core as much as the rank does. */
   c->waiter = (struct hccl_waiter){
       .same_core = c->same_core,

@@ -23,7 +23,7 @@
  * the receiver has released every chunk of it (send_drained): the receiver checks each chunk's
  * size, and one that refuses a size aborts the communicator instead of releasing, so the
  * sender fails too, as hccl.h promises ("both fail naming the sizes"). So sends go by reference
- * (prims.h, by_ref: over TCP the progress thread's sendmsg reads the caller's buffer, without
+ * (prims.h, by_ref: over TCP the I/O thread's sendmsg reads the caller's buffer, without
  * the copy into the send slot), and the buffer is the caller's again when the send completes.
  * The price: a send completes only once its receive is posted, as with NCCL; two blocking
  * sends facing each other wait for each other (until HCCL_EXEC_TIMEOUT) where isend/irecv or a

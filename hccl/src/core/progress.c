@@ -47,7 +47,7 @@ void hccl__progress_leave(struct hccl_comm *c) {
 /* How long a timed-out rank waits for a peer on another server to answer a progress query. */
 #define ASK_MS 1500
 /* A host that has acknowledged nothing on a link for this long does not answer: with a
- * keepalive probe after each idle second (transport/tcp.c), a live host's last acknowledgement
+ * keepalive probe after each idle second (transport/tcp/tcp.c), a live host's last acknowledgement
  * is never much older than 1 s. */
 #define QUIET_MS 2500
 /* How long a rank of a third server may take to say how its links to a silent peer are, and
@@ -149,14 +149,14 @@ static void no_answer(struct hccl_comm *c, uint32_t p, const char *path, char *b
   }
 }
 
-/* A record of this server's, or NULL (the TCP progress thread calls this too). */
+/* A record of this server's, or NULL (the TCP I/O thread calls this too). */
 static struct hccl_progress *record_in_reach(struct hccl_comm *c, uint32_t rank) {
   return rank == c->rank ? hccl__progress_mine(c) : record_of(c, rank);
 }
 
 /* Follows the chain of waits from rank `p` (call number `seq` is the one waited in) through the
  * records in reach, writing who is behind into buf. A rank out of reach (another server): with
- * `ask`, its own answer over the transport (its progress thread's report), whose chain is
+ * `ask`, its own answer over the transport (its I/O thread's report), whose chain is
  * followed on from where it leaves that server; without, *out_of_reach is set to it (else
  * UINT32_MAX) and the text says where the chain left. */
 static void walk(struct hccl_comm *c, uint32_t p, uint64_t seq, bool ask, char *buf, size_t len,

@@ -43,7 +43,7 @@ void hccl__progress_leave(struct hccl_comm *c);
 void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_t len);
 
 /* This rank's own account, for a peer on another server whose wait for it timed out in call
- * number `seq` (the TCP progress thread answers a query with it): the chain of waits from this
+ * number `seq` (the TCP I/O thread answers a query with it): the chain of waits from this
  * rank through the records of this server, and in *next the rank on another server where the
  * chain leaves it (UINT32_MAX when it ends here). */
 void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,

@@ -5,17 +5,17 @@
  * HCCL_IF_IP, HCCL_SOCKET_IFNAME, or the first plain interface that is up; port 0) and
  * publishes {family, port, address} as its conn blob. Connect: the lower rank of a pair
  * dials the higher rank's listener and sends a hello {magic, version, the communicator's
- * identity, its rank, the channel, a hash of HCCL_JOB_TOKEN, the slot size}. The progress
+ * identity, its rank, the channel, a hash of HCCL_JOB_TOKEN, the slot size}. The I/O
  * thread owns the listener for the communicator's whole life: it accepts, reads hellos, keeps a
  * checked socket as pending until its link is asked for, and turns away (closes, one WARN
  * naming the address) a hello of another job or none at all. A dial never waits for the other
- * side's threads (the kernel completes it, the progress thread reads the hello), so links asked
+ * side's threads (the kernel completes it, the I/O thread reads the hello), so links asked
  * for in any order never deadlock.
  *
  * links.c asks at init only for the links the algorithms use (O(log n) across servers); any
  * other is made on first use. When the higher rank of a pair needs it first, it dials the lower
  * rank's listener with a callback hello (channel + HCCL_TCP_CALLBACK) and closes; the lower
- * rank's progress thread dials back, unless the link exists or is being made, and the higher
+ * rank's I/O thread dials back, unless the link exists or is being made, and the higher
  * rank waits for that socket. Both sides are bounded by HCCL_CONNECT_TIMEOUT.
  *
  * Data path: tcp_data.c (the algorithm's side of a link's 8 slots each way, and which thread
@@ -25,7 +25,7 @@
  * and wakes every waiter on its links, whose check fails naming it; a silent peer is the wait's
  * deadline. abort() sends ABORT {origin, code, reason} to every TCP peer linked, whose waits and
  * check_abort then fail with HCCL_E_REMOTE; the first ABORT a rank hears goes on to its own linked
- * peers (the links are not a full mesh, but they join every server). From the progress thread's
+ * peers (the links are not a full mesh, but they join every server). From the I/O thread's
  * pass after the abort's mark, which abort() waits for, no payload is written to a receive posted
  * in place (the rest of one under way goes to its slot): a failed call's buffers are the caller's
  * again when it returns. teardown sends BYE on every link after whatever is still queued (an ACK a
@@ -36,11 +36,13 @@
  * Frames are in host byte order; the hello's magic reads differently in the other order, so
  * servers of different byte order are refused at connect, never misread.
  *
- * This file is the ops table; the progress thread is tcp_progress.c, a link's socket written
- * tcp_write.c and read tcp_read.c, its framing state and its failure tcp_pump.c, dialling a
- * peer and the progress thread's turn at the listener tcp_dial.c, the socket steps and the
- * acceptor tcp_sock.c, the hello's checks and the frame decoder (pure, fuzzed) tcp_wire.c, the
- * structures they share tcp.h, the system-call table tests replace tcp_sys.h.
+ * This file is setup, connect, abort, the peer questions (ask_progress, quiet, ask_reach),
+ * teardown and the ops table; the data path's ops are tcp_data.c, the I/O thread
+ * tcp_io_thread.c, a link's socket written tcp_write.c and read tcp_read.c, its framing state and
+ * its failure tcp_pump.c, dialling a peer and the I/O thread's turn at the listener tcp_dial.c,
+ * the socket steps and the acceptor tcp_sock.c, the hello's checks and the frame decoder (pure,
+ * fuzzed) tcp_wire.c (tcp_wire.h), the structures they share tcp.h, the system-call table tests
+ * replace tcp_sys.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -205,14 +207,14 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
     return hccl__fail(HCCL_E_SYSCALL, "epoll_ctl: %s", strerror(errno));
   acc->epfd = st->epfd;
   acc->ep_tag = &st->acc;
-  if (hccl__thread_start(&st->thread, hccl__tcp_progress_main, st) != 0)
+  if (hccl__thread_start(&st->thread, hccl__tcp_io_main, st) != 0)
     return hccl__fail(HCCL_E_SYSCALL, "rank %u cannot start the TCP progress thread", tx->rank);
   st->thread_started = true;
   st->setup_ns = hccl__now_ns() - t0;
   return HCCL_SUCCESS;
 }
 
-/* Makes the link over a socket whose hellos are done, publishes it to the progress thread.
+/* Makes the link over a socket whose hellos are done, publishes it to the I/O thread.
  * Called with st->lock held. */
 static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, int fd,
                             struct hccl_link **out) {
@@ -265,7 +267,7 @@ static HcclResult link_make(struct tcp_state *st, uint32_t peer, int channel, in
 }
 
 /* The lower rank of a pair dials its link; the higher one waits for it. At init both ask for
- * it, so the higher one only waits. On first use the higher one asks the lower one's progress
+ * it, so the higher one only waits. On first use the higher one asks the lower one's I/O
  * thread to dial (a callback) and waits for that, so it never depends on the lower rank's own
  * threads reaching the same call: a send to a rank that receives from any rank, a gather's
  * root, and an all-to-all all connect without deadlock. */
@@ -323,7 +325,7 @@ out:
 
 /* ---- abort and teardown ---- */
 
-/* The failed call's buffers are the caller's again when it returns: waits until the progress
+/* The failed call's buffers are the caller's again when it returns: waits until the I/O
  * thread has begun a pass after the abort was marked and finished it (from that pass on it
  * reads no payload, tcp_write.c's link_write), at most QUIESCE_MS. Not from the thread
  * itself, and not once it is stopping. */
@@ -342,7 +344,7 @@ static void quiesce(struct tcp_state *st) {
 static void tcp_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
   struct tcp_state *st = hccl__tcp_state_of(tx);
   if (!st) return;
-  /* A failure that came from another rank's abort: the progress thread passed it on. */
+  /* A failure that came from another rank's abort: the I/O thread passed it on. */
   if (atomic_load(&st->abort_origin) == 0) {
     const char *reason = HcclGetLastErrorMessage();
     hccl__tcp_mark_abort(st, origin, code, reason && *reason ? reason : HcclGetErrorString(code));
@@ -443,7 +445,7 @@ static void tcp_connected(struct hccl_tctx *tx) {
 }
 
 static void tcp_close(struct hccl_link *base) {
-  /* The progress thread may still be writing this link's last frames (ACKs, BYE): links live
+  /* The I/O thread may still be writing this link's last frames (ACKs, BYE): links live
    * until teardown, which stops the thread first. */
   (void)base;
 }
@@ -486,7 +488,7 @@ const struct hccl_transport_ops hccl__transport_tcp = {
     /* No progress records cross servers: a timeout names the peer without following it
      * further (progress.c copes with NULL). */
     .progress = NULL,
-    /* ... but a timed-out rank asks its peer on another server, whose progress thread answers
+    /* ... but a timed-out rank asks its peer on another server, whose I/O thread answers
      * with its own account (PROGQ / PROGA frames). */
     .ask_progress = tcp_ask_progress,
     /* ... and, when it does not answer, tells a network fault from a frozen process. */

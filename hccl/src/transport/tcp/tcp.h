@@ -1,17 +1,22 @@
 /*
- * tcp.h - what the TCP transport's files share, and the pure steps tests reach. Internal to
- * libhccl. tcp.c is the ops table (setup, connect, the algorithm's side of the data path,
- * abort, teardown); tcp_progress.c the progress thread, which drives every link's socket through
- * tcp_write.c (frames out), tcp_read.c (frames in) and tcp_pump.c (the framing state, failures
- * seen on sockets), also called by the algorithm's threads (hccl__tcp_write_now,
- * hccl__tcp_read_now; tcp_pump.h is what those four share); tcp_dial.c dialling a peer and the
- * thread's turn at the listener; tcp_sock.c the socket steps (choosing the address, listening,
- * connecting, the acceptor that reads hellos); tcp_wire.c the pure steps on the bytes a peer
- * controls (reading and checking a hello, decoding the frame stream), which
- * tests/fuzz/fuzz_tcp_handshake.c feeds.
- * Who calls whom: tcp.c -> tcp_progress.c, tcp_read.c, tcp_write.c, tcp_pump.c, tcp_dial.c;
- * tcp_progress.c -> tcp_read.c, tcp_write.c, tcp_dial.c; tcp_read.c -> tcp_write.c, tcp_pump.c,
- * tcp_wire.c; tcp_write.c -> tcp_pump.c; tcp_dial.c -> tcp_sock.c; never back.
+ * tcp.h - what the TCP transport's files share: the socket steps, the acceptor, a link, a peer
+ * and the transport's state, and the functions the files call each other by. Private to this
+ * room (transport/tcp/, and its tests): the rest of the library sees the transport through its
+ * ops table (transport.h) only. The pure steps on the bytes a peer sends (the hello, the frames)
+ * are tcp_wire.h, which this header includes.
+ * tcp.c is setup, connect, abort, the peer questions, teardown and the ops table; tcp_data.c the
+ * algorithm's side of the data path (the ops tcp.c's table names); tcp_io_thread.c the I/O
+ * thread, which drives every link's socket through tcp_write.c (frames out), tcp_read.c (frames
+ * in) and tcp_pump.c (the framing state, failures seen on sockets), also called by the
+ * algorithm's threads (hccl__tcp_write_now, hccl__tcp_read_now; tcp_pump.h is what those four
+ * share); tcp_dial.c dialling a peer and the thread's turn at the listener; tcp_sock.c the socket
+ * steps (choosing the address, listening, connecting, the acceptor that reads hellos);
+ * tcp_wire.c the pure steps on the bytes a peer controls (reading and checking a hello,
+ * decoding the frame stream), which tests/fuzz/fuzz_tcp_handshake.c feeds.
+ * Who calls whom: tcp.c -> tcp_data.c, tcp_io_thread.c, tcp_pump.c, tcp_dial.c, tcp_sock.c;
+ * tcp_data.c -> tcp_read.c, tcp_write.c; tcp_io_thread.c -> tcp_read.c, tcp_write.c,
+ * tcp_dial.c; tcp_read.c -> tcp_write.c, tcp_pump.c, tcp_wire.c; tcp_write.c -> tcp_pump.c;
+ * tcp_dial.c -> tcp_sock.c; never back.
  *
  * System calls on the transport's sockets go through the table of tcp_sys.h (a test seam).
  */
@@ -82,7 +87,7 @@ HcclResult hccl__tcp_write_all(int fd, const void *buf, size_t len, int64_t dead
 
 /* The accepting side of one communicator's links: the listener, the sockets whose hello is
  * being read, those whose hello came before their link was asked for, and the callbacks asked
- * of this rank. Driven by the progress thread (hccl__tcp_acceptor_step) under the transport's
+ * of this rank. Driven by the I/O thread (hccl__tcp_acceptor_step) under the transport's
  * lock; the listener and the sockets being read are in its epoll set (epfd, tagged ep_tag). */
 struct hccl_tcp_acceptor {
   int listen_fd;
@@ -119,7 +124,7 @@ int hccl__tcp_acceptor_take(struct hccl_tcp_acceptor *a, uint32_t peer, uint32_t
 void hccl__tcp_acceptor_close(struct hccl_tcp_acceptor *a);
 void hccl__tcp_acceptor_free(struct hccl_tcp_acceptor *a);
 
-/* ---- links and the progress thread ---- */
+/* ---- links and the I/O thread ---- */
 
 struct tcp_state;
 struct tcp_pump;
@@ -135,14 +140,14 @@ struct tcp_link {
   struct tcp_frame shdr[TCP_NSLOTS];
   const char *spay[TCP_NSLOTS];
   uint32_t sent, acked_seen;
-  _Atomic uint32_t committed; /* = sent, published to the progress thread */
-  _Atomic uint32_t written;   /* DATA frames wholly written, published by the progress thread */
+  _Atomic uint32_t committed; /* = sent, published to the I/O thread */
+  _Atomic uint32_t written;   /* DATA frames wholly written, published by the I/O thread */
   _Atomic uint32_t flush_waiting;
   _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
   _Atomic uint32_t send_waiting;
   /* Receive side, the algorithm's thread: message m at rat[m % 8] (rbuf's slot m % 8, or its
    * place in a receive posted in place), its header in rhdr[m % 8] (both written by the
-   * progress thread before it publishes arrived). */
+   * I/O thread before it publishes arrived). */
   char *rbuf;
   const struct tcp_frame *rhdr;
   char *const *rat;
@@ -150,14 +155,14 @@ struct tcp_link {
   uint32_t last_size; /* the last message's size: a small one is read by this thread (tcp.c) */
   _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
-  _Atomic uint32_t released; /* = received, published to the progress thread */
+  _Atomic uint32_t released; /* = received, published to the I/O thread */
   /* The receive posted in place (recv_post), set by the algorithm's thread under post_lock,
-   * which then counts post_gen up; the progress thread copies it into its decoder under the
+   * which then counts post_gen up; the I/O thread copies it into its decoder under the
    * lock before a read when post_gen moved. */
   pthread_mutex_t post_lock;
   struct hccl_tcp_post post;
   _Atomic uint32_t post_gen;
-  /* The progress thread's own: the framing state of both directions (tcp_pump.h). */
+  /* The I/O thread's own: the framing state of both directions (tcp_pump.h). */
   struct tcp_pump *pump;
 };
 
@@ -194,12 +199,12 @@ struct tcp_dial {
 struct tcp_state {
   struct hccl_tctx *tx;
   size_t slot_bytes;
-  /* Guards acc, dial[], the appending of links to all[] and peers[].link[]: the progress thread
+  /* Guards acc, dial[], the appending of links to all[] and peers[].link[]: the I/O thread
    * accepts and dials callbacks while the collective and point-to-point threads make links on
    * first use. */
   pthread_mutex_t lock;
   struct tcp_dial *dial; /* [nranks][2] */
-  int64_t served_ns;     /* the progress thread's last acceptor step */
+  int64_t served_ns;     /* the I/O thread's last acceptor step */
   struct tcp_peer *peers; /* [nranks] */
   struct hccl_tcp_acceptor acc;
 
@@ -213,12 +218,12 @@ struct tcp_state {
   _Atomic int stop;       /* teardown asked */
   _Atomic int abort_send; /* abort() asked for ABORT frames */
   _Atomic int ask_send;   /* a peer's `ask` is set */
-  bool stopping;          /* progress thread: BYE and linger under way */
-  _Atomic uint64_t passes; /* the progress thread's passes so far (tcp_abort waits on it) */
+  bool stopping;          /* I/O thread: BYE and linger under way */
+  _Atomic uint64_t passes; /* the I/O thread's passes so far (tcp_abort waits on it) */
 
   /* What making this communicator's links cost, for the debug log (tcp_connected): sockets
    * this rank dialled for links and for callbacks, links made over an accepted socket, and the
-   * setup's time (listener, epoll, progress thread). */
+   * setup's time (listener, epoll, I/O thread). */
   _Atomic uint32_t n_dialled, n_callbacks, n_accepted;
   int64_t setup_ns;
 
@@ -232,7 +237,7 @@ static inline struct tcp_state *hccl__tcp_state_of(const struct hccl_tctx *tx) {
   return tx->state[HCCL_TRANSPORT_TCP];
 }
 
-/* ---- waking the progress thread ---- */
+/* ---- waking the I/O thread ---- */
 
 static inline void hccl__tcp_poke_always(struct tcp_state *st) {
   uint64_t one = 1;
@@ -270,20 +275,20 @@ HcclResult hccl__tcp_send_drain(struct hccl_link *base, const struct hccl_wait *
  * and freed with it: the decoder over l->rbuf, whose headers l->rhdr then points at. */
 HcclResult hccl__tcp_pump_new(struct tcp_link *l);
 void hccl__tcp_pump_free(struct tcp_pump *p);
-/* The algorithm's thread writes what l has due itself, at once, unless the progress thread
+/* The algorithm's thread writes what l has due itself, at once, unless the I/O thread
  * is writing it or the socket is full (then the thread goes on with it): the kernel's send
- * path runs on this thread while the progress thread receives. Returns whether nothing is
+ * path runs on this thread while the I/O thread receives. Returns whether nothing is
  * left to write (false: poke the thread). */
 bool hccl__tcp_write_now(struct tcp_link *l);
 /* The algorithm's thread, waiting for a message on l, reads l's socket itself (sleeping in
  * poll on it, in 1 ms slices) until the message is there or budget_ns passed, unless the
- * progress thread is reading it: one wake-up per message instead of two (the progress
+ * I/O thread is reading it: one wake-up per message instead of two (the I/O
  * thread's, then this thread's). Stops early at an abort, a failed link or teardown, which the
- * wait that follows reports. Returns whether the progress thread needs a poke (it parked the
+ * wait that follows reports. Returns whether the I/O thread needs a poke (it parked the
  * socket meanwhile, an ABORT read here is to be passed on, or a control frame is due). */
 bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns);
-/* The progress thread's body (tcp_progress.c); arg is the struct tcp_state. */
-void *hccl__tcp_progress_main(void *arg);
+/* The I/O thread's body (tcp_io_thread.c); arg is the struct tcp_state. */
+void *hccl__tcp_io_main(void *arg);
 /* Records the first abort (origin, code, reason) seen by this rank; later ones are ignored.
  * Returns whether this one was the first. */
 bool hccl__tcp_mark_abort(struct tcp_state *st, uint32_t origin, HcclResult code,
@@ -308,7 +313,7 @@ bool hccl__tcp_peer_addr(struct tcp_state *st, uint32_t peer, struct sockaddr_st
  * peer to dial back), by HCCL_CONNECT_TIMEOUT. Any thread, without st->lock; logs and fails
  * naming the pair. */
 HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel, int *fd_out);
-/* The progress thread's turn at the listener: an acceptor step, then the callbacks it found
+/* The I/O thread's turn at the listener: an acceptor step, then the callbacks it found
  * asked of this rank, each dialled unless its link exists or is being made. */
 void hccl__tcp_serve(struct tcp_state *st);
 /* How long since peer's host last acknowledged anything on this rank's links to it, in ms

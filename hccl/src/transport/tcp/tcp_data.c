@@ -15,7 +15,7 @@
  * send_flush waits until `written` covers every message queued). The committing thread writes its
  * DATA frames {type, size, stamp} + payload itself at once, while the socket takes them
  * (hccl__tcp_write_now: the kernel's send path, which on one machine also runs the receiver's
- * protocol work, then runs beside the receiving); one progress thread per communicator (epoll, and
+ * protocol work, then runs beside the receiving); one I/O thread per communicator (epoll, and
  * an eventfd to wake it) makes every other socket call: it writes what is left, reads frames into
  * the next receive slot, or (recv_post: a receive in place) straight into the caller's buffer where
  * the algorithm said the next messages go, and publishes it with hccl__post on `arrived` (so
@@ -23,7 +23,7 @@
  * algorithm has released messages it sends one ACK {released count} for all of them. A thread
  * waiting for a message after a small one (at most 64 KiB) reads the socket itself for up to
  * 2 ms (hccl__tcp_read_now), sleeping in poll on it: one wake-up per message instead of the
- * progress thread's and then its own; the progress thread leaves the socket to it meanwhile.
+ * I/O thread's and then its own; the I/O thread leaves the socket to it meanwhile.
  * A sender has at most 8 messages its receiver has not released (shm's rule), so a frame always
  * finds its receive slot free, and send_drained = every committed message released. The eventfd
  * is written only when the thread may be asleep.
@@ -37,7 +37,7 @@
 #include "wait.h"
 
 /* A receive whose link's last message had at most READ_SELF_MAX bytes reads its socket itself
- * for up to READ_SELF_NS before it leaves it to the progress thread and sleeps on the futex
+ * for up to READ_SELF_NS before it leaves it to the I/O thread and sleeps on the futex
  * (hccl__tcp_read_now). Alternating runs against the build before, 4 KiB allreduce in place,
  * medians: 2 x 1 servers 34.5 -> 31.3 and 32.3 -> 28.9 us, 2 x 2 91.5 -> 86.5 and 91.1 -> 84.0,
  * 2 x 4 194.4 -> 182.7 and 189.2 -> 174.3; 64 MiB unchanged (2 x 1 1.75 / 1.77 GB/s, 2 x 2
@@ -89,7 +89,7 @@ HcclResult hccl__tcp_send_acquire(struct hccl_link *base, void **buf, const stru
   return HCCL_SUCCESS;
 }
 
-/* Queues message l->sent, its payload at pay, for the progress thread. */
+/* Queues message l->sent, its payload at pay, for the I/O thread. */
 static void queue(struct tcp_link *l, const void *pay, size_t bytes,
                   const struct hccl_stamp *stamp) {
   l->shdr[l->sent % TCP_NSLOTS] =
@@ -105,7 +105,7 @@ void hccl__tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hc
   queue(l, l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes, bytes, stamp);
 }
 
-/* The payload goes from buf to the socket with the kernel's copy only (the progress thread's
+/* The payload goes from buf to the socket with the kernel's copy only (the I/O thread's
  * sendmsg reads it), not through the send slot. */
 HcclResult hccl__tcp_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
                                const struct hccl_stamp *stamp, const struct hccl_wait *w) {
@@ -128,7 +128,7 @@ HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size
                                    struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
   /* After a small message, expect another: read the socket here (one wake-up instead of the
-   * progress thread's and then this thread's). Large ones are left to the progress thread,
+   * I/O thread's and then this thread's). Large ones are left to the I/O thread,
    * which reads the next slot while this thread reduces the last. */
   bool read_self = l->last_size <= READ_SELF_MAX;
   for (;;) {

@@ -1,8 +1,8 @@
 /*
  * tcp_dial.c - reaching a peer's listener: its published address (the conn blob tcp.c's setup
- * writes), dialling it with a hello (a link's or a callback's), and the progress thread's turn
+ * writes), dialling it with a hello (a link's or a callback's), and the I/O thread's turn
  * at this rank's own listener (accepting, reading hellos, dialling back the callbacks asked of
- * it). Called by tcp.c (connect) and tcp_progress.c (each turn of the thread); calls neither,
+ * it). Called by tcp.c (connect) and tcp_io_thread.c (each turn of the thread); calls neither,
  * only the socket steps of tcp_sock.c. See tcp.h.
  */
 #define _GNU_SOURCE
@@ -80,7 +80,7 @@ HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel,
   return HCCL_SUCCESS;
 }
 
-/* The progress thread's turn at the listener: new connections and hellos, then the callbacks
+/* The I/O thread's turn at the listener: new connections and hellos, then the callbacks
  * asked of this rank, each dialled unless its link exists or is being made. */
 void hccl__tcp_serve(struct tcp_state *st) {
   struct hccl_tcp_acceptor *a = &st->acc;

@@ -1,5 +1,5 @@
 /*
- * tcp_progress.c - the TCP transport's progress thread, one per communicator: every socket call
+ * tcp_io_thread.c - the TCP transport's I/O thread, one per communicator: every socket call
  * after the handshake but the algorithm's threads' own writes of their DATA frames
  * (hccl__tcp_write_now) and their own reads while they wait for a small message
  * (hccl__tcp_read_now). Each pass queues the ABORTs and questions asked of it, writes what
@@ -7,7 +7,8 @@
  * the listener its turn (tcp_dial.c). Nothing moved: it polls for the spin budget, then sleeps
  * in epoll_wait after raising `sleeping`, which tells the algorithm's threads to write the
  * eventfd after a commit or a release (a Dekker pair: one of the two sees the other). See tcp.c
- * for the protocol and tcp.h for the shared structures.
+ * for the protocol and tcp.h for the shared structures. (An I/O thread, not "progress": in this
+ * library progress is a rank's published account of where it is, core/progress.c.)
  *
  * At teardown it writes what is queued, a BYE on every link, shuts each socket for writing,
  * then reads until every peer has closed or LINGER_MS has passed (FLUSH_MS bounds the writing).
@@ -68,7 +69,7 @@ static bool any_output(struct tcp_state *st, int n) {
   return any;
 }
 
-void *hccl__tcp_progress_main(void *arg) {
+void *hccl__tcp_io_main(void *arg) {
   struct tcp_state *st = arg;
   hccl__log_bind(st->tx->log);
   struct epoll_event ev[32];

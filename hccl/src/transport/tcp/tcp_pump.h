@@ -1,9 +1,9 @@
 /*
  * tcp_pump.h - a TCP link's framing state (struct tcp_pump), shared by the four files that
  * drive it and by no other: tcp_pump.c (made, freed, failed), tcp_write.c (the output side),
- * tcp_read.c (the input side) and tcp_progress.c (the thread that drives both for every link).
+ * tcp_read.c (the input side) and tcp_io_thread.c (the thread that drives both for every link).
  * tcp.c and the rest of the transport see only the opaque `struct tcp_pump *` of tcp.h.
- * Who calls whom: tcp_progress.c -> tcp_read.c, tcp_write.c; tcp_read.c -> tcp_write.c,
+ * Who calls whom: tcp_io_thread.c -> tcp_read.c, tcp_write.c; tcp_read.c -> tcp_write.c,
  * tcp_pump.c; tcp_write.c -> tcp_pump.c; never back.
  */
 #ifndef HCCL_TCP_PUMP_H
@@ -21,7 +21,7 @@
  * frames. Input (in_lock): staging for what the socket gives, in[in_off..in_len) not yet
  * decoded, and the decoder it goes through (rx.bye: the peer said BYE). */
 struct tcp_pump {
-  /* Guards the output side (written to out_blocked): the progress thread's passes, and the
+  /* Guards the output side (written to out_blocked): the I/O thread's passes, and the
    * algorithm's thread when it writes its frames at once (hccl__tcp_write_now). */
   pthread_mutex_t out_lock;
   uint32_t written;  /* DATA frames wholly written */
@@ -30,10 +30,10 @@ struct tcp_pump {
   char ctl[TCP_CTL_BYTES];
   size_t ctl_head, ctl_tail;
   bool out_blocked; /* the socket is full: waiting for EPOLLOUT */
-  /* Guards the input side (lowat, post_gen, in, rx): the progress thread's reads (read_turn),
+  /* Guards the input side (lowat, post_gen, in, rx): the I/O thread's reads (read_turn),
    * and the algorithm's thread when it reads its own socket while it waits (read_now). */
   pthread_mutex_t in_lock;
-  /* The progress thread found the socket readable and in_lock taken: it dropped EPOLLIN from
+  /* The I/O thread found the socket readable and in_lock taken: it dropped EPOLLIN from
    * the socket's interest (arm) until the holder lets go, which then pokes it. */
   _Atomic bool in_parked;
   int lowat; /* the socket's SO_RCVLOWAT as last set (set_lowat) */
@@ -68,12 +68,12 @@ void hccl__tcp_ctl_queue(struct tcp_link *l, const struct tcp_frame *f, const vo
  * and the shutdown. */
 bool hccl__tcp_link_has_output(struct tcp_link *l);
 /* Writes what l has due in one sendmsg, under out_lock. Returns whether anything moved. mine:
- * the caller is the progress thread, which alone fails the link on a socket error. */
+ * the caller is the I/O thread, which alone fails the link on a socket error. */
 bool hccl__tcp_link_write(struct tcp_link *l, bool mine);
 
 /* ---- tcp_read.c ---- */
 
-/* The progress thread's read of l, unless the algorithm's thread is reading it
+/* The I/O thread's read of l, unless the algorithm's thread is reading it
  * (hccl__tcp_read_now): then l's input side is parked until it lets go. Returns whether
  * anything moved. */
 bool hccl__tcp_read_turn(struct tcp_link *l);

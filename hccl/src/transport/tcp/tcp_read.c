@@ -5,7 +5,7 @@
  * SO_RCVLOWAT keeps epoll from waking the reader before TCP_LOWAT bytes of it (or its rest) are
  * there, instead of at each segment (set_lowat). The decoding itself (which slot, the
  * protocol's rules) is tcp_wire.c's; this file does what it reports (arrivals, ACKs, ABORT,
- * BYE, questions answered, a protocol error). Done by the progress thread
+ * BYE, questions answered, a protocol error). Done by the I/O thread
  * (hccl__tcp_read_turn) or by an algorithm's thread that waits after a small message
  * (hccl__tcp_read_now, the same link_read under the link's in_lock), the other side then
  * parked out of the thread's epoll. See tcp.c for the protocol.
@@ -205,7 +205,7 @@ static bool link_read(struct tcp_link *l) {
   return moved;
 }
 
-/* Takes l's socket out of the progress thread's epoll (on) or puts it back. */
+/* Takes l's socket out of the I/O thread's epoll (on) or puts it back. */
 static void park(struct tcp_link *l, bool on) {
   pthread_mutex_lock(&l->pump->out_lock);
   atomic_store(&l->pump->in_parked, on);
@@ -213,7 +213,7 @@ static void park(struct tcp_link *l, bool on) {
   pthread_mutex_unlock(&l->pump->out_lock);
 }
 
-/* The progress thread's read of l, unless the algorithm's thread is reading it (read_now):
+/* The I/O thread's read of l, unless the algorithm's thread is reading it (read_now):
  * then the input side is parked, so that epoll, level-triggered, does not report the socket
  * at every pass until that thread has read it, and taken back at the first pass after the
  * holder let go. */
@@ -248,7 +248,7 @@ bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns) {
     if (left <= 0) break;
     if (left > READ_SLICE_NS) left = READ_SLICE_NS;
     if (!parked) {
-      /* Before sleeping on the socket: out of the progress thread's epoll, so that what comes
+      /* Before sleeping on the socket: out of the I/O thread's epoll, so that what comes
        * wakes this thread alone. */
       parked = true;
       park(l, true);

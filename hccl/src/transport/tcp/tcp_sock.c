@@ -2,7 +2,7 @@
  * tcp_sock.c - the socket steps of the TCP transport (tcp.c): which address a rank listens on
  * (HCCL_IF_IP, else HCCL_SOCKET_IFNAME in NCCL's syntax, else the first plain interface that
  * is up, else loopback), listening, connecting and writing under a deadline, the accepting
- * side of the hello (non-blocking steps the progress thread takes whenever the listener or a
+ * side of the hello (non-blocking steps the I/O thread takes whenever the listener or a
  * socket whose hello is still coming is readable, so a connection that says nothing delays
  * nobody; reading and judging a hello are tcp_wire.c's), and the system call table tests
  * replace. See tcp.h.

@@ -2,7 +2,7 @@
  * tcp_wire.c - the TCP transport's pure steps on the bytes a remote peer controls: reading a
  * hello in pieces and judging it against what this rank expects (the acceptor in tcp_sock.c
  * calls them), and decoding a link's frame stream into its receive slots and state (the
- * progress thread in tcp_read.c calls it for every byte it reads). No socket, no lock, no
+ * I/O thread in tcp_read.c calls it for every byte it reads). No socket, no lock, no
  * log: each step only reads and writes the structures it is given, so a test or a fuzzer
  * (tests/fuzz/fuzz_tcp_handshake.c) feeds them exactly as the sockets do. See tcp.h for the
  * contracts and tcp.c for the protocol.

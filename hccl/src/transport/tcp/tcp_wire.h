@@ -66,7 +66,7 @@ bool hccl__tcp_greet_got(struct hccl_tcp_greet *g, size_t n);
 bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_tcp_hello *expect,
                            const bool *may_connect, uint32_t nranks, char *why, size_t len);
 
-/* ---- frames: shared by tcp.c, tcp_write.c, tcp_read.c, tcp_progress.c and tcp_wire.c ---- */
+/* ---- frames: shared by tcp.c, tcp_write.c, tcp_read.c, tcp_io_thread.c and tcp_wire.c ---- */
 
 #define TCP_NSLOTS 8          /* slots per direction per link */
 #define TCP_INBUF (64u << 10) /* staging for frame headers and small payloads */
@@ -76,7 +76,7 @@ bool hccl__tcp_hello_check(const struct hccl_tcp_hello *got, const struct hccl_t
 
 /* PROGQ {arg = the asker's call number}: "why are you not there?" (a timeout, progress.c);
  * PROGA {arg = the rank the answerer's chain of waits left its server for, + 1, or 0; a text}:
- * the answer, written by the progress thread, so a rank whose threads are stopped says
+ * the answer, written by the I/O thread, so a rank whose threads are stopped says
  * nothing.
  * REACHQ {arg = a rank}: "does that rank's host answer you?" (a peer that answered no progress
  * query, progress.c); REACHA {arg = that rank, code = ms since its host last acknowledged
@@ -96,7 +96,7 @@ struct tcp_frame {
 /* ---- the frame decoder (tcp_wire.c) ----
  *
  * The receiving side of one link's byte stream, apart from its socket, as bootstrap/wire.c is for
- * the store: the progress thread hands it every byte the socket gives, in whatever pieces, and acts
+ * the store: the I/O thread hands it every byte the socket gives, in whatever pieces, and acts
  * on the one event each call reports (publishing a message, an ACK, an abort, a BYE, or failing the
  * link). A DATA payload goes straight into its receive slot, never past slot_bytes; a call takes
  * bytes up to the end of the frame it reports and no further, and after an error it takes none; a
@@ -172,7 +172,7 @@ void hccl__tcp_rx_init(struct hccl_tcp_rx *rx, char *slots, size_t slot_bytes, u
 enum hccl_tcp_rx_event hccl__tcp_rx_feed(struct hccl_tcp_rx *rx, const char *buf, size_t len,
                                          size_t *used);
 /* Where the rest of the current payload goes, for a reader that writes it there itself (the
- * progress thread reads large payloads from the socket straight into their slot): the address
+ * I/O thread reads large payloads from the socket straight into their slot): the address
  * and *len bytes, exactly to the payload's end; NULL and 0 outside a payload. */
 char *hccl__tcp_rx_direct(struct hccl_tcp_rx *rx, size_t *len);
 /* n bytes (1 to the *len last given) were written there. Returns the frame's event once its

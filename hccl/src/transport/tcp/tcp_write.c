@@ -2,7 +2,7 @@
  * tcp_write.c - the output side of a TCP link's socket: control frames queued (ACKs, ABORT,
  * BYE, questions and answers), DATA frames committed by the algorithm's thread, and their
  * writing, with one sendmsg per link per turn (the rest of a partly written DATA frame, the
- * queued control frames, then every committed DATA frame), by the progress thread
+ * queued control frames, then every committed DATA frame), by the I/O thread
  * (hccl__tcp_link_write) or by the committing thread itself at once (hccl__tcp_write_now, the
  * same write under the link's out_lock). Once the communicator is aborted no payload byte is
  * read any more: a DATA frame under way is finished with zeros. At teardown the BYE follows
@@ -80,7 +80,7 @@ static void publish_written(struct tcp_link *l) {
 static const char zeros[TCP_INBUF];
 
 /* Queues what is due and writes as much as the socket takes in one sendmsg, under out_lock.
- * Returns whether anything moved. `mine`: the progress thread; the algorithm's thread
+ * Returns whether anything moved. `mine`: the I/O thread; the algorithm's thread
  * (hccl__tcp_write_now) leaves a failed socket to it. Once the communicator is aborted no
  * byte of a DATA payload is read any more (a payload sent by reference is the caller's buffer,
  * and the failed call has returned or is returning: tcp.c's tcp_abort waits for a pass): the
