@@ -63,6 +63,11 @@ static void make_shape(struct shape *s, uint32_t S, uint32_t L, const char *algo
 #define K 1024u
 #define M (1024u * 1024u)
 
+/* A call of count elements of esz bytes, its size computed once as core/coll.c does. */
+#define CALL(kind_, count_, esz_)                                                              \
+  ((struct hccl_call){                                                                        \
+      .kind = (kind_), .count = (count_), .esz = (esz_), .bytes = (size_t)(count_) * (esz_)})
+
 static const struct row {
   enum hccl_coll_kind kind;
   size_t bytes; /* a rank's block for allgather, reduce-scatter, gather, scatter */
@@ -134,7 +139,7 @@ static void test_plan_table(void **st) {
     const struct row *r = &ROWS[i];
     struct shape s;
     make_shape(&s, r->servers, r->per_server, r->algo_env);
-    struct hccl_call call = {.kind = r->kind, .count = r->bytes / 4, .esz = 4};
+    struct hccl_call call = CALL(r->kind, r->bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &call);
     printf("  %-14s %9zu B on %ux%u, HCCL_ALGO %-24s -> %s\n", hccl__coll_kind_name(r->kind),
            r->bytes, r->servers, r->per_server, r->algo_env ? r->algo_env : "unset", p.name);
@@ -177,7 +182,7 @@ static void test_plan_oneshot(void **st) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct shape s;
     make_shape(&s, cases[i].servers, cases[i].per_server, cases[i].algo);
-    struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = cases[i].bytes / 4, .esz = 4};
+    struct hccl_call call = CALL(HCCL_K_ALLREDUCE, cases[i].bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &call);
     if (p.oneshot != cases[i].oneshot || (p.oneshot && strcmp(p.word, "oneshot") != 0) ||
         (p.oneshot && p.staged))
@@ -195,8 +200,8 @@ static void test_plan_backoff(void **st) {
   (void)st;
   struct shape s;
   make_shape(&s, 1, 4, NULL);
-  struct hccl_call ar = {.kind = HCCL_K_ALLREDUCE, .count = M, .esz = 4};
-  struct hccl_call bc = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
+  struct hccl_call ar = CALL(HCCL_K_ALLREDUCE, M, 4);
+  struct hccl_call bc = CALL(HCCL_K_BROADCAST, M, 4);
   s.offers[HCCL_ZCOPY_ALLREDUCE] = (struct hccl_zcopy_offers){.calls = 5, .next = 7, .skip = 2};
   struct hccl_plan p = hccl__plan(&s.v, &ar);
   assert_true(p.zcopy_eligible);
@@ -209,7 +214,7 @@ static void test_plan_backoff(void **st) {
   p = hccl__plan(&s.v, &ar);
   assert_true(p.zcopy_eligible && p.zcopy_offer);
   /* The threshold a test may lower (comm->zcopy_min_bytes): from one byte. */
-  struct hccl_call tiny = {.kind = HCCL_K_ALLGATHER, .count = 1, .esz = 1};
+  struct hccl_call tiny = CALL(HCCL_K_ALLGATHER, 1, 1);
   assert_false(hccl__plan(&s.v, &tiny).zcopy_offer);
   s.v.zcopy_min_bytes = 1;
   assert_true(hccl__plan(&s.v, &tiny).zcopy_offer);
@@ -226,23 +231,23 @@ static void test_plan_zcopy_threshold(void **st) {
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
       make_shape(&s, 1, 2, NULL);
       s.v.own_cores = own;
-      struct hccl_call c4 = {.kind = kinds[k], .count = 1024, .esz = 4};
-      struct hccl_call c2 = {.kind = kinds[k], .count = 512, .esz = 4};
-      struct hccl_call c64 = {.kind = kinds[k], .count = 16384, .esz = 4};
+      struct hccl_call c4 = CALL(kinds[k], 1024, 4);
+      struct hccl_call c2 = CALL(kinds[k], 512, 4);
+      struct hccl_call c64 = CALL(kinds[k], 16384, 4);
       assert_int_equal(hccl__plan(&s.v, &c4).zcopy_offer, own);
       assert_false(hccl__plan(&s.v, &c2).zcopy_offer);
       assert_true(hccl__plan(&s.v, &c64).zcopy_offer);
     }
     /* Allgather and reduce-scatter: their larger buffer (2 ranks x 2 KiB) decides. */
-    struct hccl_call ag = {.kind = HCCL_K_ALLGATHER, .count = 512, .esz = 4};
-    struct hccl_call rs = {.kind = HCCL_K_REDUCE_SCATTER, .count = 512, .esz = 4};
+    struct hccl_call ag = CALL(HCCL_K_ALLGATHER, 512, 4);
+    struct hccl_call rs = CALL(HCCL_K_REDUCE_SCATTER, 512, 4);
     assert_int_equal(hccl__plan(&s.v, &ag).zcopy_offer, own);
     assert_int_equal(hccl__plan(&s.v, &rs).zcopy_offer, own);
     /* 2 servers x 4 ranks: the two-level allreduce's steps inside a server from 64 KiB. */
     make_shape(&s, 2, 4, NULL);
     s.v.own_cores = own;
     for (size_t bytes = 4 * K; bytes <= 256 * K; bytes *= 4) {
-      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      struct hccl_call c = CALL(HCCL_K_ALLREDUCE, bytes / 4, 4);
       struct hccl_plan p = hccl__plan(&s.v, &c);
       assert_string_equal(p.name, "two-level, halving-doubling between servers");
       assert_int_equal(p.zcopy_offer, bytes >= 64 * K);
@@ -267,7 +272,7 @@ static void test_plan_staged(void **st) {
   for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
     for (size_t bytes = 16 * K; bytes <= 64 * M; bytes *= 4) {
       make_shape(&s, shapes[i].servers, shapes[i].per_server, shapes[i].algo);
-      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      struct hccl_call c = CALL(HCCL_K_ALLREDUCE, bytes / 4, 4);
       bool want = shapes[i].staged && bytes >= 64 * K;
       if (hccl__plan(&s.v, &c).staged != want)
         fail_msg("%ux%u HCCL_ALGO=%s, %zu bytes: staged %d, want %d", shapes[i].servers,
@@ -275,7 +280,7 @@ static void test_plan_staged(void **st) {
                  !want, want);
     }
   make_shape(&s, 1, 8, NULL);
-  struct hccl_call b = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
+  struct hccl_call b = CALL(HCCL_K_BROADCAST, M, 4);
   assert_false(hccl__plan(&s.v, &b).staged);
 }
 
@@ -328,7 +333,7 @@ static void test_plan_uneven(void **st) {
             for (int leader = 1; leader >= (layouts[li][on] > 1 ? 0 : 1); leader--) {
               struct shape s;
               make_uneven(&s, layouts[li], nservers[li], on, leader, algos[a]);
-              struct hccl_call c = {.kind = kinds[ki], .count = bytes / 4, .esz = 4};
+              struct hccl_call c = CALL(kinds[ki], bytes / 4, 4);
               struct hccl_plan p = hccl__plan(&s.v, &c);
               if (on == 0 && leader && ki < 3)
                 printf("  uneven layout %zu, kind %d, HCCL_ALGO %-22s %9zu B -> %s, %s inside\n",
@@ -392,7 +397,7 @@ static void test_plan_uneven(void **st) {
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     struct shape s;
     make_uneven(&s, layouts[want[i].li], nservers[want[i].li], 0, true, NULL);
-    struct hccl_call c = {.kind = want[i].kind, .count = want[i].bytes / 4, .esz = 4};
+    struct hccl_call c = CALL(want[i].kind, want[i].bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &c);
     if (p.algo != want[i].algo)
       fail_msg("layout %zu, kind %d, %zu bytes: planned %s", want[i].li, (int)want[i].kind,
@@ -412,7 +417,7 @@ static void test_plan_uneven(void **st) {
         for (uint32_t on = 0; on < nservers[li]; on++) {
           struct shape s;
           make_uneven(&s, layouts[li], nservers[li], on, true, NULL);
-          struct hccl_call c = {.kind = kinds[ki], .count = bytes / 4, .esz = 4};
+          struct hccl_call c = CALL(kinds[ki], bytes / 4, 4);
           struct hccl_plan apart = hccl__plan(&s.v, &c);
           s.v.one_kernel = true;
           struct hccl_plan p = hccl__plan(&s.v, &c);

@@ -451,7 +451,7 @@ static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *c
 }
 
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
-  size_t bytes = call->count * call->esz;
+  size_t bytes = call->bytes;
   /* One kernel's shared cores pace a call's bytes (flat_priced) only when a step moves more
    * than a chunk: below that a step is one message, whose time is its partner's wake-up on
    * those cores, which the link figures already order (bench/uneven.sh, docs/design.md: flat
@@ -568,7 +568,7 @@ HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan
   struct hccl_prim move = *p;
   move.esz = 1;
   move.reduce = NULL;
-  size_t bytes = call->count * call->esz;
+  size_t bytes = call->bytes;
   struct hccl_zcopy_offers *b = count_offer(v, plan, call);
   if (is_two_level(plan->algo)) return run_hier(v, plan, b, p, call);
   if (b && plan->zcopy_offer) {

@@ -64,7 +64,8 @@ struct hccl_call {
   const void *send;
   void *recv;
   size_t count;
-  size_t esz; /* bytes of an element (1 for a barrier) */
+  size_t esz;   /* bytes of an element (1 for a barrier) */
+  size_t bytes; /* count x esz, computed once by the caller (core/coll.c's struct hccl_op) */
   uint32_t root;
   struct hccl_blocks sb, rb;
 };

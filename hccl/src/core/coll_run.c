@@ -61,6 +61,7 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
                            .recv = o->recv,
                            .count = o->count,
                            .esz = esz,
+                           .bytes = o->bytes,
                            .root = o->root};
   size_t resz = hccl__dtype_size(o->recv_dt), n = c->nranks;
   if (o->kind == HCCL_K_ALLTOALL) {
@@ -76,8 +77,8 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
 /* Whether the steps stream their writes to the output (prims.h): out of place (in place, the
  * output's lines were just read as the input and are in the cache) and at least
  * HCCL_STREAM_MIN bytes of output, for the reducing collectives and allgather. */
-static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o, size_t esz) {
-  size_t bytes = o->count * esz;
+static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o) {
+  size_t bytes = o->bytes;
   if (o->kind == HCCL_K_ALLGATHER)
     bytes *= c->nranks;
   else if (o->kind != HCCL_K_ALLREDUCE && o->kind != HCCL_K_REDUCE &&
@@ -86,8 +87,8 @@ static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o, size_
   return o->send != o->recv && bytes >= HCCL_STREAM_MIN;
 }
 
-/* Runs call (o's) by plan, which becomes the zero-copy one when that ran. */
-static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
+/* Runs call (o's, stamped st) by plan, which becomes the zero-copy one when that ran. */
+static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hccl_stamp st,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
                          struct hccl_plan *plan) {
   struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
@@ -101,8 +102,8 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
     p.red = &red;
     p.reduce = red.step;
   }
-  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
-  p.stream_out = stream_out(c, o, call->esz);
+  p.stamp = st;
+  p.stream_out = stream_out(c, o);
   HCCL_TRY(hccl__plan_run(v, plan, &p, call));
   if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
       plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
@@ -161,20 +162,22 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
   hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
+  /* The call's fingerprint, made once: every message carries it, the flight recorder keeps
+   * its hash. */
+  struct hccl_stamp st =
+      hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
   uint64_t fr = 0;
   if (c->fr) {
     fr = o->fr_id ? o->fr_id
                   : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-    struct hccl_stamp st =
-        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
     hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
   /* The one plan of this call: what runs, and the name the records give it. */
   struct hccl_plan_view v = plan_view(c);
   struct hccl_call call = call_of(c, o);
   struct hccl_plan plan = hccl__plan(&v, &call);
-  if (r == HCCL_SUCCESS) r = run_op(c, o, &v, &call, &plan);
+  if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
   if (fr) hccl__fr_end(c, fr, r, plan.name);
@@ -350,7 +353,7 @@ const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {
   if (!comm) return "none";
   struct hccl_plan_view v = plan_view(comm);
   v.offers = NULL; /* a size, not a call: no buffers to offer zero-copy */
-  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1};
+  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1, .bytes = bytes};
   return hccl__plan(&v, &call).word;
 }
 
