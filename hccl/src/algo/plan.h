@@ -136,14 +136,16 @@ struct hccl_plan {
  * calls, makes the same plan. */
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call);
 
-/* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
- * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
- * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in v->offers, then the one-shot path (HCCL_PLAN_ONESHOT) or the staged one
- * (HCCL_PLAN_STAGED, HCCL_PLAN_HIER_STAGED_*) when the plan says so, then plan->algo over v->world (member k is rank k). p is the call's
- * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
- * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
-HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
-                          const struct hccl_prim *p, const struct hccl_call *call);
+/* Whether algo is the two-level allreduce (hier.c) whose steps inside servers are what may run
+ * zero-copy or staged. */
+static inline bool hccl__plan_two_level(enum hccl_plan_algo algo) {
+  return algo == HCCL_PLAN_HIER_RING || algo == HCCL_PLAN_HIER_HD;
+}
+
+/* What algo is called in traces and flight records. */
+const char *hccl__plan_name(enum hccl_plan_algo algo);
+
+/* The zero-copy form of call (zcopy.c) in *z, or false when its collective has none. */
+bool hccl__plan_zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z);
 
 #endif

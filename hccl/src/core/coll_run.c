@@ -19,6 +19,7 @@
 #include "flight.h"
 #include "log.h"
 #include "plan.h"
+#include "plan_run.h"
 #include "progress.h"
 #include "reduce.h"
 #include "request.h"
