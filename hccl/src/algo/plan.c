@@ -2,10 +2,11 @@
  * plan.c - one plan per collective call (plan.h): the cost model picks which algorithm a
  * collective of n bytes runs, per call, as NCCL's tuning does, unless HCCL_ALGO forces one;
  * the zero-copy rule and its back-off decide whether the zero-copy path is offered first, and
- * the staged rule whether an allreduce of ordinary buffers runs staged (staged.c); the plan
- * carries the name the trace and the flight recorder print; hccl__plan_run (plan_run.c) runs
- * it. The one place where the ring/tree/two-level decision is made; the algorithms know nothing
- * of it.
+ * the one-shot and staged rules whether an allreduce tries those (oneshot.c, staged.c) before
+ * the model's choice. The plan lists those candidates in the order to try, each with the name
+ * the trace and the flight recorder print when it ran; hccl__plan_run (plan_run.c) runs them
+ * and says which ran. This file prices and chooses only. The one place where the
+ * ring/tree/two-level decision is made; the algorithms know nothing of it.
  *
  * Each group carries the cost of its slowest link (group.h: alpha per message hop, beta per
  * byte, from the transports' own figures). With n bytes on p ranks:
@@ -388,11 +389,6 @@ static const char *const NAMES[] = {
     [HCCL_PLAN_LEAD_TREE_REDUCE] = "through leaders, binomial tree between servers",
 };
 
-/* What the algorithm is called in traces and flight records (plan.h). */
-const char *hccl__plan_name(enum hccl_plan_algo algo) {
-  return NAMES[algo];
-}
-
 /* HcclAllReduceAlgoName's words (hccl.h) for the allreduce algorithms. */
 static const char *allreduce_word(enum hccl_plan_algo algo) {
   switch (algo) {
@@ -436,19 +432,25 @@ bool hccl__plan_zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call 
  * that collective skip the offer and run their ordinary algorithm at once; a successful
  * exchange resets that. Each collective keeps its own back-off, so ordinary buffers in one (a
  * broadcast of parameters) never slow the offers of another (the gradients' allreduce). All
- * ranks count the same calls and see the same results, so all decide alike. */
-static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *call,
-                       struct hccl_plan *plan) {
+ * ranks count the same calls and see the same results, so all decide alike. Whether call,
+ * planned as algo, offers zero-copy first; plan->zcopy_eligible whether it counts. */
+static bool plan_offer(const struct hccl_plan_view *v, const struct hccl_call *call,
+                       enum hccl_plan_algo algo, struct hccl_plan *plan) {
   struct hccl_zcopy_call z;
   size_t send_bytes, recv_bytes;
-  if (!v->offers || !hccl__plan_zcopy_call(call, &z)) return;
+  if (!v->offers || !hccl__plan_zcopy_call(call, &z)) return false;
   hccl__zcopy_shape(&z, v->nranks, call->esz, &send_bytes, &recv_bytes);
   if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes,
-                  hccl__plan_two_level(plan->algo)))
-    return;
+                  hccl__plan_two_level(algo)))
+    return false;
   const struct hccl_zcopy_offers *b = &v->offers[z.kind];
   plan->zcopy_eligible = true;
-  plan->zcopy_offer = b->calls >= b->next;
+  return b->calls >= b->next;
+}
+
+/* Appends algo, under its name, to plan's candidates. */
+static void add(struct hccl_plan *plan, enum hccl_plan_algo algo) {
+  plan->cand[plan->ncand++] = (struct hccl_cand){.algo = algo, .name = NAMES[algo]};
 }
 
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
@@ -460,52 +462,65 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
   struct hccl_plan_view priced_view = *v;
   priced_view.one_kernel = v->one_kernel && bytes > v->world->chunk_bytes;
   v = &priced_view;
-  struct hccl_plan plan = {.algo = HCCL_PLAN_LOCAL};
+  struct hccl_plan plan = {.ncand = 0};
+  enum hccl_plan_algo algo = HCCL_PLAN_LOCAL;
+  bool oneshot = false, staged = false;
   switch (call->kind) {
   case HCCL_K_ALLREDUCE:
-    plan.algo = plan_allreduce(v, bytes, &plan.tree_inside);
-    plan.oneshot = plan_oneshot(v, bytes);
-    plan.word = plan.oneshot ? "oneshot" : allreduce_word(plan.algo);
-    plan.staged = plan_staged(v, bytes, plan.algo);
+    algo = plan_allreduce(v, bytes, &plan.tree_inside);
+    oneshot = plan_oneshot(v, bytes);
+    plan.word = oneshot ? "oneshot" : allreduce_word(algo);
+    staged = plan_staged(v, bytes, algo);
     break;
   case HCCL_K_REDUCE_SCATTER:
-    plan.algo = plan_reduce_scatter(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_RD_REDUCE_SCATTER
-                                                                   : HCCL_PLAN_RING_REDUCE_SCATTER;
+    algo = plan_reduce_scatter(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_RD_REDUCE_SCATTER
+                                                              : HCCL_PLAN_RING_REDUCE_SCATTER;
     break;
   case HCCL_K_ALLGATHER:
-    plan.algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
-                                                              : HCCL_PLAN_RING_ALLGATHER;
+    algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
+                                                         : HCCL_PLAN_RING_ALLGATHER;
     break;
   case HCCL_K_BROADCAST:
   case HCCL_K_REDUCE:
-    plan.algo = plan_rooted(v, bytes, call->kind == HCCL_K_REDUCE, &plan.tree_inside);
+    algo = plan_rooted(v, bytes, call->kind == HCCL_K_REDUCE, &plan.tree_inside);
     break;
   case HCCL_K_BARRIER:
-    plan.algo = HCCL_PLAN_DISSEMINATION_BARRIER;
+    algo = HCCL_PLAN_DISSEMINATION_BARRIER;
     break;
   case HCCL_K_GATHER:
-    plan.algo = HCCL_PLAN_DIRECT_GATHER;
+    algo = HCCL_PLAN_DIRECT_GATHER;
     break;
   case HCCL_K_SCATTER:
-    plan.algo = HCCL_PLAN_DIRECT_SCATTER;
+    algo = HCCL_PLAN_DIRECT_SCATTER;
     break;
   case HCCL_K_ALLTOALL:
   case HCCL_K_ALLTOALLV:
-    plan.algo = HCCL_PLAN_PAIRWISE_ALLTOALL;
+    algo = HCCL_PLAN_PAIRWISE_ALLTOALL;
     break;
   default:
     break;
   }
-  plan.name = NAMES[plan.algo];
   if (v->nranks == 1) {
     /* Gather, scatter and all-to-all still run their own code (it copies the own block); the
-     * others copy here, or do nothing. */
-    plan.name = NAMES[HCCL_PLAN_LOCAL];
-    if (plan.algo != HCCL_PLAN_DIRECT_GATHER && plan.algo != HCCL_PLAN_DIRECT_SCATTER &&
-        plan.algo != HCCL_PLAN_PAIRWISE_ALLTOALL)
-      plan.algo = HCCL_PLAN_LOCAL;
+     * others copy here, or do nothing. Either is named "local". */
+    if (algo != HCCL_PLAN_DIRECT_GATHER && algo != HCCL_PLAN_DIRECT_SCATTER &&
+        algo != HCCL_PLAN_PAIRWISE_ALLTOALL)
+      algo = HCCL_PLAN_LOCAL;
+    plan.cand[plan.ncand++] = (struct hccl_cand){.algo = algo, .name = NAMES[HCCL_PLAN_LOCAL]};
     return plan;
   }
-  plan_offer(v, call, &plan);
+  /* The two-level allreduce tries zero-copy and staged in its steps inside servers (hier.c):
+   * those forms of it. */
+  bool two_level = hccl__plan_two_level(algo), hd = algo == HCCL_PLAN_HIER_HD;
+  if (plan_offer(v, call, algo, &plan))
+    add(&plan, !two_level ? HCCL_PLAN_ZERO_COPY
+               : hd       ? HCCL_PLAN_HIER_ZCOPY_HD
+                          : HCCL_PLAN_HIER_ZCOPY_RING);
+  if (oneshot) add(&plan, HCCL_PLAN_ONESHOT);
+  if (staged)
+    add(&plan, !two_level ? HCCL_PLAN_STAGED
+               : hd       ? HCCL_PLAN_HIER_STAGED_HD
+                          : HCCL_PLAN_HIER_STAGED_RING);
+  add(&plan, algo);
   return plan;
 }

@@ -9,14 +9,21 @@
 #include "hccl.h"
 #include "plan.h"
 
-/* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
- * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
- * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in v->offers, then the one-shot path (HCCL_PLAN_ONESHOT) or the staged one
- * (HCCL_PLAN_STAGED, HCCL_PLAN_HIER_STAGED_*) when the plan says so, then plan->algo over v->world (member k is rank k). p is the call's
- * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
- * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
-HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
-                          const struct hccl_prim *p, const struct hccl_call *call);
+/* What ran of a plan: one of its candidates, as the plan lists it. */
+struct hccl_ran {
+  enum hccl_plan_algo algo;
+  const char *name; /* as the trace and the flight recorder print it */
+};
+
+/* Runs plan for call over v->world (member k is rank k), read-only: its candidates in order
+ * (plan.h), each that declines handing on to the next, the last always running; the
+ * two-level allreduce's zero-copy and staged forms tried in its steps inside servers. Counts an
+ * eligible call in v->offers' back-off and settles it as the offer ran or declined. p is the
+ * call's primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter
+ * move bytes with a copy of it whose esz is 1. Returns the algorithm's result; on success *ran
+ * is the candidate that ran. */
+HcclResult hccl__plan_run(const struct hccl_plan_view *v, const struct hccl_plan *plan,
+                          const struct hccl_prim *p, const struct hccl_call *call,
+                          struct hccl_ran *ran);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * coll_run.c - how a validated collective call runs: one plan per call (algo/plan.c chooses
- * and runs the algorithm; its name goes to the trace and the flight recorder), the call's
+ * the candidates, algo/plan_run.c runs them and says which ran; its name goes to the trace and
+ * the flight recorder), the call's
  * bookkeeping (sequence number and fingerprint, progress record, trace, flight recorder), and
  * the order of execution. A call with a NULL request runs on the caller's thread, after any
  * queued asynchronous calls; a call with a request goes to the communicator's FIFO, run by one
@@ -88,10 +89,10 @@ static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o) {
   return o->send != o->recv && bytes >= HCCL_STREAM_MIN;
 }
 
-/* Runs call (o's, stamped st) by plan, which becomes the zero-copy one when that ran. */
+/* Runs call (o's, stamped st) by plan; *ran: the candidate that ran. */
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hccl_stamp st,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
-                         struct hccl_plan *plan) {
+                         const struct hccl_plan *plan, struct hccl_ran *ran) {
   struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
   struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL, .finish = true};
   struct hccl_red red;
@@ -105,14 +106,14 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hc
   }
   p.stamp = st;
   p.stream_out = stream_out(c, o);
-  HCCL_TRY(hccl__plan_run(v, plan, &p, call));
-  if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
-      plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
+  HCCL_TRY(hccl__plan_run(v, plan, &p, call, ran));
+  if (ran->algo == HCCL_PLAN_ZERO_COPY || ran->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
+      ran->algo == HCCL_PLAN_HIER_ZCOPY_HD)
     c->zcopy_ran = c->coll_seq + 1;
-  if (plan->algo == HCCL_PLAN_STAGED || plan->algo == HCCL_PLAN_HIER_STAGED_RING ||
-      plan->algo == HCCL_PLAN_HIER_STAGED_HD)
+  if (ran->algo == HCCL_PLAN_STAGED || ran->algo == HCCL_PLAN_HIER_STAGED_RING ||
+      ran->algo == HCCL_PLAN_HIER_STAGED_HD)
     c->staged_ran = c->coll_seq + 1;
-  if (plan->algo == HCCL_PLAN_ONESHOT) c->oneshot_ran = c->coll_seq + 1;
+  if (ran->algo == HCCL_PLAN_ONESHOT) c->oneshot_ran = c->coll_seq + 1;
   return HCCL_SUCCESS;
 }
 
@@ -174,15 +175,18 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
     hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
-  /* The one plan of this call: what runs, and the name the records give it. */
+  /* The one plan of this call, and what of it ran: the name the records give the call (a call
+   * that failed, the model's choice). */
   struct hccl_plan_view v = plan_view(c);
   struct hccl_call call = call_of(c, o);
-  struct hccl_plan plan = hccl__plan(&v, &call);
-  if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan);
+  const struct hccl_plan plan = hccl__plan(&v, &call);
+  const struct hccl_cand *last = hccl__plan_last(&plan);
+  struct hccl_ran ran = {.algo = last->algo, .name = last->name};
+  if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan, &ran);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, plan.name);
-  if (c->trace) trace_call(c, o, r, t0, plan.name);
+  if (fr) hccl__fr_end(c, fr, r, ran.name);
+  if (c->trace) trace_call(c, o, r, t0, ran.name);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
