@@ -231,8 +231,8 @@ static void *worker_main(void *arg) {
     }
     /* A caller that waits at once (every blocking torch call) would find the call already
      * taken and sleep: give it the core once first, so it runs the call itself (coll_help).
-     * Measured with a 2-rank torch all_reduce of 4 KiB: 22-26 us without the yield, 6-11 us
-     * with one; a second yield gained nothing. */
+     * One yield, not more: docs/performance.md, "Measurements behind the code", has the
+     * figures. */
     struct hccl_coll_req *head = c->qhead;
     pthread_mutex_unlock(&c->qlock);
     sched_yield();
@@ -317,8 +317,8 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
     c->worker_busy = false;
     /* Only a call queued meanwhile waits for this one to end (the worker, or its caller about
      * to run it, coll_help). With the queue empty a broadcast only wakes an idle worker, which
-     * then takes the core from this caller: a 2-rank torch all_reduce of 4 KiB took 34 us
-     * instead of 15 once one async call had started the worker. */
+     * then takes the core from this caller (docs/performance.md, "Measurements behind the
+     * code", has what that cost). */
     if (c->qhead) pthread_cond_broadcast(&c->qcond);
     pthread_mutex_unlock(&c->qlock);
     return r;
