@@ -7,7 +7,10 @@
  * back-off as the view's offers hold it, where zero-copy starts (with and without a core for
  * each rank), where the staged allreduce runs, and where the one-shot one does; on servers of
  * different counts (a shrink's survivors), the same plan on every rank, flat or through
- * leaders. That the trace records, for a real call, the name that agrees with
+ * leaders. A plan is a list of candidates in the order to try (zero-copy, one-shot or staged,
+ * then the model's choice, each with its name): the order for a few calls, and that running a
+ * plan (hccl__plan_run, algo/plan_run.c, on one rank) leaves it as it was and says which
+ * candidate ran. That the trace records, for a real call, the name that agrees with
  * HcclAllReduceAlgoName is tests/core/test_trace.c.
  */
 #include <setjmp.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "plan_run.h"
 
 /* The transports' figures (transport/shm/shm.c, transport/tcp/tcp.c) and the default slot. */
 #define SHM_ALPHA 3700.0
@@ -62,6 +66,37 @@ static void make_shape(struct shape *s, uint32_t S, uint32_t L, const char *algo
 
 #define K 1024u
 #define M (1024u * 1024u)
+
+/* A call of count elements of esz bytes, its size computed once as core/coll.c does. */
+#define CALL(kind_, count_, esz_)                                                              \
+  ((struct hccl_call){                                                                        \
+      .kind = (kind_), .count = (count_), .esz = (esz_), .bytes = (size_t)(count_) * (esz_)})
+
+/* A plan read the old way: its model's choice (the last candidate) and its name, and whether
+ * it lists zero-copy (first), one-shot or staged before that. */
+static enum hccl_plan_algo algo_of(struct hccl_plan p) {
+  return hccl__plan_last(&p)->algo;
+}
+static const char *name_of(struct hccl_plan p) {
+  return hccl__plan_last(&p)->name;
+}
+static bool lists(struct hccl_plan p, enum hccl_plan_algo a) {
+  for (uint32_t i = 0; i < p.ncand; i++)
+    if (p.cand[i].algo == a) return true;
+  return false;
+}
+static bool offers_zcopy(struct hccl_plan p) {
+  enum hccl_plan_algo a = p.cand[0].algo;
+  return p.ncand > 1 && (a == HCCL_PLAN_ZERO_COPY || a == HCCL_PLAN_HIER_ZCOPY_RING ||
+                         a == HCCL_PLAN_HIER_ZCOPY_HD);
+}
+static bool tries_staged(struct hccl_plan p) {
+  return lists(p, HCCL_PLAN_STAGED) || lists(p, HCCL_PLAN_HIER_STAGED_RING) ||
+         lists(p, HCCL_PLAN_HIER_STAGED_HD);
+}
+static bool tries_oneshot(struct hccl_plan p) {
+  return lists(p, HCCL_PLAN_ONESHOT);
+}
 
 static const struct row {
   enum hccl_coll_kind kind;
@@ -134,25 +169,25 @@ static void test_plan_table(void **st) {
     const struct row *r = &ROWS[i];
     struct shape s;
     make_shape(&s, r->servers, r->per_server, r->algo_env);
-    struct hccl_call call = {.kind = r->kind, .count = r->bytes / 4, .esz = 4};
+    struct hccl_call call = CALL(r->kind, r->bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &call);
     printf("  %-14s %9zu B on %ux%u, HCCL_ALGO %-24s -> %s\n", hccl__coll_kind_name(r->kind),
-           r->bytes, r->servers, r->per_server, r->algo_env ? r->algo_env : "unset", p.name);
-    if (p.algo != r->algo || strcmp(p.name, r->name) ||
+           r->bytes, r->servers, r->per_server, r->algo_env ? r->algo_env : "unset", name_of(p));
+    if (algo_of(p) != r->algo || strcmp(name_of(p), r->name) ||
         (r->word ? !p.word || strcmp(p.word, r->word) : p.word != NULL) ||
-        p.zcopy_eligible != r->zcopy || p.zcopy_offer != r->zcopy)
+        p.zcopy_eligible != r->zcopy || offers_zcopy(p) != r->zcopy)
       fail_msg("row %zu: algo %d name \"%s\" word \"%s\" zero-copy %d/%d; expected %d \"%s\" "
                "\"%s\" %d",
-               i, (int)p.algo, p.name, p.word ? p.word : "(null)", p.zcopy_eligible,
-               p.zcopy_offer, (int)r->algo, r->name, r->word ? r->word : "(null)", r->zcopy);
+               i, (int)algo_of(p), name_of(p), p.word ? p.word : "(null)", p.zcopy_eligible,
+               offers_zcopy(p), (int)r->algo, r->name, r->word ? r->word : "(null)", r->zcopy);
     /* The same call asked as a size (HcclAllReduceAlgoName's way): the same algorithm, never
      * zero-copy. */
     s.v.offers = NULL;
     struct hccl_plan q = hccl__plan(&s.v, &call);
-    assert_int_equal(q.algo, p.algo);
-    assert_string_equal(q.name, p.name);
+    assert_int_equal(algo_of(q), algo_of(p));
+    assert_string_equal(name_of(q), name_of(p));
     assert_false(q.zcopy_eligible);
-    assert_false(q.zcopy_offer);
+    assert_false(offers_zcopy(q));
   }
 }
 
@@ -177,13 +212,14 @@ static void test_plan_oneshot(void **st) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     struct shape s;
     make_shape(&s, cases[i].servers, cases[i].per_server, cases[i].algo);
-    struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = cases[i].bytes / 4, .esz = 4};
+    struct hccl_call call = CALL(HCCL_K_ALLREDUCE, cases[i].bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &call);
-    if (p.oneshot != cases[i].oneshot || (p.oneshot && strcmp(p.word, "oneshot") != 0) ||
-        (p.oneshot && p.staged))
+    if (tries_oneshot(p) != cases[i].oneshot ||
+        (tries_oneshot(p) && strcmp(p.word, "oneshot") != 0) ||
+        (tries_oneshot(p) && tries_staged(p)))
       fail_msg("case %zu (%zu B on %ux%u, HCCL_ALGO %s): one-shot %d word %s staged %d", i,
                cases[i].bytes, cases[i].servers, cases[i].per_server,
-               cases[i].algo ? cases[i].algo : "unset", p.oneshot, p.word, p.staged);
+               cases[i].algo ? cases[i].algo : "unset", tries_oneshot(p), p.word, tries_staged(p));
   }
   struct hccl_algo_setting a;
   assert_int_equal(hccl__settings_parse_algo("level0:oneshot", &a), HCCL_E_PARA);
@@ -195,24 +231,24 @@ static void test_plan_backoff(void **st) {
   (void)st;
   struct shape s;
   make_shape(&s, 1, 4, NULL);
-  struct hccl_call ar = {.kind = HCCL_K_ALLREDUCE, .count = M, .esz = 4};
-  struct hccl_call bc = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
+  struct hccl_call ar = CALL(HCCL_K_ALLREDUCE, M, 4);
+  struct hccl_call bc = CALL(HCCL_K_BROADCAST, M, 4);
   s.offers[HCCL_ZCOPY_ALLREDUCE] = (struct hccl_zcopy_offers){.calls = 5, .next = 7, .skip = 2};
   struct hccl_plan p = hccl__plan(&s.v, &ar);
   assert_true(p.zcopy_eligible);
-  assert_false(p.zcopy_offer);
-  assert_string_equal(p.name, "ring");
+  assert_false(offers_zcopy(p));
+  assert_string_equal(name_of(p), "ring");
   assert_int_equal(s.offers[HCCL_ZCOPY_ALLREDUCE].calls, 5);
   p = hccl__plan(&s.v, &bc);
-  assert_true(p.zcopy_eligible && p.zcopy_offer);
+  assert_true(p.zcopy_eligible && offers_zcopy(p));
   s.offers[HCCL_ZCOPY_ALLREDUCE].calls = 7;
   p = hccl__plan(&s.v, &ar);
-  assert_true(p.zcopy_eligible && p.zcopy_offer);
+  assert_true(p.zcopy_eligible && offers_zcopy(p));
   /* The threshold a test may lower (comm->zcopy_min_bytes): from one byte. */
-  struct hccl_call tiny = {.kind = HCCL_K_ALLGATHER, .count = 1, .esz = 1};
-  assert_false(hccl__plan(&s.v, &tiny).zcopy_offer);
+  struct hccl_call tiny = CALL(HCCL_K_ALLGATHER, 1, 1);
+  assert_false(offers_zcopy(hccl__plan(&s.v, &tiny)));
   s.v.zcopy_min_bytes = 1;
-  assert_true(hccl__plan(&s.v, &tiny).zcopy_offer);
+  assert_true(offers_zcopy(hccl__plan(&s.v, &tiny)));
 }
 
 /* Where zero-copy starts: 64 KiB while a server's ranks share cores; 4 KiB on one server with
@@ -226,26 +262,26 @@ static void test_plan_zcopy_threshold(void **st) {
     for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
       make_shape(&s, 1, 2, NULL);
       s.v.own_cores = own;
-      struct hccl_call c4 = {.kind = kinds[k], .count = 1024, .esz = 4};
-      struct hccl_call c2 = {.kind = kinds[k], .count = 512, .esz = 4};
-      struct hccl_call c64 = {.kind = kinds[k], .count = 16384, .esz = 4};
-      assert_int_equal(hccl__plan(&s.v, &c4).zcopy_offer, own);
-      assert_false(hccl__plan(&s.v, &c2).zcopy_offer);
-      assert_true(hccl__plan(&s.v, &c64).zcopy_offer);
+      struct hccl_call c4 = CALL(kinds[k], 1024, 4);
+      struct hccl_call c2 = CALL(kinds[k], 512, 4);
+      struct hccl_call c64 = CALL(kinds[k], 16384, 4);
+      assert_int_equal(offers_zcopy(hccl__plan(&s.v, &c4)), own);
+      assert_false(offers_zcopy(hccl__plan(&s.v, &c2)));
+      assert_true(offers_zcopy(hccl__plan(&s.v, &c64)));
     }
     /* Allgather and reduce-scatter: their larger buffer (2 ranks x 2 KiB) decides. */
-    struct hccl_call ag = {.kind = HCCL_K_ALLGATHER, .count = 512, .esz = 4};
-    struct hccl_call rs = {.kind = HCCL_K_REDUCE_SCATTER, .count = 512, .esz = 4};
-    assert_int_equal(hccl__plan(&s.v, &ag).zcopy_offer, own);
-    assert_int_equal(hccl__plan(&s.v, &rs).zcopy_offer, own);
+    struct hccl_call ag = CALL(HCCL_K_ALLGATHER, 512, 4);
+    struct hccl_call rs = CALL(HCCL_K_REDUCE_SCATTER, 512, 4);
+    assert_int_equal(offers_zcopy(hccl__plan(&s.v, &ag)), own);
+    assert_int_equal(offers_zcopy(hccl__plan(&s.v, &rs)), own);
     /* 2 servers x 4 ranks: the two-level allreduce's steps inside a server from 64 KiB. */
     make_shape(&s, 2, 4, NULL);
     s.v.own_cores = own;
     for (size_t bytes = 4 * K; bytes <= 256 * K; bytes *= 4) {
-      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      struct hccl_call c = CALL(HCCL_K_ALLREDUCE, bytes / 4, 4);
       struct hccl_plan p = hccl__plan(&s.v, &c);
-      assert_string_equal(p.name, "two-level, halving-doubling between servers");
-      assert_int_equal(p.zcopy_offer, bytes >= 64 * K);
+      assert_string_equal(name_of(p), "two-level, halving-doubling between servers");
+      assert_int_equal(offers_zcopy(p), bytes >= 64 * K);
     }
   }
 }
@@ -267,16 +303,16 @@ static void test_plan_staged(void **st) {
   for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
     for (size_t bytes = 16 * K; bytes <= 64 * M; bytes *= 4) {
       make_shape(&s, shapes[i].servers, shapes[i].per_server, shapes[i].algo);
-      struct hccl_call c = {.kind = HCCL_K_ALLREDUCE, .count = bytes / 4, .esz = 4};
+      struct hccl_call c = CALL(HCCL_K_ALLREDUCE, bytes / 4, 4);
       bool want = shapes[i].staged && bytes >= 64 * K;
-      if (hccl__plan(&s.v, &c).staged != want)
+      if (tries_staged(hccl__plan(&s.v, &c)) != want)
         fail_msg("%ux%u HCCL_ALGO=%s, %zu bytes: staged %d, want %d", shapes[i].servers,
                  shapes[i].per_server, shapes[i].algo ? shapes[i].algo : "(unset)", bytes,
                  !want, want);
     }
   make_shape(&s, 1, 8, NULL);
-  struct hccl_call b = {.kind = HCCL_K_BROADCAST, .count = M, .esz = 4};
-  assert_false(hccl__plan(&s.v, &b).staged);
+  struct hccl_call b = CALL(HCCL_K_BROADCAST, M, 4);
+  assert_false(tries_staged(hccl__plan(&s.v, &b)));
 }
 
 /* A shrink's survivors on servers of different counts: `counts` ranks on each server. Every
@@ -328,45 +364,47 @@ static void test_plan_uneven(void **st) {
             for (int leader = 1; leader >= (layouts[li][on] > 1 ? 0 : 1); leader--) {
               struct shape s;
               make_uneven(&s, layouts[li], nservers[li], on, leader, algos[a]);
-              struct hccl_call c = {.kind = kinds[ki], .count = bytes / 4, .esz = 4};
+              struct hccl_call c = CALL(kinds[ki], bytes / 4, 4);
               struct hccl_plan p = hccl__plan(&s.v, &c);
               if (on == 0 && leader && ki < 3)
                 printf("  uneven layout %zu, kind %d, HCCL_ALGO %-22s %9zu B -> %s, %s inside\n",
-                       li, (int)kinds[ki], algos[a] ? algos[a] : "unset", bytes, p.name,
+                       li, (int)kinds[ki], algos[a] ? algos[a] : "unset", bytes, name_of(p),
                        p.tree_inside ? "tree" : "chain");
-              assert_false(p.algo == HCCL_PLAN_HIER_RING || p.algo == HCCL_PLAN_HIER_HD);
-              assert_false(p.staged);
-              assert_false(p.zcopy_offer);
-              assert_false(p.oneshot);
-              bool lead = is_lead(p.algo), forced = algos[a] && strchr(algos[a], ':');
+              assert_false(algo_of(p) == HCCL_PLAN_HIER_RING || algo_of(p) == HCCL_PLAN_HIER_HD);
+              assert_false(tries_staged(p));
+              assert_false(offers_zcopy(p));
+              assert_false(tries_oneshot(p));
+              bool lead = is_lead(algo_of(p)), forced = algos[a] && strchr(algos[a], ':');
               if (ki >= 3) assert_false(lead); /* allgather, reduce-scatter: flat */
               if (forced && ki < 3) {
                 assert_true(lead);
-                bool hd = p.algo == HCCL_PLAN_LEAD_HD || p.algo == HCCL_PLAN_LEAD_TREE_BROADCAST ||
-                          p.algo == HCCL_PLAN_LEAD_TREE_REDUCE;
+                bool hd = algo_of(p) == HCCL_PLAN_LEAD_HD ||
+                          algo_of(p) == HCCL_PLAN_LEAD_TREE_BROADCAST ||
+                          algo_of(p) == HCCL_PLAN_LEAD_TREE_REDUCE;
                 assert_int_equal(hd, strstr(algos[a], "level1:hd") != NULL);
                 assert_int_equal(p.tree_inside, strstr(algos[a], "level0:hd") != NULL);
               }
               if (algos[a] && !forced) assert_false(lead);
               if (lead && ki == 0)
-                assert_string_equal(p.word, p.algo == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
+                assert_string_equal(p.word,
+                                    algo_of(p) == HCCL_PLAN_LEAD_HD ? "hier-hd" : "hier-ring");
               if (lead && ki == 1)
-                assert_true(p.algo == HCCL_PLAN_LEAD_CHAIN_BROADCAST ||
-                            p.algo == HCCL_PLAN_LEAD_TREE_BROADCAST);
+                assert_true(algo_of(p) == HCCL_PLAN_LEAD_CHAIN_BROADCAST ||
+                            algo_of(p) == HCCL_PLAN_LEAD_TREE_BROADCAST);
               if (lead && ki == 2)
-                assert_true(p.algo == HCCL_PLAN_LEAD_CHAIN_REDUCE ||
-                            p.algo == HCCL_PLAN_LEAD_TREE_REDUCE);
+                assert_true(algo_of(p) == HCCL_PLAN_LEAD_CHAIN_REDUCE ||
+                            algo_of(p) == HCCL_PLAN_LEAD_TREE_REDUCE);
               if (on == 0 && leader) {
                 first = p;
                 continue;
               }
-              if (p.algo != first.algo || p.tree_inside != first.tree_inside ||
-                  strcmp(p.name, first.name) || (p.word == NULL) != (first.word == NULL) ||
+              if (algo_of(p) != algo_of(first) || p.tree_inside != first.tree_inside ||
+                  strcmp(name_of(p), name_of(first)) || (p.word == NULL) != (first.word == NULL) ||
                   (p.word && strcmp(p.word, first.word)))
                 fail_msg("layout %zu, kind %d, HCCL_ALGO=%s, %zu bytes: server 0's leader plans "
                          "%s, server %u's %s %s",
-                         li, (int)kinds[ki], algos[a] ? algos[a] : "(unset)", bytes, first.name,
-                         on, leader ? "leader" : "other rank", p.name);
+                         li, (int)kinds[ki], algos[a] ? algos[a] : "(unset)", bytes, name_of(first),
+                         on, leader ? "leader" : "other rank", name_of(p));
             }
         }
   /* Unset, the model: through leaders for short messages (the network's latency paid over S
@@ -392,11 +430,11 @@ static void test_plan_uneven(void **st) {
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     struct shape s;
     make_uneven(&s, layouts[want[i].li], nservers[want[i].li], 0, true, NULL);
-    struct hccl_call c = {.kind = want[i].kind, .count = want[i].bytes / 4, .esz = 4};
+    struct hccl_call c = CALL(want[i].kind, want[i].bytes / 4, 4);
     struct hccl_plan p = hccl__plan(&s.v, &c);
-    if (p.algo != want[i].algo)
+    if (algo_of(p) != want[i].algo)
       fail_msg("layout %zu, kind %d, %zu bytes: planned %s", want[i].li, (int)want[i].kind,
-               want[i].bytes, p.name);
+               want[i].bytes, name_of(p));
   }
   /* One kernel (pretend servers: every rank's boot id alike): every byte over any link costs
    * the same cores, so the flat ring's S crossings and p - S hops inside add up where the
@@ -412,24 +450,128 @@ static void test_plan_uneven(void **st) {
         for (uint32_t on = 0; on < nservers[li]; on++) {
           struct shape s;
           make_uneven(&s, layouts[li], nservers[li], on, true, NULL);
-          struct hccl_call c = {.kind = kinds[ki], .count = bytes / 4, .esz = 4};
+          struct hccl_call c = CALL(kinds[ki], bytes / 4, 4);
           struct hccl_plan apart = hccl__plan(&s.v, &c);
           s.v.one_kernel = true;
           struct hccl_plan p = hccl__plan(&s.v, &c);
           /* Up to a chunk a step (512 KiB) one kernel plans as separate servers do. */
           if (bytes <= s.v.world->chunk_bytes) {
-            if (p.algo != apart.algo)
+            if (algo_of(p) != algo_of(apart))
               fail_msg("one kernel, layout %zu, kind %d, %zu bytes: planned %s, separate servers %s",
-                       li, (int)kinds[ki], bytes, p.name, apart.name);
+                       li, (int)kinds[ki], bytes, name_of(p), name_of(apart));
             continue;
           }
           if (on == 0)
             printf("  one kernel, layout %zu, kind %d, %9zu B -> %s\n", li, (int)kinds[ki], bytes,
-                   p.name);
-          if (!is_lead(p.algo))
+                   name_of(p));
+          if (!is_lead(algo_of(p)))
             fail_msg("one kernel, layout %zu, kind %d, %zu bytes: planned %s, want through leaders",
-                     li, (int)kinds[ki], bytes, p.name);
+                     li, (int)kinds[ki], bytes, name_of(p));
         }
+}
+
+/* The candidates in the order hccl__plan_run tries them, each under the name the records give
+ * it when it ran: zero-copy first when offered, then one-shot or staged, then the model's
+ * choice, which is always last and always there; the two-level allreduce's forms with
+ * zero-copy or staged steps inside servers likewise. */
+static void test_plan_candidates(void **st) {
+  (void)st;
+  static const struct {
+    enum hccl_coll_kind kind;
+    size_t bytes;
+    uint32_t servers, per_server;
+    const char *algo_env;
+    bool own_cores, backing_off; /* a core for each rank; the allreduce's offers backing off */
+    uint32_t n;
+    enum hccl_plan_algo algo[HCCL_PLAN_MAX_CANDS];
+    const char *name[HCCL_PLAN_MAX_CANDS];
+  } cases[] = {
+      {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, false, false, 3,
+       {HCCL_PLAN_ZERO_COPY, HCCL_PLAN_STAGED, HCCL_PLAN_RING_ALLREDUCE},
+       {"zero-copy", "staged", "ring"}},
+      {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, false, true, 2,
+       {HCCL_PLAN_STAGED, HCCL_PLAN_RING_ALLREDUCE},
+       {"staged", "ring"}},
+      {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, false, false, 2,
+       {HCCL_PLAN_ONESHOT, HCCL_PLAN_HD_ALLREDUCE},
+       {"one-shot", "halving-doubling"}},
+      {HCCL_K_ALLREDUCE, 8 * K, 1, 4, NULL, true, false, 3,
+       {HCCL_PLAN_ZERO_COPY, HCCL_PLAN_ONESHOT, HCCL_PLAN_HD_ALLREDUCE},
+       {"zero-copy", "one-shot", "halving-doubling"}},
+      {HCCL_K_ALLREDUCE, 64 * M, 2, 4, NULL, false, false, 3,
+       {HCCL_PLAN_HIER_ZCOPY_RING, HCCL_PLAN_HIER_STAGED_RING, HCCL_PLAN_HIER_RING},
+       {"two-level, ring between servers, zero-copy inside servers",
+        "two-level, ring between servers, staged inside servers",
+        "two-level, ring between servers"}},
+      {HCCL_K_ALLREDUCE, 4 * K, 2, 4, NULL, false, false, 1,
+       {HCCL_PLAN_HIER_HD},
+       {"two-level, halving-doubling between servers"}},
+      {HCCL_K_ALLREDUCE, 64 * M, 1, 8, "ring", false, false, 1,
+       {HCCL_PLAN_RING_ALLREDUCE},
+       {"ring"}},
+      {HCCL_K_BROADCAST, 1 * M, 1, 8, NULL, false, false, 2,
+       {HCCL_PLAN_ZERO_COPY, HCCL_PLAN_CHAIN_BROADCAST},
+       {"zero-copy", "chain"}},
+      {HCCL_K_REDUCE, 1 * M, 1, 8, NULL, false, false, 1,
+       {HCCL_PLAN_CHAIN_REDUCE},
+       {"chain"}},
+      {HCCL_K_GATHER, 4 * K, 1, 1, NULL, false, false, 1,
+       {HCCL_PLAN_DIRECT_GATHER},
+       {"local"}},
+      {HCCL_K_ALLREDUCE, 64 * M, 1, 1, NULL, false, false, 1,
+       {HCCL_PLAN_LOCAL},
+       {"local"}},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct shape s;
+    make_shape(&s, cases[i].servers, cases[i].per_server, cases[i].algo_env);
+    s.v.own_cores = cases[i].own_cores;
+    if (cases[i].backing_off)
+      s.offers[HCCL_ZCOPY_ALLREDUCE] = (struct hccl_zcopy_offers){.calls = 5, .next = 7, .skip = 2};
+    struct hccl_call call = CALL(cases[i].kind, cases[i].bytes / 4, 4);
+    struct hccl_plan p = hccl__plan(&s.v, &call);
+    printf("  case %zu:", i);
+    for (uint32_t k = 0; k < p.ncand; k++)
+      printf(" %s\"%s\"", k ? "-> " : "", p.cand[k].name);
+    printf("\n");
+    assert_int_equal(p.ncand, cases[i].n);
+    for (uint32_t k = 0; k < p.ncand; k++) {
+      assert_int_equal(p.cand[k].algo, cases[i].algo[k]);
+      assert_string_equal(p.cand[k].name, cases[i].name[k]);
+    }
+    assert_ptr_equal(hccl__plan_last(&p), &p.cand[p.ncand - 1]);
+  }
+}
+
+/* Running a plan reads it and writes nothing of it (hccl__plan_run takes it const; its bytes
+ * are compared too) and says which candidate ran, as the plan lists it: on one rank, without
+ * processes, an allreduce that copies, one in place that does nothing, and a gather that
+ * places the own block. */
+static void test_plan_run_keeps_plan(void **st) {
+  (void)st;
+  struct shape s;
+  make_shape(&s, 1, 1, NULL);
+  float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0}, gathered[8] = {0};
+  struct hccl_call calls[3] = {CALL(HCCL_K_ALLREDUCE, 8, 4), CALL(HCCL_K_ALLREDUCE, 8, 4),
+                               CALL(HCCL_K_GATHER, 8, 4)};
+  calls[0].send = in, calls[0].recv = out;
+  calls[1].send = in, calls[1].recv = in;
+  calls[2].send = in, calls[2].recv = gathered;
+  static const enum hccl_plan_algo ran_algo[3] = {HCCL_PLAN_LOCAL, HCCL_PLAN_LOCAL,
+                                                  HCCL_PLAN_DIRECT_GATHER};
+  for (int i = 0; i < 3; i++) {
+    struct hccl_plan plan = hccl__plan(&s.v, &calls[i]), before;
+    memcpy(&before, &plan, sizeof(plan));
+    struct hccl_prim p = {.esz = 4, .finish = true};
+    struct hccl_ran ran = {.algo = HCCL_PLAN_RING_ALLREDUCE, .name = NULL};
+    assert_int_equal(hccl__plan_run(&s.v, &plan, &p, &calls[i], &ran), HCCL_SUCCESS);
+    assert_memory_equal(&plan, &before, sizeof(plan));
+    assert_int_equal(ran.algo, ran_algo[i]);
+    assert_ptr_equal(ran.name, plan.cand[0].name);
+    assert_string_equal(ran.name, "local");
+  }
+  assert_memory_equal(out, in, sizeof(in));
+  assert_memory_equal(gathered, in, sizeof(in));
 }
 
 int main(void) {
@@ -440,6 +582,8 @@ int main(void) {
       cmocka_unit_test(test_plan_staged),
       cmocka_unit_test(test_plan_uneven),
       cmocka_unit_test(test_plan_oneshot),
+      cmocka_unit_test(test_plan_candidates),
+      cmocka_unit_test(test_plan_run_keeps_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,7 +86,7 @@ static HcclResult check_members(void *arg, const struct hccl_wait *w, uint32_t p
   for (uint32_t j = 0; j < g->n; j++) {
     if (j == g->me) continue;
     struct hccl_link *l = hccl__group_link(g, j);
-    if (l && l->ops->wait_check) HCCL_TRY(l->ops->wait_check(l, w, g->rank[j]));
+    if (l) HCCL_TRY(hccl__prim_check(l, w, g->rank[j]));
   }
   return HCCL_SUCCESS;
 }

@@ -2,9 +2,11 @@
  * plan.c - one plan per collective call (plan.h): the cost model picks which algorithm a
  * collective of n bytes runs, per call, as NCCL's tuning does, unless HCCL_ALGO forces one;
  * the zero-copy rule and its back-off decide whether the zero-copy path is offered first, and
- * the staged rule whether an allreduce of ordinary buffers runs staged (staged.c); the plan
- * carries the name the trace and the flight recorder print; hccl__plan_run runs it. The
- * one place where the ring/tree/two-level decision is made; the algorithms know nothing of it.
+ * the one-shot and staged rules whether an allreduce tries those (oneshot.c, staged.c) before
+ * the model's choice. The plan lists those candidates in the order to try, each with the name
+ * the trace and the flight recorder print when it ran; hccl__plan_run (plan_run.c) runs them
+ * and says which ran. This file prices and chooses only. The one place where the
+ * ring/tree/two-level decision is made; the algorithms know nothing of it.
  *
  * Each group carries the cost of its slowest link (group.h: alpha per message hop, beta per
  * byte, from the transports' own figures). With n bytes on p ranks:
@@ -36,8 +38,6 @@
  * The shm constants were fitted on 2-core, 8-rank runs of allreduce_perf (HCCL_ALGO=ring vs
  * tree, 4 KiB to 1 MiB): tree wins to 16 KiB, they tie near 64 KiB, ring wins from 256 KiB.
  */
-#include <string.h>
-
 #include "log.h"
 #include "plan.h"
 
@@ -276,17 +276,13 @@ static bool plan_zcopy(const struct hccl_plan_view *v, size_t bytes, bool two_le
          a->choice == HCCL_ALGO_AUTO;
 }
 
-static bool is_two_level(enum hccl_plan_algo algo) {
-  return algo == HCCL_PLAN_HIER_RING || algo == HCCL_PLAN_HIER_HD;
-}
-
 /* Whether an allreduce of `bytes` planned as algo runs staged when zero-copy does not: the
  * ranks it would stage over (the server's, for one server or a two-level allreduce) are at
  * least STAGED_MIN_RANKS, the message at least STAGED_MIN_BYTES, and HCCL_ALGO forces
  * nothing. */
 static bool plan_staged(const struct hccl_plan_view *v, size_t bytes, enum hccl_plan_algo algo) {
   const struct hccl_algo_setting *a = v->algo;
-  uint32_t n = v->nservers == 1 ? v->world->n : is_two_level(algo) ? v->local->n : 0;
+  uint32_t n = v->nservers == 1 ? v->world->n : hccl__plan_two_level(algo) ? v->local->n : 0;
   return n >= STAGED_MIN_RANKS && bytes >= STAGED_MIN_BYTES && !a->levels &&
          a->choice == HCCL_ALGO_AUTO;
 }
@@ -410,7 +406,7 @@ static const char *allreduce_word(enum hccl_plan_algo algo) {
 }
 
 /* The zero-copy form of call (zcopy.c), or false when its collective has none. */
-static bool zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z) {
+bool hccl__plan_zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z) {
   static const struct {
     enum hccl_coll_kind coll;
     enum hccl_zcopy_kind zcopy;
@@ -436,22 +432,29 @@ static bool zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z) 
  * that collective skip the offer and run their ordinary algorithm at once; a successful
  * exchange resets that. Each collective keeps its own back-off, so ordinary buffers in one (a
  * broadcast of parameters) never slow the offers of another (the gradients' allreduce). All
- * ranks count the same calls and see the same results, so all decide alike. */
-static void plan_offer(const struct hccl_plan_view *v, const struct hccl_call *call,
-                       struct hccl_plan *plan) {
+ * ranks count the same calls and see the same results, so all decide alike. Whether call,
+ * planned as algo, offers zero-copy first; plan->zcopy_eligible whether it counts. */
+static bool plan_offer(const struct hccl_plan_view *v, const struct hccl_call *call,
+                       enum hccl_plan_algo algo, struct hccl_plan *plan) {
   struct hccl_zcopy_call z;
   size_t send_bytes, recv_bytes;
-  if (!v->offers || !zcopy_call(call, &z)) return;
+  if (!v->offers || !hccl__plan_zcopy_call(call, &z)) return false;
   hccl__zcopy_shape(&z, v->nranks, call->esz, &send_bytes, &recv_bytes);
-  if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes, is_two_level(plan->algo)))
-    return;
+  if (!plan_zcopy(v, send_bytes > recv_bytes ? send_bytes : recv_bytes,
+                  hccl__plan_two_level(algo)))
+    return false;
   const struct hccl_zcopy_offers *b = &v->offers[z.kind];
   plan->zcopy_eligible = true;
-  plan->zcopy_offer = b->calls >= b->next;
+  return b->calls >= b->next;
+}
+
+/* Appends algo, under its name, to plan's candidates. */
+static void add(struct hccl_plan *plan, enum hccl_plan_algo algo) {
+  plan->cand[plan->ncand++] = (struct hccl_cand){.algo = algo, .name = NAMES[algo]};
 }
 
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
-  size_t bytes = call->count * call->esz;
+  size_t bytes = call->bytes;
   /* One kernel's shared cores pace a call's bytes (flat_priced) only when a step moves more
    * than a chunk: below that a step is one message, whose time is its partner's wake-up on
    * those cores, which the link figures already order (bench/uneven.sh, docs/design.md: flat
@@ -459,214 +462,65 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
   struct hccl_plan_view priced_view = *v;
   priced_view.one_kernel = v->one_kernel && bytes > v->world->chunk_bytes;
   v = &priced_view;
-  struct hccl_plan plan = {.algo = HCCL_PLAN_LOCAL};
+  struct hccl_plan plan = {.ncand = 0};
+  enum hccl_plan_algo algo = HCCL_PLAN_LOCAL;
+  bool oneshot = false, staged = false;
   switch (call->kind) {
   case HCCL_K_ALLREDUCE:
-    plan.algo = plan_allreduce(v, bytes, &plan.tree_inside);
-    plan.oneshot = plan_oneshot(v, bytes);
-    plan.word = plan.oneshot ? "oneshot" : allreduce_word(plan.algo);
-    plan.staged = plan_staged(v, bytes, plan.algo);
+    algo = plan_allreduce(v, bytes, &plan.tree_inside);
+    oneshot = plan_oneshot(v, bytes);
+    plan.word = oneshot ? "oneshot" : allreduce_word(algo);
+    staged = plan_staged(v, bytes, algo);
     break;
   case HCCL_K_REDUCE_SCATTER:
-    plan.algo = plan_reduce_scatter(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_RD_REDUCE_SCATTER
-                                                                   : HCCL_PLAN_RING_REDUCE_SCATTER;
+    algo = plan_reduce_scatter(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_RD_REDUCE_SCATTER
+                                                              : HCCL_PLAN_RING_REDUCE_SCATTER;
     break;
   case HCCL_K_ALLGATHER:
-    plan.algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
-                                                              : HCCL_PLAN_RING_ALLGATHER;
+    algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
+                                                         : HCCL_PLAN_RING_ALLGATHER;
     break;
   case HCCL_K_BROADCAST:
   case HCCL_K_REDUCE:
-    plan.algo = plan_rooted(v, bytes, call->kind == HCCL_K_REDUCE, &plan.tree_inside);
+    algo = plan_rooted(v, bytes, call->kind == HCCL_K_REDUCE, &plan.tree_inside);
     break;
   case HCCL_K_BARRIER:
-    plan.algo = HCCL_PLAN_DISSEMINATION_BARRIER;
+    algo = HCCL_PLAN_DISSEMINATION_BARRIER;
     break;
   case HCCL_K_GATHER:
-    plan.algo = HCCL_PLAN_DIRECT_GATHER;
+    algo = HCCL_PLAN_DIRECT_GATHER;
     break;
   case HCCL_K_SCATTER:
-    plan.algo = HCCL_PLAN_DIRECT_SCATTER;
+    algo = HCCL_PLAN_DIRECT_SCATTER;
     break;
   case HCCL_K_ALLTOALL:
   case HCCL_K_ALLTOALLV:
-    plan.algo = HCCL_PLAN_PAIRWISE_ALLTOALL;
+    algo = HCCL_PLAN_PAIRWISE_ALLTOALL;
     break;
   default:
     break;
   }
-  plan.name = NAMES[plan.algo];
   if (v->nranks == 1) {
     /* Gather, scatter and all-to-all still run their own code (it copies the own block); the
-     * others copy here, or do nothing. */
-    plan.name = NAMES[HCCL_PLAN_LOCAL];
-    if (plan.algo != HCCL_PLAN_DIRECT_GATHER && plan.algo != HCCL_PLAN_DIRECT_SCATTER &&
-        plan.algo != HCCL_PLAN_PAIRWISE_ALLTOALL)
-      plan.algo = HCCL_PLAN_LOCAL;
+     * others copy here, or do nothing. Either is named "local". */
+    if (algo != HCCL_PLAN_DIRECT_GATHER && algo != HCCL_PLAN_DIRECT_SCATTER &&
+        algo != HCCL_PLAN_PAIRWISE_ALLTOALL)
+      algo = HCCL_PLAN_LOCAL;
+    plan.cand[plan.ncand++] = (struct hccl_cand){.algo = algo, .name = NAMES[HCCL_PLAN_LOCAL]};
     return plan;
   }
-  plan_offer(v, call, &plan);
+  /* The two-level allreduce tries zero-copy and staged in its steps inside servers (hier.c):
+   * those forms of it. */
+  bool two_level = hccl__plan_two_level(algo), hd = algo == HCCL_PLAN_HIER_HD;
+  if (plan_offer(v, call, algo, &plan))
+    add(&plan, !two_level ? HCCL_PLAN_ZERO_COPY
+               : hd       ? HCCL_PLAN_HIER_ZCOPY_HD
+                          : HCCL_PLAN_HIER_ZCOPY_RING);
+  if (oneshot) add(&plan, HCCL_PLAN_ONESHOT);
+  if (staged)
+    add(&plan, !two_level ? HCCL_PLAN_STAGED
+               : hd       ? HCCL_PLAN_HIER_STAGED_HD
+                          : HCCL_PLAN_HIER_STAGED_RING);
+  add(&plan, algo);
   return plan;
-}
-
-/* Counts an eligible call in its collective's back-off (plan_offer's comment); the back-off,
- * or NULL when the call is not eligible. */
-static struct hccl_zcopy_offers *count_offer(const struct hccl_plan_view *v,
-                                             const struct hccl_plan *plan,
-                                             const struct hccl_call *call) {
-  struct hccl_zcopy_call z;
-  if (!plan->zcopy_eligible || !zcopy_call(call, &z)) return NULL;
-  v->offers[z.kind].calls++;
-  return &v->offers[z.kind];
-}
-
-/* The back-off after an offer that ran (reset) or did not (doubled, up to 1024). */
-static void settle_offer(struct hccl_zcopy_offers *b, bool ran) {
-  if (ran)
-    b->skip = 0;
-  else
-    b->skip = b->skip ? (b->skip < 1024 ? 2 * b->skip : 1024) : 1;
-  b->next = b->calls + b->skip;
-}
-
-/* The two-level allreduce, its steps inside the servers offered zero-copy when the plan says
- * so; plan->algo and plan->name say which form ran. */
-static HcclResult run_hier(const struct hccl_plan_view *v, struct hccl_plan *plan,
-                           struct hccl_zcopy_offers *b, const struct hccl_prim *p,
-                           const struct hccl_call *call) {
-  bool hd = plan->algo == HCCL_PLAN_HIER_HD, zcopy = b && plan->zcopy_offer;
-  bool offered = zcopy, staged = plan->staged;
-  HCCL_TRY(hccl__hier_allreduce(v->local, v->cross, hd ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING,
-                                p, call->send, call->recv, call->count, &zcopy, &staged));
-  if (offered) settle_offer(b, zcopy);
-  if (zcopy) plan->algo = hd ? HCCL_PLAN_HIER_ZCOPY_HD : HCCL_PLAN_HIER_ZCOPY_RING;
-  if (staged) plan->algo = hd ? HCCL_PLAN_HIER_STAGED_HD : HCCL_PLAN_HIER_STAGED_RING;
-  plan->name = NAMES[plan->algo];
-  return HCCL_SUCCESS;
-}
-
-/* A broadcast or reduce through leaders: where the root sits, from v's placement. */
-static HcclResult run_lead_rooted(const struct hccl_plan_view *v, const struct hccl_plan *plan,
-                                  const struct hccl_prim *p, const struct hccl_call *call) {
-  uint32_t me = v->world->rank[v->world->me];
-  struct hccl_lead_root root = {.server = v->server_of[call->root],
-                                .local = v->local_index[call->root],
-                                .home = v->server_of[call->root] == v->server_of[me]};
-  enum hccl_algo_kind inside = plan->tree_inside ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
-  bool tree = plan->algo == HCCL_PLAN_LEAD_TREE_BROADCAST || plan->algo == HCCL_PLAN_LEAD_TREE_REDUCE;
-  enum hccl_algo_kind between = tree ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING;
-  if (call->kind == HCCL_K_BROADCAST)
-    return hccl__lead_broadcast(v->local, v->cross, inside, between, p, call->recv, call->count,
-                                &root);
-  return hccl__lead_reduce(v->local, v->cross, inside, between, p, call->send, call->recv,
-                           call->count, &root);
-}
-
-HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
-                          const struct hccl_prim *p, const struct hccl_call *call) {
-  const struct hccl_group *g = v->world; /* member k is rank k: roots stay as they are */
-  struct hccl_prim move = *p;
-  move.esz = 1;
-  move.reduce = NULL;
-  size_t bytes = call->count * call->esz;
-  struct hccl_zcopy_offers *b = count_offer(v, plan, call);
-  if (is_two_level(plan->algo)) return run_hier(v, plan, b, p, call);
-  if (b && plan->zcopy_offer) {
-    struct hccl_zcopy_call z;
-    bool ran;
-    zcopy_call(call, &z);
-    HCCL_TRY(hccl__zcopy(v->world, p, &z, &ran));
-    settle_offer(b, ran);
-    if (ran) {
-      plan->algo = HCCL_PLAN_ZERO_COPY;
-      plan->name = NAMES[HCCL_PLAN_ZERO_COPY];
-      return HCCL_SUCCESS;
-    }
-  }
-  if (plan->oneshot) {
-    bool ran;
-    HCCL_TRY(hccl__oneshot_allreduce(g, p, call->send, call->recv, call->count, &ran));
-    if (ran) {
-      plan->algo = HCCL_PLAN_ONESHOT;
-      plan->name = NAMES[HCCL_PLAN_ONESHOT];
-      return HCCL_SUCCESS;
-    }
-  }
-  if (plan->staged) {
-    bool ran;
-    HCCL_TRY(hccl__staged_allreduce(g, p, call->send, call->recv, call->count, NULL, NULL, &ran));
-    if (ran) {
-      plan->algo = HCCL_PLAN_STAGED;
-      plan->name = NAMES[HCCL_PLAN_STAGED];
-      return HCCL_SUCCESS;
-    }
-  }
-  switch (plan->algo) {
-  case HCCL_PLAN_LOCAL: {
-    bool moves = call->kind != HCCL_K_BARRIER && call->kind != HCCL_K_BROADCAST;
-    if (moves && bytes && p->red && p->red->only) /* one rank's premul sum: its input scaled */
-      p->red->only(call->recv, call->send, call->send, call->count, &p->red->s);
-    else if (moves && bytes && call->recv && call->recv != call->send)
-      memcpy(call->recv, call->send, bytes);
-    return HCCL_SUCCESS;
-  }
-  case HCCL_PLAN_ZERO_COPY:
-  case HCCL_PLAN_HIER_ZCOPY_RING:
-  case HCCL_PLAN_HIER_ZCOPY_HD:
-  case HCCL_PLAN_STAGED:
-  case HCCL_PLAN_ONESHOT:
-  case HCCL_PLAN_HIER_STAGED_RING:
-  case HCCL_PLAN_HIER_STAGED_HD:
-    break; /* only ever set once it ran */
-  case HCCL_PLAN_RING_ALLREDUCE:
-    return hccl__ring_allreduce(g, p, call->send, call->recv, call->count);
-  case HCCL_PLAN_HD_ALLREDUCE:
-    return hccl__hd_allreduce(g, p, call->send, call->recv, call->count);
-  case HCCL_PLAN_HIER_RING:
-  case HCCL_PLAN_HIER_HD:
-    break; /* run_hier, above */
-  case HCCL_PLAN_LEAD_RING:
-  case HCCL_PLAN_LEAD_HD:
-    return hccl__lead_allreduce(
-        v->local, v->cross, plan->tree_inside ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING,
-        plan->algo == HCCL_PLAN_LEAD_HD ? HCCL_ALGO_KIND_HD : HCCL_ALGO_KIND_RING, p, call->send,
-        call->recv, call->count);
-  case HCCL_PLAN_LEAD_CHAIN_BROADCAST:
-  case HCCL_PLAN_LEAD_TREE_BROADCAST:
-  case HCCL_PLAN_LEAD_CHAIN_REDUCE:
-  case HCCL_PLAN_LEAD_TREE_REDUCE:
-    return run_lead_rooted(v, plan, p, call);
-  case HCCL_PLAN_RING_REDUCE_SCATTER:
-    return hccl__ring_reduce_scatter(g, p, call->send, call->recv, call->count);
-  case HCCL_PLAN_RD_REDUCE_SCATTER: {
-    /* Small: the whole reduced in log2(n) steps, then this rank's block of it. */
-    char *all = hccl__group_temp(g, bytes * g->n);
-    if (!all) return HCCL_E_MEMORY;
-    HCCL_TRY(hccl__hd_allreduce(g, p, call->send, all, call->count * g->n));
-    memcpy(call->recv, all + bytes * g->me, bytes);
-    return HCCL_SUCCESS;
-  }
-  case HCCL_PLAN_RING_ALLGATHER:
-    return hccl__ring_allgather(g, p, call->send, call->recv, call->count);
-  case HCCL_PLAN_BRUCK_ALLGATHER:
-    return hccl__bruck_allgather(g, p, call->send, call->recv, call->count);
-  case HCCL_PLAN_CHAIN_BROADCAST:
-    return hccl__chain_broadcast(g, p, call->recv, call->count, call->root);
-  case HCCL_PLAN_BINOMIAL_BROADCAST:
-    return hccl__binomial_broadcast(g, p, call->recv, call->count, call->root);
-  case HCCL_PLAN_CHAIN_REDUCE:
-    return hccl__chain_reduce(g, p, call->send, call->recv, call->count, call->root);
-  case HCCL_PLAN_BINOMIAL_REDUCE:
-    return hccl__binomial_reduce(g, p, call->send, call->recv, call->count, call->root);
-  case HCCL_PLAN_DISSEMINATION_BARRIER:
-    return hccl__dissemination_barrier(g, p);
-  case HCCL_PLAN_DIRECT_GATHER:
-    return hccl__direct_gather(v->world, &move, call->send, call->recv, bytes, call->root);
-  case HCCL_PLAN_DIRECT_SCATTER:
-    return hccl__direct_scatter(v->world, &move, call->send, call->recv, bytes, call->root);
-  case HCCL_PLAN_PAIRWISE_ALLTOALL:
-    return hccl__pairwise_alltoall(v->world, &move, call->send, &call->sb, call->recv, &call->rb);
-  }
-  return hccl__fail(HCCL_E_INTERNAL, "a plan with no algorithm (%d) for collective %d",
-                    (int)plan->algo, (int)call->kind);
 }

@@ -1,9 +1,12 @@
 /*
- * plan.h - one plan per collective call, as NCCL's tuning makes it: which algorithm runs, the
- * name the trace, the flight recorder and HcclAllReduceAlgoName give it, and whether the
- * zero-copy path is offered first. The cost model, HCCL_ALGO, the zero-copy rule and its
- * back-off all live in plan.c; the caller (core/coll.c) makes one plan per call, runs it with
- * hccl__plan_run, and prints plan.name.
+ * plan.h - one plan per collective call, as NCCL's tuning makes it: the algorithms to try in
+ * order (zero-copy offered first, then the one-shot or staged allreduce, each of which may
+ * decline, then the cost model's choice), each with the name the trace and the flight recorder
+ * give it when it ran, and the word HcclAllReduceAlgoName gives it. The cost model, HCCL_ALGO,
+ * the zero-copy rule and the reading of its back-off all live in plan.c. The caller
+ * (core/coll_run.c) makes one plan per call and hands it, read-only, to hccl__plan_run
+ * (plan_run.c), which runs the candidates in order and says which one ran: nothing writes a
+ * plan once it is made.
  *
  * The planner is given what it reads (struct hccl_plan_view), not the communicator, so it is a
  * pure function of its inputs and tests/algo/test_plan.c checks it on made-up server shapes.
@@ -64,7 +67,8 @@ struct hccl_call {
   const void *send;
   void *recv;
   size_t count;
-  size_t esz; /* bytes of an element (1 for a barrier) */
+  size_t esz;   /* bytes of an element (1 for a barrier) */
+  size_t bytes; /* count x esz, computed once by the caller (core/coll.c's struct hccl_op) */
   uint32_t root;
   struct hccl_blocks sb, rb;
 };
@@ -72,15 +76,15 @@ struct hccl_call {
 /* The algorithms a plan can run; hccl__plan_run switches on it. */
 enum hccl_plan_algo {
   HCCL_PLAN_LOCAL,                 /* one rank: a copy, or nothing */
-  HCCL_PLAN_ZERO_COPY,             /* zcopy.c: set by hccl__plan_run when the offer ran */
+  HCCL_PLAN_ZERO_COPY,             /* zcopy.c: declines unless every buffer is HcclMemAlloc's */
   HCCL_PLAN_RING_ALLREDUCE,        /* ring.c */
   HCCL_PLAN_HD_ALLREDUCE,          /* hd.c: recursive halving-doubling */
   HCCL_PLAN_HIER_RING,             /* hier.c, ring between servers */
   HCCL_PLAN_HIER_HD,               /* hier.c, halving-doubling between servers */
-  HCCL_PLAN_HIER_ZCOPY_RING,       /* hier.c, zero-copy inside servers: set when the offer ran */
+  HCCL_PLAN_HIER_ZCOPY_RING,       /* hier.c, zero-copy inside servers (or declines) */
   HCCL_PLAN_HIER_ZCOPY_HD,         /* the same, halving-doubling between servers */
-  HCCL_PLAN_STAGED,                /* staged.c: set by hccl__plan_run when it ran */
-  HCCL_PLAN_HIER_STAGED_RING,      /* hier.c, staged inside servers: set when it ran */
+  HCCL_PLAN_STAGED,                /* staged.c: declines when some rank has no staging area */
+  HCCL_PLAN_HIER_STAGED_RING,      /* hier.c, staged inside servers (or declines) */
   HCCL_PLAN_HIER_STAGED_HD,        /* the same, halving-doubling between servers */
   HCCL_PLAN_RING_REDUCE_SCATTER,   /* ring.c */
   HCCL_PLAN_RD_REDUCE_SCATTER,     /* a recursive doubling allreduce of the whole, own block */
@@ -94,7 +98,7 @@ enum hccl_plan_algo {
   HCCL_PLAN_DIRECT_GATHER,         /* a2a.c */
   HCCL_PLAN_DIRECT_SCATTER,        /* a2a.c */
   HCCL_PLAN_PAIRWISE_ALLTOALL,     /* a2a.c, alltoall and alltoallv */
-  HCCL_PLAN_ONESHOT,               /* oneshot.c: set by hccl__plan_run when it ran */
+  HCCL_PLAN_ONESHOT,               /* oneshot.c: declines when some rank has no area */
   HCCL_PLAN_LEAD_RING,             /* hier.c through leaders (uneven servers), ring between */
   HCCL_PLAN_LEAD_HD,               /* the same, halving-doubling between servers */
   HCCL_PLAN_LEAD_CHAIN_BROADCAST,  /* hier.c through leaders (uneven servers), chain between */
@@ -103,46 +107,62 @@ enum hccl_plan_algo {
   HCCL_PLAN_LEAD_TREE_REDUCE,      /* the same, binomial tree between servers */
 };
 
-struct hccl_plan {
+/* One algorithm a plan may run, and its name as the trace and the flight recorder print it
+ * when it ran: "ring", "halving-doubling", "two-level, ring between servers", "two-level,
+ * halving-doubling between servers" (each with ", zero-copy inside servers" or ", staged inside
+ * servers" for those forms), "two-level through leaders, ring between servers" (or
+ * halving-doubling; uneven servers), "through leaders, chain between servers" (or binomial
+ * tree; a broadcast or reduce on uneven servers), "recursive doubling allreduce", "Bruck",
+ * "chain", "binomial tree", "dissemination", "direct", "pairwise", "local" (one rank, whatever
+ * runs), "zero-copy", "staged" or "one-shot". */
+struct hccl_cand {
   enum hccl_plan_algo algo;
-  /* What ran, as the trace and the flight recorder print it: "ring", "halving-doubling",
-   * "two-level, ring between servers", "two-level, halving-doubling between servers" (each
-   * with ", zero-copy inside servers" when that offer ran, or ", staged inside servers"),
-   * "two-level through leaders, ring between servers" (or halving-doubling; uneven servers),
- * "through leaders, chain between servers" (or binomial tree; a broadcast or reduce on uneven
- * servers),
-   * "recursive doubling allreduce", "Bruck", "chain", "binomial tree", "dissemination",
-   * "direct", "pairwise", "local" (one rank), "zero-copy", "staged" or "one-shot" (set by
-   * hccl__plan_run). */
   const char *name;
+};
+
+/* Zero-copy, one-shot, staged, and the cost model's choice. */
+#define HCCL_PLAN_MAX_CANDS 4
+
+/* One call's plan, made by hccl__plan and only read after. */
+struct hccl_plan {
+  /* The candidates in the order to try: zero-copy (HCCL_PLAN_ZERO_COPY; for the two-level
+   * allreduce, whose steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*)
+   * when offered; one-shot (HCCL_PLAN_ONESHOT) or staged (HCCL_PLAN_STAGED,
+   * HCCL_PLAN_HIER_STAGED_*) for an allreduce the rules give them; each of these declines when
+   * some rank cannot take it. Last, always, the cost model's choice (or HCCL_ALGO's), which
+   * never declines (hccl__plan_last). ncand is 1 to HCCL_PLAN_MAX_CANDS. */
+  struct hccl_cand cand[HCCL_PLAN_MAX_CANDS];
+  uint32_t ncand;
   /* An allreduce's algorithm as HcclAllReduceAlgoName says it: "ring", "hd", "hier-ring",
    * "hier-hd" (also for the form through leaders) or "oneshot", the cost model's choice
    * without zero-copy (on one rank the model's "ring", though the call only copies). NULL
    * for the other collectives. */
   const char *word;
-  bool zcopy_eligible; /* the call counts in its collective's zero-copy back-off */
-  bool zcopy_offer;    /* and offers zero-copy first: algo runs only if the offer fails */
-  bool staged;         /* an allreduce that runs staged (staged.c) unless zero-copy ran */
-  /* An allreduce that runs one-shot (oneshot.c) unless zero-copy ran, or some rank has no
-   * area (then algo runs). */
-  bool oneshot;
+  /* The call counts in its collective's zero-copy back-off (whether or not it offers: a
+   * backing-off call counts and does not), which hccl__plan_run keeps. */
+  bool zcopy_eligible;
   /* A form through leaders: its steps inside servers by binomial tree, not by chain. */
   bool tree_inside;
 };
 
-/* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and whether zero-copy is
- * offered first. Reads v (the back-off too) and changes nothing, so every rank, given the same
- * calls, makes the same plan. */
+/* The plan's last candidate: the cost model's choice (or HCCL_ALGO's), which runs when every
+ * other declined; what the records name a call that failed. */
+static inline const struct hccl_cand *hccl__plan_last(const struct hccl_plan *plan) {
+  return &plan->cand[plan->ncand - 1];
+}
+
+/* The plan for call on v: the cost model's choice, or HCCL_ALGO's, and before it whether
+ * zero-copy is offered and whether one-shot or staged is tried. Reads v (the back-off too) and
+ * changes nothing, so every rank, given the same calls, makes the same plan. */
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call);
 
-/* Runs plan for call: offers zero-copy first when the plan says so (plan->algo and plan->name
- * become HCCL_PLAN_ZERO_COPY and "zero-copy" when it ran; for the two-level allreduce, whose
- * steps inside a server are what can run zero-copy, HCCL_PLAN_HIER_ZCOPY_*) and updates the
- * back-off in v->offers, then the one-shot path (HCCL_PLAN_ONESHOT) or the staged one
- * (HCCL_PLAN_STAGED, HCCL_PLAN_HIER_STAGED_*) when the plan says so, then plan->algo over v->world (member k is rank k). p is the call's
- * primitive (its kernel for a reducing call, its stamp); alltoall(v), gather and scatter move
- * bytes with a copy of it whose esz is 1. Returns the algorithm's result. */
-HcclResult hccl__plan_run(const struct hccl_plan_view *v, struct hccl_plan *plan,
-                          const struct hccl_prim *p, const struct hccl_call *call);
+/* Whether algo is the two-level allreduce (hier.c) whose steps inside servers are what may run
+ * zero-copy or staged. */
+static inline bool hccl__plan_two_level(enum hccl_plan_algo algo) {
+  return algo == HCCL_PLAN_HIER_RING || algo == HCCL_PLAN_HIER_HD;
+}
+
+/* The zero-copy form of call (zcopy.c) in *z, or false when its collective has none. */
+bool hccl__plan_zcopy_call(const struct hccl_call *call, struct hccl_zcopy_call *z);
 
 #endif

@@ -137,6 +137,20 @@ static inline HcclResult hccl__prim_map(struct hccl_link *l, const struct hccl_w
   return l->ops->map_window(l, w, ptr);
 }
 
+/* Whether l's transport maps a peer's HcclMemAlloc windows (it shares memory): what the
+ * zero-copy exchange asks of every link before it offers its windows (zcopy.c). */
+static inline bool hccl__prim_can_map(const struct hccl_link *l) {
+  return l->ops->map_window != NULL;
+}
+
+/* l's own check of its peer (its death, its departure, its abort) for a wait on something
+ * other than a message on l: the one-shot allreduce's arrival count (oneshot.c) asks every
+ * member's link in each sleep slice. Success when the transport has no such check. */
+static inline HcclResult hccl__prim_check(struct hccl_link *l, const struct hccl_wait *w,
+                                          uint32_t peer) {
+  return l->ops->wait_check ? l->ops->wait_check(l, w, peer) : HCCL_SUCCESS;
+}
+
 /* Non-blocking: a send on l would not wait / a message from l is waiting / every message sent
  * on l was released. For engines that progress several links at once (p2p.c). */
 static inline bool hccl__prim_can_send(struct hccl_link *l) {

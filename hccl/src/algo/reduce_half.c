@@ -15,9 +15,8 @@
  *     The many kernels take 32 elements of the first input into four float32 registers, fold
  *     each further input's 32 into them (one load or two, the same widening), and narrow once;
  *     a block at 8 members goes from 8 reads, 7 float32 scratch writes and 7 scratch reads per
- *     element (the chain of two-input kernels they replace) to 8 reads and one write: the
- *     8-input bfloat16 sum went from 0.61-0.66x float32's rate to 1.2-1.4x (reduce_rate -p 8,
- *     medians of interleaved rounds, on a loaded 2-core machine).
+ *     element (the chain of two-input kernels they replace) to 8 reads and one write (the
+ *     rates before and after: docs/performance.md, "Measurements behind the code").
  *   - portable: the conversions of base/half.h in plain loops the compiler vectorizes; the
  *     many kernels fold blocks of PBLK elements in a float32 array on the stack, and do the
  *     AVX2 kernels' last 0..31 elements (the same bits).

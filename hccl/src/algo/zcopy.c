@@ -94,7 +94,7 @@ HcclResult hccl__zview_windows(const struct hccl_group *g, const struct hccl_pri
   bool usable = hccl__mem_window(send, send_bytes, &mine->send) &&
                 hccl__mem_window(recv, recv_bytes, &mine->recv);
   for (uint32_t k = 0; usable && k < np; k++)
-    if (k != g->me && !hccl__group_link(g, k)->ops->map_window) usable = false;
+    if (k != g->me && !hccl__prim_can_map(hccl__group_link(g, k))) usable = false;
   if (!usable) mine->send.fd = mine->recv.fd = -1;
   *ok = false;
   HCCL_TRY(exchange(g, p, d));

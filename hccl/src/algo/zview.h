@@ -39,8 +39,8 @@ struct zdesc {
  * to call (a training loop's tensors, a benchmark's), and so then is every message of the
  * exchange. A message the same as the one sent on the same step to the same member last time
  * goes empty, and its receiver takes the copy it kept: the hop then crosses one cache line
- * (the slot's record, shm.c) instead of that and the descriptors' lines: 4 KiB allreduce at 2
- * ranks, allreduce_perf -R 1, 0.82 -> 0.75 us (medians of 8 alternating runs). Both ends of a
+ * (the slot's record, shm.c) instead of that and the descriptors' lines (what it saved:
+ * docs/performance.md, "Measurements behind the code"). Both ends of a
  * step update their copies on every message, and every exchange of a group runs every step on
  * every member, so the two copies agree as the messages would; the peer's rank is checked all
  * the same. zcopy.c reads and writes it; group.c makes it with the group (struct hccl_group's

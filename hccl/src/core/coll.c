@@ -105,9 +105,11 @@ HcclResult HcclRedOpDestroy(HcclReduceOp op, HcclComm comm) {
   return HCCL_SUCCESS;
 }
 
+/* count elements of dt (factor blocks of them) fit in size_t bytes, and a call that moves any
+ * has both buffers; *bytes: the call's size, count x the element's (struct hccl_op's bytes). */
 static HcclResult check_bufs(struct hccl_comm *c, const char *fn, uint64_t count, HcclDataType dt,
                              uint64_t factor, const void *send, const void *recv,
-                             const char *send_name, const char *recv_name) {
+                             const char *send_name, const char *recv_name, size_t *bytes) {
   size_t esz = hccl__dtype_size(dt);
   if (count > SIZE_MAX / esz / factor)
     return hccl__fail(HCCL_E_PARA, "%s on rank %u: count %llu is too large for this machine", fn,
@@ -115,6 +117,7 @@ static HcclResult check_bufs(struct hccl_comm *c, const char *fn, uint64_t count
   if (count > 0 && (!send || !recv))
     return hccl__fail(HCCL_E_PTR, "%s on rank %u: %s is NULL with count %llu", fn, c->rank,
                       send ? recv_name : send_name, (unsigned long long)count);
+  *bytes = count * esz;
   return HCCL_SUCCESS;
 }
 
@@ -137,7 +140,7 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
                       .dt = dataType};
   HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op, &o));
   HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
-                      "recvBuf"));
+                      "recvBuf", &o.bytes));
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -146,13 +149,15 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
   HCCL_TRY(check_comm(comm, "HcclBroadcast"));
   HCCL_TRY(check_dtype(comm, "HcclBroadcast", dataType));
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
-  HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf"));
+  size_t bytes = 0;
+  HCCL_TRY(check_bufs(comm, "HcclBroadcast", count, dataType, 1, buf, buf, "buf", "buf", &bytes));
   struct hccl_op o = {.kind = HCCL_K_BROADCAST,
                       .send = buf,
                       .recv = buf,
                       .count = count,
                       .dt = dataType,
-                      .root = root};
+                      .root = root,
+                      .bytes = bytes};
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -160,13 +165,15 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
                          HcclComm comm, HcclRequest *request) {
   HCCL_TRY(check_comm(comm, "HcclAllGather"));
   HCCL_TRY(check_dtype(comm, "HcclAllGather", dataType));
+  size_t bytes = 0;
   HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
-                      "sendBuf", "recvBuf"));
+                      "sendBuf", "recvBuf", &bytes));
   struct hccl_op o = {.kind = HCCL_K_ALLGATHER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = sendCount,
-                      .dt = dataType};
+                      .dt = dataType,
+                      .bytes = bytes};
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -181,7 +188,7 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                       .dt = dataType};
   HCCL_TRY(check_reduce(comm, "HcclReduceScatter", dataType, op, &o));
   HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
-                      recvBuf, "sendBuf", "recvBuf"));
+                      recvBuf, "sendBuf", "recvBuf", &o.bytes));
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
   return hccl__coll_submit(comm, &o, request);
 }
@@ -199,7 +206,7 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
   HCCL_TRY(check_root(comm, "HcclReduce", root));
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
-                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
+                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf", &o.bytes));
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -215,14 +222,16 @@ HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclData
   HCCL_TRY(check_dtype(comm, "HcclGather", dataType));
   HCCL_TRY(check_root(comm, "HcclGather", root));
   /* recvBuf matters on the root only. */
+  size_t bytes = 0;
   HCCL_TRY(check_bufs(comm, "HcclGather", sendCount, dataType, comm->nranks, sendBuf,
-                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf"));
+                      comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf", &bytes));
   struct hccl_op o = {.kind = HCCL_K_GATHER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = sendCount,
                       .dt = dataType,
-                      .root = root};
+                      .root = root,
+                      .bytes = bytes};
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -232,14 +241,17 @@ HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDat
   HCCL_TRY(check_dtype(comm, "HcclScatter", dataType));
   HCCL_TRY(check_root(comm, "HcclScatter", root));
   /* sendBuf matters on the root only. */
+  size_t bytes = 0;
   HCCL_TRY(check_bufs(comm, "HcclScatter", recvCount, dataType, comm->nranks,
-                      comm->rank == root ? sendBuf : recvBuf, recvBuf, "sendBuf", "recvBuf"));
+                      comm->rank == root ? sendBuf : recvBuf, recvBuf, "sendBuf", "recvBuf",
+                      &bytes));
   struct hccl_op o = {.kind = HCCL_K_SCATTER,
                       .send = sendBuf,
                       .recv = recvBuf,
                       .count = recvCount,
                       .dt = dataType,
-                      .root = root};
+                      .root = root,
+                      .bytes = bytes};
   return hccl__coll_submit(comm, &o, request);
 }
 
@@ -250,11 +262,11 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
   HCCL_TRY(check_comm(comm, fn));
   HCCL_TRY(check_dtype(comm, fn, sendType));
   HCCL_TRY(check_dtype(comm, fn, recvType));
+  size_t sb = 0, rb = 0;
   HCCL_TRY(check_bufs(comm, fn, sendCount, sendType, comm->nranks, sendBuf, recvBuf, "sendBuf",
-                      "recvBuf"));
+                      "recvBuf", &sb));
   HCCL_TRY(check_bufs(comm, fn, recvCount, recvType, comm->nranks, sendBuf, recvBuf, "sendBuf",
-                      "recvBuf"));
-  size_t sb = sendCount * hccl__dtype_size(sendType), rb = recvCount * hccl__dtype_size(recvType);
+                      "recvBuf", &rb));
   if (sb != rb)
     return hccl__fail(HCCL_E_PARA,
                       "%s on rank %u: sendCount %llu x %s is %zu bytes but recvCount %llu x %s "
@@ -266,6 +278,7 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
                       .recv = (void *)recvBuf,
                       .count = sendCount,
                       .dt = sendType,
+                      .bytes = sb,
                       .recv_count = recvCount,
                       .recv_dt = recvType};
   return hccl__coll_submit(comm, &o, request);

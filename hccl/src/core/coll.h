@@ -22,6 +22,10 @@ struct hccl_op {
   void *recv;
   size_t count;    /* alltoall: sendCount */
   HcclDataType dt; /* alltoall(v): sendType */
+  /* count elements of dt (a block's, where count is a block's; 0 for a barrier and an
+   * alltoallv): the call's size, computed once by coll.c's checks and passed down to the
+   * planner and the algorithms (struct hccl_call's bytes). */
+  size_t bytes;
   HcclReduceOp op; /* a built-in op, or HCCL__RED_PREMUL_SUM (algo/reduce.h) */
   uint64_t scalar; /* PREMUL_SUM: the scalar's bytes (one element of dt), read at submission */
   uint32_t root;

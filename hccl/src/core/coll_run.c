@@ -1,6 +1,7 @@
 /*
  * coll_run.c - how a validated collective call runs: one plan per call (algo/plan.c chooses
- * and runs the algorithm; its name goes to the trace and the flight recorder), the call's
+ * the candidates, algo/plan_run.c runs them and says which ran; its name goes to the trace and
+ * the flight recorder), the call's
  * bookkeeping (sequence number and fingerprint, progress record, trace, flight recorder), and
  * the order of execution. A call with a NULL request runs on the caller's thread, after any
  * queued asynchronous calls; a call with a request goes to the communicator's FIFO, run by one
@@ -19,6 +20,7 @@
 #include "flight.h"
 #include "log.h"
 #include "plan.h"
+#include "plan_run.h"
 #include "progress.h"
 #include "reduce.h"
 #include "request.h"
@@ -61,6 +63,7 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
                            .recv = o->recv,
                            .count = o->count,
                            .esz = esz,
+                           .bytes = o->bytes,
                            .root = o->root};
   size_t resz = hccl__dtype_size(o->recv_dt), n = c->nranks;
   if (o->kind == HCCL_K_ALLTOALL) {
@@ -76,8 +79,8 @@ static struct hccl_call call_of(const struct hccl_comm *c, const struct hccl_op 
 /* Whether the steps stream their writes to the output (prims.h): out of place (in place, the
  * output's lines were just read as the input and are in the cache) and at least
  * HCCL_STREAM_MIN bytes of output, for the reducing collectives and allgather. */
-static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o, size_t esz) {
-  size_t bytes = o->count * esz;
+static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o) {
+  size_t bytes = o->bytes;
   if (o->kind == HCCL_K_ALLGATHER)
     bytes *= c->nranks;
   else if (o->kind != HCCL_K_ALLREDUCE && o->kind != HCCL_K_REDUCE &&
@@ -86,10 +89,10 @@ static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o, size_
   return o->send != o->recv && bytes >= HCCL_STREAM_MIN;
 }
 
-/* Runs call (o's) by plan, which becomes the zero-copy one when that ran. */
-static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
+/* Runs call (o's, stamped st) by plan; *ran: the candidate that ran. */
+static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hccl_stamp st,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
-                         struct hccl_plan *plan) {
+                         const struct hccl_plan *plan, struct hccl_ran *ran) {
   struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
   struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL, .finish = true};
   struct hccl_red red;
@@ -101,16 +104,16 @@ static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o,
     p.red = &red;
     p.reduce = red.step;
   }
-  p.stamp = hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
-  p.stream_out = stream_out(c, o, call->esz);
-  HCCL_TRY(hccl__plan_run(v, plan, &p, call));
-  if (plan->algo == HCCL_PLAN_ZERO_COPY || plan->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
-      plan->algo == HCCL_PLAN_HIER_ZCOPY_HD)
+  p.stamp = st;
+  p.stream_out = stream_out(c, o);
+  HCCL_TRY(hccl__plan_run(v, plan, &p, call, ran));
+  if (ran->algo == HCCL_PLAN_ZERO_COPY || ran->algo == HCCL_PLAN_HIER_ZCOPY_RING ||
+      ran->algo == HCCL_PLAN_HIER_ZCOPY_HD)
     c->zcopy_ran = c->coll_seq + 1;
-  if (plan->algo == HCCL_PLAN_STAGED || plan->algo == HCCL_PLAN_HIER_STAGED_RING ||
-      plan->algo == HCCL_PLAN_HIER_STAGED_HD)
+  if (ran->algo == HCCL_PLAN_STAGED || ran->algo == HCCL_PLAN_HIER_STAGED_RING ||
+      ran->algo == HCCL_PLAN_HIER_STAGED_HD)
     c->staged_ran = c->coll_seq + 1;
-  if (plan->algo == HCCL_PLAN_ONESHOT) c->oneshot_ran = c->coll_seq + 1;
+  if (ran->algo == HCCL_PLAN_ONESHOT) c->oneshot_ran = c->coll_seq + 1;
   return HCCL_SUCCESS;
 }
 
@@ -161,24 +164,29 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
   hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
+  /* The call's fingerprint, made once: every message carries it, the flight recorder keeps
+   * its hash. */
+  struct hccl_stamp st =
+      hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
   uint64_t fr = 0;
   if (c->fr) {
     fr = o->fr_id ? o->fr_id
                   : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-    struct hccl_stamp st =
-        hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
     hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
-  /* The one plan of this call: what runs, and the name the records give it. */
+  /* The one plan of this call, and what of it ran: the name the records give the call (a call
+   * that failed, the model's choice). */
   struct hccl_plan_view v = plan_view(c);
   struct hccl_call call = call_of(c, o);
-  struct hccl_plan plan = hccl__plan(&v, &call);
-  if (r == HCCL_SUCCESS) r = run_op(c, o, &v, &call, &plan);
+  const struct hccl_plan plan = hccl__plan(&v, &call);
+  const struct hccl_cand *last = hccl__plan_last(&plan);
+  struct hccl_ran ran = {.algo = last->algo, .name = last->name};
+  if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan, &ran);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
   if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, plan.name);
-  if (c->trace) trace_call(c, o, r, t0, plan.name);
+  if (fr) hccl__fr_end(c, fr, r, ran.name);
+  if (c->trace) trace_call(c, o, r, t0, ran.name);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
@@ -223,8 +231,8 @@ static void *worker_main(void *arg) {
     }
     /* A caller that waits at once (every blocking torch call) would find the call already
      * taken and sleep: give it the core once first, so it runs the call itself (coll_help).
-     * Measured with a 2-rank torch all_reduce of 4 KiB: 22-26 us without the yield, 6-11 us
-     * with one; a second yield gained nothing. */
+     * One yield, not more: docs/performance.md, "Measurements behind the code", has the
+     * figures. */
     struct hccl_coll_req *head = c->qhead;
     pthread_mutex_unlock(&c->qlock);
     sched_yield();
@@ -309,8 +317,8 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
     c->worker_busy = false;
     /* Only a call queued meanwhile waits for this one to end (the worker, or its caller about
      * to run it, coll_help). With the queue empty a broadcast only wakes an idle worker, which
-     * then takes the core from this caller: a 2-rank torch all_reduce of 4 KiB took 34 us
-     * instead of 15 once one async call had started the worker. */
+     * then takes the core from this caller (docs/performance.md, "Measurements behind the
+     * code", has what that cost). */
     if (c->qhead) pthread_cond_broadcast(&c->qcond);
     pthread_mutex_unlock(&c->qlock);
     return r;
@@ -350,7 +358,7 @@ const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {
   if (!comm) return "none";
   struct hccl_plan_view v = plan_view(comm);
   v.offers = NULL; /* a size, not a call: no buffers to offer zero-copy */
-  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1};
+  struct hccl_call call = {.kind = HCCL_K_ALLREDUCE, .count = bytes, .esz = 1, .bytes = bytes};
   return hccl__plan(&v, &call).word;
 }
 
