@@ -26,8 +26,9 @@
  *   it behaves differently there (the flag itself, its check and default, stay the row's).
  *
  * The rules between flags (-f or -i, -e >= -b, -i >= 1) are code: perf_args.c and
- * torch_allreduce_perf.py. Each row is one line, fields in this order, strings without
- * commas' escapes: perf_flags.py reads it with a regular expression.
+ * torch_allreduce_perf.py. Each row is one line with plain literals (no C arithmetic, no
+ * macros but PERF_BY_*): perf_flags.py reads the rows line by line and refuses one it cannot
+ * read.
  */
 #ifndef PERF_FLAG_HELP
 #define PERF_FLAG_HELP(letter, by, help)

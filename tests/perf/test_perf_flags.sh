@@ -32,7 +32,8 @@ fail() {
 
 # table PROGRAM: "letter kind value shown" lines, one per flag the table gives PROGRAM.
 table() {
-  "$py" "$src/perf/perf_flags.py" "$1" || fail "perf/perf_flags.py $1 could not read perf/perf_flags.h"
+  "$py" "$src/perf/perf_flags.py" "$1" ||
+    fail "perf/perf_flags.py $1 could not read perf/perf_flags.h"
 }
 
 # usage_columns FILE: the left column of each flag line of a usage ("  -b <bytes>  ...").
@@ -109,15 +110,15 @@ ccl=${CCL_ALLREDUCE_PERF:-$build/bin/ccl_allreduce_perf}
 if [ -x "$ccl" ]; then
   both ccl_allreduce_perf ccl "$ccl"
 else
-  echo "skip: ccl_allreduce_perf (not built here: bench/compare.sh builds it where it installs oneCCL)"
+  echo "skip: ccl_allreduce_perf (not built here; bench/compare.sh builds it with oneCCL)"
 fi
 both torch_allreduce_perf.py torch "$py" "$src/bench/torch_allreduce_perf.py"
 
 # docs/perf_programs.md's flag table names every flag of the libhccl programs.
 doc=$src/docs/perf_programs.md
-awk '$0 == "## Flags" {on = 1; next} on && /^## / {exit} on && /^\| `-/ {print $2}' FS='|' "$doc" \
-  >"$tmp/docflags"
-[ -s "$tmp/docflags" ] || fail "no flag table under '## Flags' in docs/perf_programs.md: did it move?"
+awk -F'|' '$0 == "## Flags" {on = 1; next} on && /^## / {exit} on && /^\| `-/ {print $2}' \
+  "$doc" >"$tmp/docflags"
+[ -s "$tmp/docflags" ] || fail "no flag table under '## Flags' in docs/perf_programs.md (moved?)"
 while read -r letter kind value shown; do
   [ "$kind" = HELP ] && continue
   grep -q -- "\`-$letter\b" "$tmp/docflags" ||
