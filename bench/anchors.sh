@@ -27,6 +27,21 @@ ONECCL=$ANCHORS_DIR/oneccl
 DS_VENV=$ANCHORS_DIR/deepspeed-venv
 CCL_WHY= DS_WHY= MPICH_WHY=
 
+# The perf programs' driver (flags, sweep, data, check, table: perf/perf_common.h), built into
+# each twin made here as CMake builds it into the MPI twins.
+PERF_DRIVER=("$HERE/../perf/perf_common.c" "$HERE/../perf/perf_args.c" "$HERE/../perf/perf_coll.c"
+  "$HERE/../perf/perf_data.c")
+# stale EXE FILE...: true when EXE is missing or older than one of FILE, or than the driver.
+stale() {
+  local exe=$1 f
+  shift
+  [ -x "$exe" ] || return 0
+  for f in "$@" "${PERF_DRIVER[@]}" "$HERE"/../perf/*.h; do
+    [ "$f" -nt "$exe" ] && return 0
+  done
+  return 1
+}
+
 # first_error LOG: the first line of LOG that says what went wrong, made fit for a table cell.
 first_error() {
   { grep -m1 -E 'ERROR|[Ee]rror|cannot|not found|No such' "$1" || tail -n1 "$1"; } |
@@ -35,8 +50,8 @@ first_error() {
 
 # oneCCL: oneccl-cpu (libccl; it depends on impi-rt, Intel MPI's runtime with mpiexec and
 # libfabric) and oneccl-devel's headers (--no-deps: it would pull the GPU build) into
-# $ONECCL, then bench/ccl_allreduce_perf.cpp built against them, with perf/perf_data.c (the
-# checking data of every type, C: compiled on its own) beside it.
+# $ONECCL, then bench/ccl_allreduce_perf.cpp built against them, with the driver's C files
+# (PERF_DRIVER, compiled with the C compiler on their own) beside it.
 setup_oneccl() {
   local log=$RESULTS_DIR/install.oneccl.txt exe=$BIN/ccl_allreduce_perf
   if [ ! -e "$ONECCL/lib/libccl.so.1" ] || [ ! -e "$ONECCL/include/oneapi/ccl.hpp" ] ||
@@ -52,14 +67,17 @@ setup_oneccl() {
       return
     fi
   fi
-  if [ ! -x "$exe" ] || [ "$HERE/ccl_allreduce_perf.cpp" -nt "$exe" ] ||
-    [ "$HERE/../perf/perf_data.c" -nt "$exe" ] || [ "$ONECCL/lib/libccl.so.1" -nt "$exe" ]; then
+  if stale "$exe" "$HERE/ccl_allreduce_perf.cpp" "$ONECCL/lib/libccl.so.1"; then
     log=$RESULTS_DIR/build.oneccl.txt
-    if ! { "${CC:-cc}" -O2 -I"$HERE/../perf" -c "$HERE/../perf/perf_data.c" \
-      -o "$RESULTS_DIR/perf_data.o" &&
+    local objs=() f
+    mkdir -p "$RESULTS_DIR/perf_driver"
+    if ! (for f in "${PERF_DRIVER[@]}"; do # a subshell: its exit ends only the build
+      objs+=("$RESULTS_DIR/perf_driver/$(basename "${f%.c}").o")
+      "${CC:-cc}" -O2 -I"$HERE/../perf" -c "$f" -o "${objs[-1]}" || exit 1
+    done &&
       "${CXX:-g++}" -O2 -std=c++17 -I"$HERE/../perf" -I"$ONECCL/include" \
-        "$HERE/ccl_allreduce_perf.cpp" "$RESULTS_DIR/perf_data.o" \
-        -L"$ONECCL/lib" -lccl -Wl,-rpath,"$ONECCL/lib" -o "$exe"; } >"$log" 2>&1; then
+        "$HERE/ccl_allreduce_perf.cpp" "${objs[@]}" \
+        -L"$ONECCL/lib" -lccl -Wl,-rpath,"$ONECCL/lib" -o "$exe") >"$log" 2>&1; then
       CCL_WHY="building ccl_allreduce_perf failed: $(first_error "$log")"
       return
     fi
@@ -158,11 +176,10 @@ setup_mpich() {
     fi
     for deb in "$MPICH_DIR"/debs/*.deb; do dpkg -x "$deb" "$MPICH_DIR" >>"$log" 2>&1; done
   fi
-  if [ ! -x "$exe" ] || [ "$HERE/mpi_allreduce_perf.c" -nt "$exe" ]; then
+  if stale "$exe" "$HERE/mpi_allreduce_perf.c"; then
     log=$RESULTS_DIR/build.mpich.txt
     if ! "${CC:-cc}" -O2 -I"$HERE/../perf" -I"$MPICH_DIR/usr/include/x86_64-linux-gnu/mpich" \
-      -o "$exe" "$HERE/mpi_allreduce_perf.c" "$HERE/../perf/perf_common.c" \
-      "$HERE/../perf/perf_coll.c" "$HERE/../perf/perf_data.c" -lm \
+      -o "$exe" "$HERE/mpi_allreduce_perf.c" "${PERF_DRIVER[@]}" -lm \
       -L"$MPICH_LIB" -lmpich -Wl,-rpath,"$MPICH_LIB" >"$log" 2>&1; then
       MPICH_WHY="building mpi_allreduce_perf against MPICH failed: $(first_error "$log")"
     fi

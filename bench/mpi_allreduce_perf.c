@@ -329,6 +329,7 @@ int main(int argc, char **argv) {
                     "math, rounded once); avg = MPI_SUM, then / nranks; -z 0 waits for each "
                     "non-blocking call before the next",
       .has_avg = 1,
+      .by = PERF_BY_MPI,
   };
   return perf_main(argc, argv, PERF_COLL, &be);
 }

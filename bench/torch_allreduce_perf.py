@@ -41,6 +41,11 @@ import time
 
 from torch_perf_data import ESIZE, Data, count_wrong
 
+# The flags: perf/perf_flags.h's table, the one the C programs compile in (perf_flags.py reads
+# it), this program's rows (PERF_BY_TORCH) with their usage texts.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "perf"))
+import perf_flags  # noqa: E402
+
 PROG = "torch_allreduce_perf"
 # allreduce_perf's twelve (perf/perf_data.c), then torch's own bool and complex types.
 TYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "half",
@@ -50,26 +55,16 @@ OPS = ["sum", "prod", "max", "min", "avg"]
 # The ops each kind of type is run with: bool as torch's logical or/and, complex as pairs.
 TYPE_OPS = {"bool": ("max", "min"), "complex64": ("sum", "avg"), "complex128": ("sum", "avg")}
 AVG = ["rank0", "avg", "min", "max"]
-USAGE = """Usage: %s [--backend gloo|hccl|deepspeed-shm] [flags]   (one process per rank; rank 0 prints)
-  --backend NAME  gloo, hccl (torch_hccl) or deepspeed-shm; must come first default gloo
-  -b <bytes>  smallest size (K, M, G = powers of 1024)                      default 32M
-  -e <bytes>  largest size, >= -b                                           default 32M
-  -f <n>      multiply the size by n (>= 2) each step                       default 2
-  -i <bytes>  add this many bytes each step instead of -f
-  -n <n>      timed iterations per line (>= 1)                              default 20
-  -w <n>      warm-up iterations (>= 0)                                     default 1
-  -c <0|1>    check the results                                             default 1
-  -d <type>   int8, uint8, int16, uint16, int32, uint32, int64, uint64, half,
-              bfloat16, float, double, bool (max, min), complex64, complex128
-              (sum, avg) or all; uint16/32/64 where torch has them          default float
-  -o <op>     sum, prod, max, min, avg or all                               default sum
-  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max         default 1
-  -z <0|1>    accepted and shown in the header; every call blocks          default 1
-  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)
-  -h, --help  this help
-allreduce_perf's table and exit codes: 0 ok, 1 wrong results or a failed call, 2 bad flags.
-A (type, op) the backend refuses is a "# ... skipped" line when -d all or -o all chose it.
-""" % PROG
+FLAGS = {f["letter"]: f for f in perf_flags.for_program("torch")}
+USAGE = "\n".join(
+    ["Usage: %s [--backend gloo|hccl|deepspeed-shm] [flags]   (one process per rank; rank 0 "
+     "prints)" % PROG,
+     "  --backend NAME  gloo, hccl (torch_hccl) or deepspeed-shm; must come first default gloo"]
+    + perf_flags.usage_lines(FLAGS.values(), 76)
+    + ["allreduce_perf's table and exit codes: 0 ok, 1 wrong results or a failed call, 2 bad "
+       "flags.",
+       'A (type, op) the backend refuses is a "# ... skipped" line when -d all or -o all chose '
+       "it.", ""])
 
 
 def usage_error(msg):
@@ -97,47 +92,56 @@ def parse_int(flag, s, lo, hi):
     return v
 
 
+def set_flag(o, f, v):
+    """Stores the value v of the table's flag f in o[letter] after its kind's check."""
+    c = f["letter"]
+    if f["kind"] == "SIZE":
+        o[c] = parse_size(c, v)
+    elif f["kind"] == "INT":
+        o[c] = parse_int(c, v, f["lo"], f["hi"])
+    elif f["kind"] == "TYPE":
+        if v != "all" and v not in TYPES:
+            usage_error("-%s '%s' is not a type this benchmark reduces: expected %s or all"
+                        % (c, v, ", ".join(TYPES)))
+        o[c] = TYPES if v == "all" else [v]
+        o["chosen"] = o["chosen"] and v != "all"
+    elif f["kind"] == "OP":
+        if v != "all" and v not in OPS:
+            usage_error("-%s '%s' is not an op: expected sum, prod, max, min, avg or all" % (c, v))
+        o[c] = OPS if v == "all" else [v]
+        o["chosen"] = o["chosen"] and v != "all"
+    elif f["kind"] == "ONE":
+        if v != "1":
+            usage_error("-%s '%s' is not supported: one device and one thread per process"
+                        % (c, v))
+    else:  # a kind perf_flags.py knows and this program does not: refused, never ignored
+        usage_error("-%s: this program cannot read a flag of kind %s" % (c, f["kind"]))
+
+
 def parse_args(argv):
-    o = dict(b=32 << 20, e=32 << 20, f=2, i=0, n=20, w=1, c=1, a=1, z=1,
-             d=["float"], o=["sum"], chosen=True)
+    # the table's defaults, read like given values; the sizes' and counts' 0 where it has none
+    o = {c: 0 for c, f in FLAGS.items() if f["kind"] in ("SIZE", "INT")}
+    o["chosen"] = True
+    for f in FLAGS.values():
+        if f["default"]:
+            set_flag(o, f, f["default"])
     seen = set()
     k = 0
     while k < len(argv):
         a = argv[k]
-        if a in ("-h", "--help"):
-            sys.stdout.write(USAGE)
-            sys.exit(0)
-        if len(a) != 2 or a[0] != "-" or a[1] not in "befinwcdoazgt":
+        f = FLAGS.get("h" if a == "--help" else a[1:] if len(a) == 2 and a[0] == "-" else None)
+        if f is None:
             usage_error("unknown flag %s" % a if a.startswith("-") else
                         "unexpected argument '%s': every setting is a flag with a value" % a)
+        if f["kind"] == "HELP":
+            sys.stdout.write(USAGE)
+            sys.exit(0)
         if k + 1 >= len(argv):
             usage_error("flag %s needs a value" % a)
-        f, v = a[1], argv[k + 1]
+        v = argv[k + 1]
         k += 2
-        seen.add(f)
-        if f in "bei":
-            o[f] = parse_size(f, v)
-        elif f == "f":
-            o[f] = parse_int(f, v, 2, 1 << 30)
-        elif f in "nw":
-            o[f] = parse_int(f, v, 1 if f == "n" else 0, 100000000)
-        elif f in "cz":
-            o[f] = parse_int(f, v, 0, 1)
-        elif f == "a":
-            o[f] = parse_int(f, v, 0, 3)
-        elif f == "d":
-            if v != "all" and v not in TYPES:
-                usage_error("-d '%s' is not a type this benchmark reduces: expected %s or all"
-                            % (v, ", ".join(TYPES)))
-            o[f] = TYPES if v == "all" else [v]
-            o["chosen"] = o["chosen"] and v != "all"
-        elif f == "o":
-            if v != "all" and v not in OPS:
-                usage_error("-o '%s' is not an op: expected sum, prod, max, min, avg or all" % v)
-            o[f] = OPS if v == "all" else [v]
-            o["chosen"] = o["chosen"] and v != "all"
-        elif v != "1":  # -g, -t
-            usage_error("-%s '%s' is not supported: one device and one thread per process" % (f, v))
+        seen.add(f["letter"])
+        set_flag(o, f, v)
     if "i" in seen and o["i"] == 0:
         usage_error("-i '0' is not valid: the increment must be at least 1 byte")
     if "f" in seen and "i" in seen:

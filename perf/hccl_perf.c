@@ -310,6 +310,7 @@ int main(int argc, char **argv) {
       .mem_alloc = hccl_mem_alloc,
       .mem_free = hccl_mem_free,
       .has_avg = HAVE_AVG,
+      .by = PERF_BY_HCCL,
   };
   return perf_main(argc, argv, PERF_COLL, &be);
 }

@@ -4,6 +4,11 @@
  * the value and what to give instead; sizes with K, M and G suffixes; and the next size of the
  * sweep. Under a launcher only the job's first process prints a usage error, so a bad flag
  * reads once, not once per rank; every process exits 2.
+ *
+ * The flags themselves (letter, kind, range, default, usage text, which programs take them)
+ * are perf_flags.h's table, which bench/torch_allreduce_perf.py reads too: the usage, the
+ * getopt string, the defaults and the switch that stores a value are all made from it here.
+ * What is code is each kind's check and the rules between flags (perf_parse_args' end).
  */
 #include "perf_args.h"
 
@@ -24,33 +29,6 @@ static int first_process(void) {
     if (v && *v) return strcmp(v, "0") == 0;
   }
   return 1;
-}
-
-static void usage(FILE *f, const char *prog) {
-  fprintf(f,
-          "Usage: %s [flags]   (one process per rank; rank 0 prints)\n"
-          "  -b <bytes>  smallest size (K, M, G = powers of 1024)        default 32M\n"
-          "  -e <bytes>  largest size, >= -b                             default 32M\n"
-          "  -f <n>      multiply the size by n (>= 2) each step         default 2\n"
-          "  -i <bytes>  add this many bytes each step instead of -f\n"
-          "  -n <n>      timed iterations per line (>= 1)                default 20\n"
-          "  -w <n>      warm-up iterations (>= 0)                       default 1\n"
-          "  -c <0|1>    check the results                               default 1\n"
-          "  -d <type>   int8, uint8, int16, uint16, int32, uint32, int64, uint64, half,\n"
-          "              bfloat16, float, double or all                  default float\n"
-          "  -o <op>     sum, prod, max, min, avg or all (reductions)    default sum\n"
-          "  -r <rank>   root of broadcast and reduce; -1: each in turn  default 0\n"
-          "  -a <0-3>    time across ranks: 0 rank 0, 1 average, 2 min, 3 max   default 1\n"
-          "  -z <0|1>    1: each call blocks; 0: the -n calls are queued, then waited for\n"
-          "              together                                        default 1\n"
-          "  -R <0|1>    1: buffers from the library's allocator (HcclMemAlloc, MPI_Alloc_mem),\n"
-          "              which can run zero-copy; 0: ordinary memory        default 0\n"
-          "  -g 1, -t 1  accepted for nccl-tests command lines (one device, one thread)\n"
-          "  -h, --help  this help\n"
-          "Loop order with all: for each size, for each type, for each op, for each root;\n"
-          "each line has out-of-place then in-place. Exit code: 0 ok, 1 wrong results or a\n"
-          "failed call, 2 bad flags.\n",
-          prog);
 }
 
 static void __attribute__((noreturn, format(printf, 2, 3)))
@@ -143,91 +121,137 @@ static void parse_ops(const char *prog, const char *s, int has_avg, struct perf_
     usage_error(prog, "-o '%s' is not an op: expected sum, prod, max, min, avg or all", s);
 }
 
+/* -g and -t: nccl-tests' GPUs and threads per process; only 1 makes sense here. */
+static void one_only(const char *prog, int c, const char *s) {
+  if (strcmp(s, "1") != 0)
+    usage_error(prog,
+                "-%c '%s' is not supported: this benchmark runs one device and one "
+                "thread per process; start one process per device instead (-%c 1)",
+                c, s, c);
+}
+
+/* ---- the table (perf_flags.h) ---- */
+
+enum flag_kind { KIND_SIZE, KIND_INT, KIND_TYPE, KIND_OP, KIND_ONE, KIND_HELP };
+
+struct flag {
+  char letter;
+  enum flag_kind kind;
+  const char *shown, *dflt;
+  unsigned by;
+  const char *help;
+};
+
+static const struct flag flags[] = {
+#define PERF_FLAG(letter, field, kind, lo, hi, shown, dflt, by, help)                              \
+  {letter, KIND_##kind, shown, dflt, by, help},
+#include "perf_flags.h"
+};
+#define NFLAGS (sizeof(flags) / sizeof(flags[0]))
+
+/* Another usage text of a flag for some programs (PERF_FLAG_HELP). */
+static const struct flag_help {
+  char letter;
+  unsigned by;
+  const char *help;
+} flag_helps[] = {
+#define PERF_FLAG(...)
+#define PERF_FLAG_HELP(letter, by, help) {letter, by, help},
+#include "perf_flags.h"
+};
+
+/* The column of "default ..." in the usage (at least 2 spaces after the text; 3 after one
+ * that reaches past the column). */
+#define DEFAULT_COL 62
+
+static void usage(FILE *f, const struct perf_backend *be) {
+  fprintf(f, "Usage: %s [flags]   (one process per rank; rank 0 prints)\n", be->prog);
+  for (size_t i = 0; i < NFLAGS; i++) {
+    const struct flag *fl = &flags[i];
+    if (!(fl->by & be->by) || fl->shown[0] == '\0') continue;
+    const char *help = fl->help;
+    for (size_t h = 0; h < sizeof(flag_helps) / sizeof(flag_helps[0]); h++)
+      if (flag_helps[h].letter == fl->letter && (flag_helps[h].by & be->by))
+        help = flag_helps[h].help;
+    const char *shown = fl->shown;
+    for (;;) { /* one usage line per line of help */
+      size_t n = strcspn(help, "\n");
+      int len = fprintf(f, "  %-10s  %.*s", shown, (int)n, help);
+      shown = "";
+      if (help[n] == '\0') {
+        if (fl->dflt[0])
+          fprintf(f, "%*sdefault %s", len <= DEFAULT_COL - 2 ? DEFAULT_COL - len : 3, "", fl->dflt);
+        fputc('\n', f);
+        break;
+      }
+      fputc('\n', f);
+      help += n + 1;
+    }
+  }
+  fputs("Loop order with all: for each size, for each type, for each op, for each root;\n"
+        "each line has out-of-place then in-place. Exit code: 0 ok, 1 wrong results or a\n"
+        "failed call, 2 bad flags.\n",
+        f);
+  if (be->usage_note) fprintf(f, "%s\n", be->usage_note);
+}
+
+/* Stores the value s of flag c (a letter of the table) after its kind's check. */
+static void set_flag(int c, const char *s, const struct perf_backend *be,
+                     const struct perf_coll_desc *d, struct perf_opts *o) {
+  const char *prog = be->prog;
+#define SET_SIZE(field, lo, hi) o->field = parse_size(prog, (char)c, s)
+#define SET_INT(field, lo, hi) o->field = parse_int(prog, (char)c, s, lo, hi)
+#define SET_TYPE(field, lo, hi) parse_types(prog, s, d->reduces, o)
+#define SET_OP(field, lo, hi) parse_ops(prog, s, be->has_avg, o)
+#define SET_ONE(field, lo, hi) one_only(prog, c, s)
+#define SET_HELP(field, lo, hi) (usage(stdout, be), exit(0))
+  switch (c) {
+#define PERF_FLAG(letter, field, kind, lo, hi, shown, dflt, by, help)                              \
+  case letter:                                                                                     \
+    SET_##kind(field, lo, hi);                                                                     \
+    break;
+#include "perf_flags.h"
+  default:
+    break;
+  }
+}
+
 void perf_parse_args(int argc, char **argv, const struct perf_backend *be,
                      const struct perf_coll_desc *d, struct perf_opts *o) {
   const char *prog = be->prog;
-  *o = (struct perf_opts){.min_bytes = 32u << 20,
-                          .max_bytes = 32u << 20,
-                          .step_factor = 2,
-                          .iters = 20,
-                          .warmup = 1,
-                          .check = 1,
-                          .avg_mode = 1,
-                          .blocking = 1,
-                          .ntypes = 1,
-                          .types = {PERF_FLOAT},
-                          .nops = 1,
-                          .ops = {PERF_SUM},
-                          .root = 0};
-  /* --help is the one long flag (getopt alone read it as -- and failed); the rest are
-   * nccl-tests' single letters. */
+  /* The defaults are the table's, read like given values. */
+  *o = (struct perf_opts){0};
+  for (size_t i = 0; i < NFLAGS; i++)
+    if ((flags[i].by & be->by) && flags[i].dflt[0])
+      set_flag(flags[i].letter, flags[i].dflt, be, d, o);
+  /* ":b:e:..." for the letters this program takes; --help is the one long flag (getopt alone
+   * read it as -- and failed); the rest are nccl-tests' single letters. */
+  char optstring[2 * NFLAGS + 2] = ":";
+  size_t n = 1;
+  for (size_t i = 0; i < NFLAGS; i++) {
+    if (!(flags[i].by & be->by)) continue;
+    optstring[n++] = flags[i].letter;
+    if (flags[i].kind != KIND_HELP) optstring[n++] = ':';
+  }
+  optstring[n] = '\0';
   static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int seen_f = 0, seen_i = 0, c;
   opterr = 0;
   optind = 1;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:a:z:R:g:t:h", longopts, NULL)) !=
-         -1) {
+  while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
     switch (c) {
-    case 'b':
-      o->min_bytes = parse_size(prog, 'b', optarg);
-      break;
-    case 'e':
-      o->max_bytes = parse_size(prog, 'e', optarg);
-      break;
-    case 'f':
-      o->step_factor = parse_int(prog, 'f', optarg, 2, 1 << 30);
-      seen_f = 1;
-      break;
-    case 'i':
-      o->step_bytes = parse_size(prog, 'i', optarg);
-      if (o->step_bytes == 0)
-        usage_error(prog, "-i '%s' is not valid: the increment must be at least 1 byte", optarg);
-      seen_i = 1;
-      break;
-    case 'n':
-      o->iters = (int)parse_int(prog, 'n', optarg, 1, 100000000);
-      break;
-    case 'w':
-      o->warmup = (int)parse_int(prog, 'w', optarg, 0, 100000000);
-      break;
-    case 'c':
-      o->check = (int)parse_int(prog, 'c', optarg, 0, 1);
-      break;
-    case 'd':
-      parse_types(prog, optarg, d->reduces, o);
-      break;
-    case 'o':
-      parse_ops(prog, optarg, be->has_avg, o);
-      break;
-    case 'r':
-      o->root = (int)parse_int(prog, 'r', optarg, -1, INT_MAX);
-      break;
-    case 'a':
-      o->avg_mode = (int)parse_int(prog, 'a', optarg, 0, 3);
-      break;
-    case 'z':
-      o->blocking = (int)parse_int(prog, 'z', optarg, 0, 1);
-      break;
-    case 'R':
-      o->registered = (int)parse_int(prog, 'R', optarg, 0, 1);
-      break;
-    case 'g':
-    case 't':
-      if (strcmp(optarg, "1") != 0)
-        usage_error(prog,
-                    "-%c '%s' is not supported: this benchmark runs one device and one "
-                    "thread per process; start one process per device instead (-%c 1)",
-                    c, optarg, c);
-      break;
-    case 'h':
-      usage(stdout, prog);
-      exit(0);
     case ':':
       usage_error(prog, "flag -%c needs a value", optopt);
-    default:
+    case '?':
       if (optopt >= 0x20 && optopt < 0x7f && strncmp(argv[optind - 1], "--", 2) != 0)
         usage_error(prog, "unknown flag -%c", optopt);
       usage_error(prog, "unknown flag '%s'", argv[optind - 1]);
+    default:
+      set_flag(c, optarg, be, d, o);
+      seen_f |= c == 'f';
+      seen_i |= c == 'i';
+      if (c == 'i' && o->step_bytes == 0)
+        usage_error(prog, "-i '%s' is not valid: the increment must be at least 1 byte", optarg);
     }
   }
   if (optind < argc)

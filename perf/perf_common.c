@@ -40,6 +40,7 @@ struct run {
   const struct perf_opts *o;
   struct perf_world w;
   unsigned char *send, *recv; /* max_bytes + GUARD_BYTES each */
+  signed char asked[PERF_NTYPES][PERF_NOPS]; /* pair_refused: 0 not yet, 1 taken, -1 refused */
 };
 
 static void __attribute__((noreturn)) call_failed(const struct run *R) {
@@ -228,6 +229,27 @@ static void run_line(const struct run *R, size_t size, perf_type t, perf_op op, 
   if (R->w.rank == 0) printf("%s\n", line);
 }
 
+/* Whether the backend refuses the reduction (t, op) (perf_backend.refuses), asked once per pair
+ * before its first line. A refused pair is a "skipped" line where -d all or -o all chose it;
+ * one that -d and -o both named fails the run (exit 1) on every rank. */
+static int pair_refused(struct run *R, perf_type t, perf_op op) {
+  signed char *asked = &R->asked[t][op];
+  if (!R->be->refuses || !R->d->reduces) return 0;
+  if (*asked == 0) {
+    char why[256] = "";
+    *asked = R->be->refuses(t, op, why, sizeof(why)) ? -1 : 1;
+    if (*asked < 0 && R->o->ntypes == 1 && R->o->nops == 1) {
+      fprintf(stderr, "%s: rank %d: %s of %s with %s: %s\n", R->be->prog, R->w.rank,
+              perf_coll_name(R->coll), perf_type_name(t), perf_op_name(op), why);
+      fflush(stdout);
+      R->be->abort_run(1);
+    }
+    if (*asked < 0 && R->w.rank == 0)
+      printf("# %s %s: skipped: %s\n", perf_type_name(t), perf_op_name(op), why);
+  }
+  return *asked < 0;
+}
+
 struct rank_info {
   int32_t rank, pid, device, pad;
   char host[64];
@@ -341,6 +363,7 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
       if (!R.d->reduces) perf_tables_copy(&tb, t);
       for (int oi = 0; oi < nops; oi++) {
         perf_op op = R.d->reduces ? o.ops[oi] : PERF_SUM;
+        if (pair_refused(&R, t, op)) continue;
         if (R.d->reduces) perf_tables_reduction(&tb, t, op);
         for (int root = root_lo; root <= root_hi; root++)
           run_line(&R, size, t, op, root, &tb, &tot);

@@ -1,13 +1,13 @@
 /*
  * perf_common.h - the collective benchmarks shared by the libhccl programs (allreduce_perf,
- * all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf,
- * sendrecv_perf; perf/hccl_perf.c) and their MPI twins (bench/mpi_perf.c), so that all of them
- * parse the same flags, sweep the same sizes, fill and check the same data and print the same
- * table. Only the communication differs, and it sits behind one ops table (struct
- * perf_backend) that each program fills with designated initializers and hands to perf_main()
- * together with the collective it measures. What differs between collectives (the counts for
- * a size, the reference result, the bus bandwidth factor) is one row of a table in
- * perf_coll.c, not code in the loop.
+ * all_gather_perf, reduce_scatter_perf, broadcast_perf, reduce_perf, alltoall_perf, sendrecv_perf;
+ * perf/hccl_perf.c), their MPI twins (bench/mpi_allreduce_perf.c) and the oneCCL twin of
+ * allreduce_perf (bench/ccl_allreduce_perf.cpp), so that all of them parse the same flags, sweep
+ * the same sizes, fill and check the same data and print the same table. Only the communication
+ * differs, and it sits behind one ops table (struct perf_backend) that each program fills with
+ * designated initializers and hands to perf_main() together with the collective it measures. What
+ * differs between collectives (the counts for a size, the reference result, the bus bandwidth
+ * factor) is one row of a table in perf_coll.c, not code in the loop.
  *
  * What a run does, per rank (one process per rank):
  *   parse flags (a bad value exits 2 before any communication)
@@ -126,7 +126,25 @@ struct perf_backend {
   /* Non-zero when run() takes PERF_AVG; otherwise -o avg is refused (exit 2) and -o all
    * leaves it out. */
   int has_avg;
+  /* Which program this is in perf_flags.h's table (PERF_BY_*): the flags it takes and their
+   * usage texts. */
+  unsigned by;
+  /* Optional: lines (without the last newline) printed after the usage, or NULL. */
+  const char *usage_note;
+  /* Optional (NULL: every (type, op) is taken): called on every rank before the first line of
+   * a reduction's (type, op). Returns 0 when the backend takes it, else non-zero with one line
+   * in why ("oneCCL refuses it (...)"); a refused pair is then a "# <type> <op>: skipped: why"
+   * line where -d all or -o all chose it, and a failed call (exit 1) where both were named.
+   * Every rank must answer alike. */
+  int (*refuses)(perf_type t, perf_op op, char *why, size_t n);
 };
+
+/* The programs of perf_flags.h's table (struct perf_backend.by). */
+#define PERF_BY_HCCL 1u  /* allreduce_perf ... sendrecv_perf (perf/hccl_perf.c) */
+#define PERF_BY_MPI 2u   /* their MPI twins (bench/mpi_allreduce_perf.c) */
+#define PERF_BY_CCL 4u   /* the oneCCL twin (bench/ccl_allreduce_perf.cpp) */
+#define PERF_BY_TORCH 8u /* bench/torch_allreduce_perf.py (reads the table's text) */
+#define PERF_BY_ALL (PERF_BY_HCCL | PERF_BY_MPI | PERF_BY_CCL | PERF_BY_TORCH)
 
 /* Parses the flags, benchmarks coll through be and returns the process exit code:
  * 0 = every checked element right, 1 = wrong elements or a failed call, 2 = bad flags (the
