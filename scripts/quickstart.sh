@@ -95,8 +95,9 @@ cmake --build "$build" -j"$(nproc)"
 
 if [ "$mode" = bench ]; then
   echo "== 8-device allreduce benchmark (npu-launch --device-list 0-7)"
-  # The table as it comes, then one line judging its largest busbw against the memory limit
-  # measured right after (scripts/bench_verdict.sh; the fields: docs/perf_programs.md).
+  # The table as it comes, then two lines judging its largest size's busbw, out of place and in
+  # place, against the memory limit measured right after (scripts/bench_verdict.sh; the fields:
+  # docs/perf_programs.md).
   table=$(mktemp)
   trap 'rm -f "$table"' EXIT
   "$build/bin/npu-launch" --device-list 0,1,2,3,4,5,6,7 -- \
