@@ -305,6 +305,31 @@ static void run_kept(uint32_t n, uint32_t dead, struct kept_arg *k) {
   store.inner->ops->close(store.inner);
 }
 
+/* The kept tree's sockets have TCP keepalive on, with rounds.c's schedule (a probe after 10
+ * idle seconds, failed after 12 unanswered 5 s apart), read back with getsockopt on each of
+ * the 2(n - 1) ends of the tree's n - 1 connections; a round over the tree still works. The
+ * probes themselves are the kernel's (tests/multi/test_tree_keepalive.sh drops a path). */
+static void test_kept_tree_keepalive(void **state) {
+  (void)state;
+  enum { N = 8 };
+  static struct kept_arg k[N];
+  run_kept(N, N, k);
+  int ends = 0;
+  for (uint32_t r = 0; r < N; r++) {
+    if (k[r].a.result != HCCL_SUCCESS) fail_msg("rank %u: %s", r, k[r].a.msg);
+    for (uint32_t q = 0; q < N; q++)
+      assert_int_equal(k[r].a.all2[q].rank, q);
+    for (int i = 0; i < k[r].nfds; i++) {
+      assert_int_equal(k[r].ka[i][0], 1);
+      assert_int_equal(k[r].ka[i][1], 10);
+      assert_int_equal(k[r].ka[i][2], 5);
+      assert_int_equal(k[r].ka[i][3], 12);
+    }
+    ends += k[r].nfds;
+  }
+  assert_int_equal(ends, 2 * (N - 1));
+}
+
 /* Rank 12 of 16 (rank 8's child, parent of 13 and 14) ends before a round over the kept tree:
  * its neighbours lose a socket, the others only hear of it through them, and every one names
  * rank 12 as the rank that failed (the message, and blame), within a second or so: none waits
@@ -335,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_missing_rank_named),
       cmocka_unit_test(test_failed_bootstrap_keeps_callers_store),
+      cmocka_unit_test(test_kept_tree_keepalive),
       cmocka_unit_test(test_dead_rank_named_by_every_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,6 +169,19 @@ struct round_fail {
   int skip[2];
 };
 
+/* The kept tree's TCP keepalive (hccl__round_keep_tree; docs/starting.md): a probe after 10 idle
+ * seconds, far below the idle timeouts of NATs, load balancers and stateful firewalls (minutes:
+ * 4 on Azure's, 350 s on AWS's NAT gateway, 10 on GCP's firewall), so none of them sees the
+ * tree idle and drops it; and a path that stops answering is failed by the kernel after 12
+ * probes 5 s apart, 70 s after its last bytes: the next split over it fails at once, naming
+ * the peer, instead of waiting out HCCL_EXEC_TIMEOUT. 60 s of silence is what the data links
+ * tolerate too (transport/tcp/tcp.c): a network blip the collectives survive does not break
+ * the parent's splits. The cost: a probe and its answer, two empty segments, a socket every
+ * 10 idle seconds. */
+#define TREE_KEEPIDLE_S 10
+#define TREE_KEEPINTVL_S 5
+#define TREE_KEEPCNT 12
+
 struct hccl_tree {
   int parent;                  /* -1 on rank 0 */
   uint32_t nchild;
@@ -429,6 +442,18 @@ static HcclResult fail_record(struct hccl_rounds *rd, const char *round, int fd,
                     round, rec.finder, rec.text);
 }
 
+/* A socket to peer the kernel failed with ETIMEDOUT: its keepalive probes (or a frame's
+ * retransmissions) went unanswered, so the path or the peer's host is gone, not (as far as
+ * this rank can tell) the peer's process alone: no rank is blamed, the message says so. */
+static HcclResult path_silent(struct hccl_rounds *rd, const char *round, uint32_t peer) {
+  rd->blame = UINT32_MAX;
+  return hccl__fail(HCCL_E_REMOTE,
+                    "rank %u lost its bootstrap peer rank %u in round '%s': the connection went "
+                    "silent (%d keepalive probes %d s apart unanswered): a network fault between "
+                    "their servers (a firewall or NAT dropping it), or rank %u's host is down",
+                    rd->rank, peer, round, TREE_KEEPCNT, TREE_KEEPINTVL_S, peer);
+}
+
 /* One frame of `want` bytes from peer (fd) into buf; failures named (a failure record in its
  * place, fail_wait, or a frame of another round or size). */
 static HcclResult frame_in(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
@@ -444,6 +469,7 @@ static HcclResult frame_in(struct hccl_rounds *rd, const char *round, uint32_t t
                       "were expected (a different libhccl version?)",
                       rd->rank, f.len, f.tag, peer, want, round);
   if (r == HCCL_SUCCESS) r = sock_all(fd, buf, want, false, deadline_ns, rd);
+  if (r == HCCL_E_TCP_TRANSFER && errno == ETIMEDOUT) return path_silent(rd, round, peer);
   return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, lo, hi);
 }
 
@@ -458,6 +484,7 @@ static HcclResult frame_out(struct hccl_rounds *rd, const char *round, uint32_t 
   if (r == HCCL_SUCCESS) r = sock_all(fd, (void *)buf, len, true, deadline_ns, rd);
   if (r == HCCL_SUCCESS) return r;
   fail->skip[1] = fd; /* maybe cut inside a frame: a record there would be read as its bytes */
+  if (r == HCCL_E_TCP_TRANSFER && errno == ETIMEDOUT) return path_silent(rd, round, peer);
   if (r == HCCL_E_TCP_TRANSFER &&
       sock_all(fd, &f, sizeof(f), false, hccl__now_ns() + 100000000LL, NULL) == HCCL_SUCCESS &&
       f.tag == TREE_FAIL_TAG && f.len == sizeof(struct tree_fail))
@@ -535,9 +562,22 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
   return r;
 }
 
+/* TCP keepalive on one kept socket (TREE_KEEP*). Best effort: a socket without it still works,
+ * and only a dropped idle path goes unnoticed until a round's deadline. */
+static void keepalive_on(int fd) {
+  int on = 1, idle = TREE_KEEPIDLE_S, intvl = TREE_KEEPINTVL_S, cnt = TREE_KEEPCNT;
+  if (fd < 0) return;
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd) {
   struct hccl_tree *t = rd->tree;
   rd->tree = NULL;
+  for (uint32_t i = 0; t && i <= t->nchild; i++)
+    keepalive_on(i < t->nchild ? t->child_fd[i] : t->parent);
   return t;
 }
 

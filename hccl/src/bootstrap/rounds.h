@@ -72,7 +72,10 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
 
 /* Takes rd->tree from the rounds (rd->tree becomes NULL), so hccl__round_finish leaves its
  * sockets open: later rounds among the same ranks (HcclCommSplit's parent round, core/
- * comm_split.c) run over it with rd->store NULL. NULL when no round opened one. */
+ * comm_split.c) run over it with rd->store NULL. Turns TCP keepalive on for its sockets (a
+ * probe after 10 idle seconds, the socket failed after 12 unanswered 5 s apart: rounds.c), so
+ * no NAT or firewall drops them for idleness and a path that died is found within 70 s. NULL
+ * when no round opened one. */
 struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd);
 
 /* The kept tree's sockets (its parent's, its children's), at most max of them in fds; returns
