@@ -158,6 +158,7 @@ struct tree_frame {
 struct tree_fail {
   uint32_t blame; /* the rank that failed; UINT32_MAX: text says (a timeout, an abort) */
   uint32_t finder;
+  int32_t code; /* the finder's result, every rank's (HCCL_E_TIMEOUT for a rank not joined) */
   char text[TREE_TEXT_MAX]; /* the finder's message, NUL-terminated */
 };
 
@@ -206,7 +207,8 @@ static int poll_fd(int fd, short ev, int64_t deadline_ns, const struct hccl_roun
 }
 
 /* Moves all len bytes (wr: out, else in) by the deadline: HCCL_E_TIMEOUT, HCCL_E_TCP_TRANSFER
- * when the peer closed or reset it, or rd->check's failure (rd may be NULL). Not logged: the
+ * when the peer closed or reset it (errno: the socket's error, 0 for a close), or rd->check's
+ * failure (rd may be NULL). Not logged: the
  * caller names the peer (a check's failure is logged by the check). */
 static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadline_ns,
                            const struct hccl_rounds *rd) {
@@ -218,7 +220,10 @@ static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadl
     if (w == -2) return why;
     if (w < 0) return HCCL_E_TCP_TRANSFER;
     ssize_t k = wr ? send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, len, MSG_DONTWAIT);
-    if (k == 0 && !wr) return HCCL_E_TCP_TRANSFER;
+    if (k == 0 && !wr) {
+      errno = 0; /* closed, not failed: no stale errno for the caller to read (path_silent) */
+      return HCCL_E_TCP_TRANSFER;
+    }
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return HCCL_E_TCP_TRANSFER;
@@ -435,11 +440,13 @@ static HcclResult fail_record(struct hccl_rounds *rd, const char *round, int fd,
   fail->rec = rec;
   fail->skip[0] = fd;
   rd->blame = rec.blame;
+  HcclResult code = rec.code > 0 && rec.code < HCCL_E_RESERVED ? (HcclResult)rec.code
+                                                                : HCCL_E_REMOTE;
   if (rec.blame != UINT32_MAX)
-    return hccl__fail(HCCL_E_REMOTE, "rank %u stopped in round '%s': rank %u failed: %s",
-                      rd->rank, round, rec.blame, rec.text);
-  return hccl__fail(HCCL_E_REMOTE, "rank %u stopped in round '%s' as rank %u did: %s", rd->rank,
-                    round, rec.finder, rec.text);
+    return hccl__fail(code, "rank %u stopped in round '%s': rank %u failed: %s", rd->rank, round,
+                      rec.blame, rec.text);
+  return hccl__fail(code, "rank %u stopped in round '%s' as rank %u did: %s", rd->rank, round,
+                    rec.finder, rec.text);
 }
 
 /* A socket to peer the kernel failed with ETIMEDOUT: its keepalive probes (or a frame's
@@ -497,9 +504,11 @@ static HcclResult frame_out(struct hccl_rounds *rd, const char *round, uint32_t 
  * by 100 ms; then what the neighbours sent is read away, so the close sends a FIN after the
  * record rather than a reset that could overtake it. Best effort: a neighbour that misses it
  * names this rank, as before. */
-static void tree_tell(struct hccl_rounds *rd, struct hccl_tree *t, struct round_fail *fail) {
+static void tree_tell(struct hccl_rounds *rd, struct hccl_tree *t, struct round_fail *fail,
+                      HcclResult code) {
   if (!fail->have) {
     fail->rec.blame = rd->blame;
+    fail->rec.code = (int32_t)code;
     fail->rec.finder = rd->rank;
     snprintf(fail->rec.text, sizeof(fail->rec.text), "%s", HcclGetLastErrorMessage());
   }
@@ -555,7 +564,7 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
   if (r != HCCL_SUCCESS) {
     /* Its neighbours read why, then see the sockets close, and fail at once naming the rank
      * this rank named (every rank of the tree names the same one). */
-    tree_tell(rd, t, &fail);
+    tree_tell(rd, t, &fail, r);
     hccl__tree_close(rd->tree);
     rd->tree = NULL;
   }
