@@ -10,7 +10,12 @@
  * within the connect timeout. After a bootstrap that failed
  * over the caller's store, rank 0 returns only once every rank has read what it needs, so rank
  * 0's process may end (and take torch's TCPStore with it) without another rank losing the store.
+ * Over a kept tree (HcclCommSplit's parent round), a rank that ends is named as the rank that
+ * failed by every other rank, not only by its tree neighbours, within seconds; a kept tree's
+ * sockets have TCP keepalive on with rounds.c's schedule.
  */
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdatomic.h>
@@ -21,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -227,11 +233,137 @@ static void test_failed_bootstrap_keeps_callers_store(void **state) {
   }
 }
 
+/* A bootstrap whose tree is kept (as a communicator's, for HcclCommSplit's parent round), then
+ * one round over it with no store: rank `dead` closes its tree instead (its process ended). */
+struct kept_arg {
+  struct rank_arg a;
+  uint32_t dead;
+  pthread_barrier_t *joined;
+  struct hccl_rounds split; /* the round over the kept tree */
+  int nfds;                 /* the kept tree's sockets */
+  int ka[40][4];            /* each one's SO_KEEPALIVE, TCP_KEEPIDLE, _KEEPINTVL, _KEEPCNT */
+};
+
+static void *kept_main(void *p) {
+  struct kept_arg *k = p;
+  k->a.two_rounds = false;
+  rank_main(&k->a);
+  struct hccl_tree *t = k->a.result == HCCL_SUCCESS ? hccl__round_keep_tree(&k->a.rd) : NULL;
+  hccl__round_finish(&k->a.rd, k->a.result == HCCL_SUCCESS, false);
+  int fds[40];
+  k->nfds = hccl__tree_fds(t, fds, 40);
+  for (int i = 0; i < k->nfds; i++) {
+    static const int opt[4][2] = {{SOL_SOCKET, SO_KEEPALIVE},
+                                  {IPPROTO_TCP, TCP_KEEPIDLE},
+                                  {IPPROTO_TCP, TCP_KEEPINTVL},
+                                  {IPPROTO_TCP, TCP_KEEPCNT}};
+    for (int o = 0; o < 4; o++) {
+      socklen_t l = sizeof(int);
+      if (getsockopt(fds[i], opt[o][0], opt[o][1], &k->ka[i][o], &l) != 0) k->ka[i][o] = -1;
+    }
+  }
+  pthread_barrier_wait(k->joined);
+  k->split = (struct hccl_rounds){.rank = k->a.rd.rank,
+                                  .nranks = k->a.rd.nranks,
+                                  .connect_timeout_ms = 10000,
+                                  .tree = t,
+                                  .timeout_name = "HCCL_EXEC_TIMEOUT"};
+  if (k->a.result != HCCL_SUCCESS || k->a.rd.rank == k->dead) {
+    hccl__tree_close(t);
+    return NULL;
+  }
+  struct record mine = {k->a.rd.rank, 1, {0}};
+  double t0 = hccl__now_ns() / 1e9;
+  k->a.result = hccl__round_allgather(&k->split, "split", &mine, sizeof(mine), k->a.all2);
+  k->a.seconds = hccl__now_ns() / 1e9 - t0;
+  snprintf(k->a.msg, sizeof(k->a.msg), "%s", k->a.result ? HcclGetLastErrorMessage() : "");
+  hccl__tree_close(k->split.tree);
+  return NULL;
+}
+
+/* Runs n ranks through kept_main; rank dead (n: none) ends before the round over the tree. */
+static void run_kept(uint32_t n, uint32_t dead, struct kept_arg *k) {
+  struct counting store = {{&counting_ops}, NULL, 0, 0};
+  assert_int_equal(hccl__store_mem_new(&store.inner), HCCL_SUCCESS);
+  pthread_barrier_t joined;
+  pthread_barrier_init(&joined, NULL, n);
+  pthread_t th[MAXN];
+  for (uint32_t r = 0; r < n; r++) {
+    memset(&k[r], 0, sizeof(k[r]));
+    snprintf(k[r].a.key_prefix, sizeof(k[r].a.key_prefix), "kept%u", n);
+    k[r].a.rd = (struct hccl_rounds){.store = &store.base,
+                                     .key_prefix = k[r].a.key_prefix,
+                                     .rank = r,
+                                     .nranks = n,
+                                     .connect_timeout_ms = 10000};
+    k[r].dead = dead;
+    k[r].joined = &joined;
+    assert_int_equal(pthread_create(&th[r], NULL, kept_main, &k[r]), 0);
+  }
+  for (uint32_t r = 0; r < n; r++)
+    pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&joined);
+  store.inner->ops->close(store.inner);
+}
+
+/* The kept tree's sockets have TCP keepalive on, with rounds.c's schedule (a probe after 10
+ * idle seconds, failed after 12 unanswered 5 s apart), read back with getsockopt on each of
+ * the 2(n - 1) ends of the tree's n - 1 connections; a round over the tree still works. The
+ * probes themselves are the kernel's; no test here drops a path (this machine's kernel has no
+ * netem, and the fixed schedule needs 70 s to fail one). */
+static void test_kept_tree_keepalive(void **state) {
+  (void)state;
+  enum { N = 8 };
+  static struct kept_arg k[N];
+  run_kept(N, N, k);
+  int ends = 0;
+  for (uint32_t r = 0; r < N; r++) {
+    if (k[r].a.result != HCCL_SUCCESS) fail_msg("rank %u: %s", r, k[r].a.msg);
+    for (uint32_t q = 0; q < N; q++)
+      assert_int_equal(k[r].a.all2[q].rank, q);
+    for (int i = 0; i < k[r].nfds; i++) {
+      assert_int_equal(k[r].ka[i][0], 1);
+      assert_int_equal(k[r].ka[i][1], 10);
+      assert_int_equal(k[r].ka[i][2], 5);
+      assert_int_equal(k[r].ka[i][3], 12);
+    }
+    ends += k[r].nfds;
+  }
+  assert_int_equal(ends, 2 * (N - 1));
+}
+
+/* Rank 12 of 16 (rank 8's child, parent of 13 and 14) ends before a round over the kept tree:
+ * its neighbours lose a socket, the others only hear of it through them, and every one names
+ * rank 12 as the rank that failed (the message, and blame), within a second or so: none waits
+ * out the round's 10 s. Before the failure record, rank 8's and 0's neighbours named rank 8 or
+ * 0 ("lost its bootstrap peer rank 8"). */
+static void test_dead_rank_named_by_every_rank(void **state) {
+  (void)state;
+  enum { N = 16, DEAD = 12 };
+  static struct kept_arg k[N];
+  run_kept(N, DEAD, k);
+  for (uint32_t r = 0; r < N; r++) {
+    if (r == DEAD) continue;
+    print_message("rank %u: %s\n", r, k[r].a.msg);
+    assert_int_equal(k[r].a.result, HCCL_E_REMOTE);
+    assert_int_equal(k[r].split.blame, DEAD);
+    assert_non_null(strstr(k[r].a.msg, "rank 12 failed"));
+    for (uint32_t o = 0; o < N; o++) {
+      char other[32];
+      snprintf(other, sizeof(other), "rank %u failed", o);
+      if (o != DEAD && strstr(k[r].a.msg, other)) fail_msg("rank %u names rank %u", r, o);
+    }
+    assert_true(k[r].a.seconds < 3.0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_missing_rank_named),
       cmocka_unit_test(test_failed_bootstrap_keeps_callers_store),
+      cmocka_unit_test(test_kept_tree_keepalive),
+      cmocka_unit_test(test_dead_rank_named_by_every_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

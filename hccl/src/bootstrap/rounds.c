@@ -87,8 +87,9 @@ static uint32_t first_missing(const struct hccl_rounds *rd, uint32_t lo, uint32_
 
 /* The failure of a wait for ranks [lo, hi) (a tree record, a child, a subtree, the whole) in
  * round `round`: res is HCCL_E_TIMEOUT, or HCCL_E_TCP_TRANSFER when `peer` closed its socket
- * (it failed: the rank it waited for, if one is missing, is named then too). */
-static HcclResult fail_wait(const struct hccl_rounds *rd, const char *round, HcclResult res,
+ * (it failed: the rank it waited for, if one is missing, is named then too). Sets rd->blame to
+ * the rank named as failed (the missing one, or the peer), UINT32_MAX when none is. */
+static HcclResult fail_wait(struct hccl_rounds *rd, const char *round, HcclResult res,
                             uint32_t peer, uint32_t lo, uint32_t hi) {
   if (res != HCCL_E_TIMEOUT && res != HCCL_E_TCP_TRANSFER) return res; /* rd->check's */
   /* A round over a kept tree: a neighbour that left it because its communicator failed (an
@@ -97,6 +98,8 @@ static HcclResult fail_wait(const struct hccl_rounds *rd, const char *round, Hcc
   if (why != HCCL_SUCCESS) return why;
   uint32_t missing = first_missing(rd, lo, hi);
   if (res != HCCL_E_TIMEOUT && missing == UINT32_MAX) missing = first_missing(rd, 0, rd->nranks);
+  /* A peer that closed without a failure record (frame_in reads one first) failed itself. */
+  rd->blame = missing != UINT32_MAX ? missing : res != HCCL_E_TIMEOUT ? peer : UINT32_MAX;
   const char *how = rd->timeout_name       ? rd->timeout_name
                     : rd->store_external ? "the connect timeout"
                                          : "HCCL_CONNECT_TIMEOUT";
@@ -144,6 +147,42 @@ struct tree_frame {
   uint32_t tag, len;
 };
 
+/* A frame of this tag (no round's: those are hashes of their names, and the length must match
+ * too) carries a failure record instead of records: a rank whose round fails sends one to each
+ * tree neighbour before it closes its sockets, and each passes it on unchanged, so every rank
+ * names the rank that failed (blame) in the words of the rank that found it (text), not the
+ * neighbour whose socket closed. */
+#define TREE_FAIL_TAG 0xfa11fa11u
+#define TREE_TEXT_MAX 512
+
+struct tree_fail {
+  uint32_t blame; /* the rank that failed; UINT32_MAX: text says (a timeout, an abort) */
+  uint32_t finder;
+  int32_t code; /* the finder's result, every rank's (HCCL_E_TIMEOUT for a rank not joined) */
+  char text[TREE_TEXT_MAX]; /* the finder's message, NUL-terminated */
+};
+
+/* A round's failure as it leaves this rank: the record it got (passed on as it is) and the
+ * sockets not to write it to (the one it came on; one a frame was cut short on). */
+struct round_fail {
+  bool have;
+  struct tree_fail rec;
+  int skip[2];
+};
+
+/* The kept tree's TCP keepalive (hccl__round_keep_tree; docs/starting.md): a probe after 10 idle
+ * seconds, far below the idle timeouts of NATs, load balancers and stateful firewalls (minutes:
+ * 4 on Azure's, 350 s on AWS's NAT gateway, 10 on GCP's firewall), so none of them sees the
+ * tree idle and drops it; and a path that stops answering is failed by the kernel after 12
+ * probes 5 s apart, 70 s after its last bytes: the next split over it fails at once, naming
+ * the peer, instead of waiting out HCCL_EXEC_TIMEOUT. 60 s of silence is what the data links
+ * tolerate too (transport/tcp/tcp.c): a network blip the collectives survive does not break
+ * the parent's splits. The cost: a probe and its answer, two empty segments, a socket every
+ * 10 idle seconds. */
+#define TREE_KEEPIDLE_S 10
+#define TREE_KEEPINTVL_S 5
+#define TREE_KEEPCNT 12
+
 struct hccl_tree {
   int parent;                  /* -1 on rank 0 */
   uint32_t nchild;
@@ -168,7 +207,8 @@ static int poll_fd(int fd, short ev, int64_t deadline_ns, const struct hccl_roun
 }
 
 /* Moves all len bytes (wr: out, else in) by the deadline: HCCL_E_TIMEOUT, HCCL_E_TCP_TRANSFER
- * when the peer closed or reset it, or rd->check's failure (rd may be NULL). Not logged: the
+ * when the peer closed or reset it (errno: the socket's error, 0 for a close), or rd->check's
+ * failure (rd may be NULL). Not logged: the
  * caller names the peer (a check's failure is logged by the check). */
 static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadline_ns,
                            const struct hccl_rounds *rd) {
@@ -180,7 +220,10 @@ static HcclResult sock_all(int fd, void *buf, size_t len, bool wr, int64_t deadl
     if (w == -2) return why;
     if (w < 0) return HCCL_E_TCP_TRANSFER;
     ssize_t k = wr ? send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, len, MSG_DONTWAIT);
-    if (k == 0 && !wr) return HCCL_E_TCP_TRANSFER;
+    if (k == 0 && !wr) {
+      errno = 0; /* closed, not failed: no stale errno for the caller to read (path_silent) */
+      return HCCL_E_TCP_TRANSFER;
+    }
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return HCCL_E_TCP_TRANSFER;
@@ -384,28 +427,104 @@ out:
   return HCCL_SUCCESS;
 }
 
-/* One frame of `want` bytes from peer (fd) into buf; failures named (fail_wait, or a frame
- * of another round or size). */
+/* A failure record from fd, whose frame header f was read: the failure it names, logged, with
+ * rd->blame and *fail set (the record is passed on from here). */
+static HcclResult fail_record(struct hccl_rounds *rd, const char *round, int fd, uint32_t peer,
+                              struct round_fail *fail) {
+  struct tree_fail rec;
+  int64_t dl = hccl__now_ns() + 1000000000LL; /* sent whole: the rest is on its way */
+  if (sock_all(fd, &rec, sizeof(rec), false, dl, NULL) != HCCL_SUCCESS)
+    return fail_wait(rd, round, HCCL_E_TCP_TRANSFER, peer, peer, peer + 1);
+  rec.text[sizeof(rec.text) - 1] = '\0';
+  fail->have = true;
+  fail->rec = rec;
+  fail->skip[0] = fd;
+  rd->blame = rec.blame;
+  HcclResult code = rec.code > 0 && rec.code < HCCL_E_RESERVED ? (HcclResult)rec.code
+                                                                : HCCL_E_REMOTE;
+  if (rec.blame != UINT32_MAX)
+    return hccl__fail(code, "rank %u stopped in round '%s': rank %u failed: %s", rd->rank, round,
+                      rec.blame, rec.text);
+  return hccl__fail(code, "rank %u stopped in round '%s' as rank %u did: %s", rd->rank, round,
+                    rec.finder, rec.text);
+}
+
+/* A socket to peer the kernel failed with ETIMEDOUT: its keepalive probes (or a frame's
+ * retransmissions) went unanswered, so the path or the peer's host is gone, not (as far as
+ * this rank can tell) the peer's process alone: no rank is blamed, the message says so. */
+static HcclResult path_silent(struct hccl_rounds *rd, const char *round, uint32_t peer) {
+  rd->blame = UINT32_MAX;
+  return hccl__fail(HCCL_E_REMOTE,
+                    "rank %u lost its bootstrap peer rank %u in round '%s': the connection went "
+                    "silent (%d keepalive probes %d s apart unanswered): a network fault between "
+                    "their servers (a firewall or NAT dropping it), or rank %u's host is down",
+                    rd->rank, peer, round, TREE_KEEPCNT, TREE_KEEPINTVL_S, peer);
+}
+
+/* One frame of `want` bytes from peer (fd) into buf; failures named (a failure record in its
+ * place, fail_wait, or a frame of another round or size). */
 static HcclResult frame_in(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
                            uint32_t peer, void *buf, size_t want, uint32_t lo, uint32_t hi,
-                           int64_t deadline_ns) {
+                           int64_t deadline_ns, struct round_fail *fail) {
   struct tree_frame f;
   HcclResult r = sock_all(fd, &f, sizeof(f), false, deadline_ns, rd);
+  if (r == HCCL_SUCCESS && f.tag == TREE_FAIL_TAG && f.len == sizeof(struct tree_fail))
+    return fail_record(rd, round, fd, peer, fail);
   if (r == HCCL_SUCCESS && (f.tag != tag || f.len != want))
     return hccl__fail(HCCL_E_INTERNAL,
                       "rank %u read %u bytes of round %08x from rank %u where %zu of round '%s' "
                       "were expected (a different libhccl version?)",
                       rd->rank, f.len, f.tag, peer, want, round);
   if (r == HCCL_SUCCESS) r = sock_all(fd, buf, want, false, deadline_ns, rd);
+  if (r == HCCL_E_TCP_TRANSFER && errno == ETIMEDOUT) return path_silent(rd, round, peer);
   return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, lo, hi);
 }
 
+/* One frame to peer (fd). A peer that failed has sent its failure record before it closed
+ * (tree_tell): a send that finds the socket closed reads it, so the failure is named as the
+ * peer named it. */
 static HcclResult frame_out(struct hccl_rounds *rd, const char *round, uint32_t tag, int fd,
-                            uint32_t peer, const void *buf, size_t len, int64_t deadline_ns) {
+                            uint32_t peer, const void *buf, size_t len, int64_t deadline_ns,
+                            struct round_fail *fail) {
   struct tree_frame f = {tag, (uint32_t)len};
   HcclResult r = sock_all(fd, &f, sizeof(f), true, deadline_ns, rd);
   if (r == HCCL_SUCCESS) r = sock_all(fd, (void *)buf, len, true, deadline_ns, rd);
-  return r == HCCL_SUCCESS ? r : fail_wait(rd, round, r, peer, peer, peer + 1);
+  if (r == HCCL_SUCCESS) return r;
+  fail->skip[1] = fd; /* maybe cut inside a frame: a record there would be read as its bytes */
+  if (r == HCCL_E_TCP_TRANSFER && errno == ETIMEDOUT) return path_silent(rd, round, peer);
+  if (r == HCCL_E_TCP_TRANSFER &&
+      sock_all(fd, &f, sizeof(f), false, hccl__now_ns() + 100000000LL, NULL) == HCCL_SUCCESS &&
+      f.tag == TREE_FAIL_TAG && f.len == sizeof(struct tree_fail))
+    return fail_record(rd, round, fd, peer, fail);
+  return fail_wait(rd, round, r, peer, peer, peer + 1);
+}
+
+/* Before a failed round closes the tree: this rank's failure record (or the one it got,
+ * unchanged) to every neighbour but those in fail->skip and the rank blamed, each send bounded
+ * by 100 ms; then what the neighbours sent is read away, so the close sends a FIN after the
+ * record rather than a reset that could overtake it. Best effort: a neighbour that misses it
+ * names this rank, as before. */
+static void tree_tell(struct hccl_rounds *rd, struct hccl_tree *t, struct round_fail *fail,
+                      HcclResult code) {
+  if (!fail->have) {
+    fail->rec.blame = rd->blame;
+    fail->rec.code = (int32_t)code;
+    fail->rec.finder = rd->rank;
+    snprintf(fail->rec.text, sizeof(fail->rec.text), "%s", HcclGetLastErrorMessage());
+  }
+  struct tree_frame f = {TREE_FAIL_TAG, sizeof(struct tree_fail)};
+  int64_t dl = hccl__now_ns() + 100000000LL;
+  for (uint32_t i = 0; i <= t->nchild; i++) {
+    int fd = i < t->nchild ? t->child_fd[i] : t->parent;
+    uint32_t peer = i < t->nchild ? t->child[i] : rd->rank & (rd->rank - 1);
+    if (fd < 0 || fd == fail->skip[0] || fd == fail->skip[1] || peer == fail->rec.blame) continue;
+    if (sock_all(fd, &f, sizeof(f), true, dl, NULL) == HCCL_SUCCESS)
+      sock_all(fd, &fail->rec, sizeof(fail->rec), true, dl, NULL);
+    shutdown(fd, SHUT_WR);
+    char sink[4096];
+    for (int k = 0; k < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; k++) {
+    }
+  }
 }
 
 /* A gather up the binomial tree and a broadcast of the whole down it, over the tree's
@@ -416,6 +535,7 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
                                  size_t len, void *all) {
   uint32_t me = rd->rank, n = rd->nranks;
   int64_t deadline = hccl__now_ns() + rd->connect_timeout_ms * 1000000LL;
+  rd->blame = UINT32_MAX;
   memcpy((char *)all + (size_t)me * len, mine, len);
   if (n == 1) return HCCL_SUCCESS;
   if (!rd->tree && !rd->store)
@@ -423,34 +543,60 @@ HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, cons
   if (!rd->tree) HCCL_TRY(tree_open(rd, deadline));
   struct hccl_tree *t = rd->tree;
   uint32_t tag = (uint32_t)hccl__fnv1a(HCCL_FNV1A_SEED, round, strlen(round));
+  struct round_fail fail = {.have = false, .skip = {-1, -1}};
   HcclResult r = HCCL_SUCCESS;
   for (uint32_t i = 0; i < t->nchild && r == HCCL_SUCCESS; i++) {
     uint32_t c = t->child[i], cspan = subtree_span(c, n);
     r = frame_in(rd, round, tag, t->child_fd[i], c, (char *)all + (size_t)c * len,
-                 (size_t)cspan * len, c, c + cspan, deadline);
+                 (size_t)cspan * len, c, c + cspan, deadline, &fail);
   }
   if (r == HCCL_SUCCESS && me != 0) {
     uint32_t pr = me & (me - 1);
     r = frame_out(rd, round, tag, t->parent, pr, (char *)all + (size_t)me * len,
-                  (size_t)subtree_span(me, n) * len, deadline);
+                  (size_t)subtree_span(me, n) * len, deadline, &fail);
     if (r == HCCL_SUCCESS)
-      r = frame_in(rd, round, tag, t->parent, pr, all, (size_t)n * len, 0, n, deadline);
+      r = frame_in(rd, round, tag, t->parent, pr, all, (size_t)n * len, 0, n, deadline, &fail);
   }
   /* The largest subtree first: the broadcast's critical path is log2(n) sends, not the sum */
   for (uint32_t i = t->nchild; i-- > 0 && r == HCCL_SUCCESS;)
-    r = frame_out(rd, round, tag, t->child_fd[i], t->child[i], all, (size_t)n * len, deadline);
+    r = frame_out(rd, round, tag, t->child_fd[i], t->child[i], all, (size_t)n * len, deadline,
+                  &fail);
   if (r != HCCL_SUCCESS) {
-    /* Its neighbours see the sockets close and fail at once, naming what this rank named. */
+    /* Its neighbours read why, then see the sockets close, and fail at once naming the rank
+     * this rank named (every rank of the tree names the same one). */
+    tree_tell(rd, t, &fail, r);
     hccl__tree_close(rd->tree);
     rd->tree = NULL;
   }
   return r;
 }
 
+/* TCP keepalive on one kept socket (TREE_KEEP*). Best effort: a socket without it still works,
+ * and only a dropped idle path goes unnoticed until a round's deadline. */
+static void keepalive_on(int fd) {
+  int on = 1, idle = TREE_KEEPIDLE_S, intvl = TREE_KEEPINTVL_S, cnt = TREE_KEEPCNT;
+  if (fd < 0) return;
+  (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd) {
   struct hccl_tree *t = rd->tree;
   rd->tree = NULL;
+  for (uint32_t i = 0; t && i <= t->nchild; i++)
+    keepalive_on(i < t->nchild ? t->child_fd[i] : t->parent);
   return t;
+}
+
+int hccl__tree_fds(const struct hccl_tree *t, int *fds, int max) {
+  int n = 0;
+  for (uint32_t i = 0; t && i <= t->nchild; i++) {
+    int fd = i < t->nchild ? t->child_fd[i] : t->parent;
+    if (fd >= 0 && n < max) fds[n++] = fd;
+  }
+  return n;
 }
 
 /* Ends the store's part, on success and on failure alike: each other rank says "done" as its

@@ -46,6 +46,11 @@ struct hccl_rounds {
   const char *timeout_name;
   HcclResult (*check)(void *arg);
   void *check_arg;
+  /* Set by each round: after a failure, the rank every rank of the tree names as the one that
+   * failed (a missing rank, a peer whose socket closed without a word, or the rank a failure
+   * record from a neighbour names); UINT32_MAX when none is (a timeout, a check's failure: its
+   * message says). core/comm_split.c marks the parent's abort with it. */
+  uint32_t blame;
 };
 
 /* A hash of the kernel's boot id, the same in every network namespace of one machine and
@@ -59,15 +64,23 @@ uint64_t hccl__host_identity(char *host, size_t len);
 /* Gives `mine` (len bytes, the same len on every rank) for round `round` and fills
  * all[r * len] with every rank's, in rank order. The first round opens rd->tree (one store SET
  * and one GET a rank). Waits up to the connect timeout for the round; the failure names the
- * rank missing, or the world size that differs, on every rank (a rank that fails closes its
- * sockets, so its tree neighbours fail at once rather than wait). */
+ * rank missing, or the world size that differs, on every rank (a rank that fails sends its
+ * neighbours a record of why, which each passes on, and closes its sockets, so every rank
+ * fails at once naming the rank that failed, rd->blame, rather than its neighbour). */
 HcclResult hccl__round_allgather(struct hccl_rounds *rd, const char *round, const void *mine,
                                  size_t len, void *all);
 
 /* Takes rd->tree from the rounds (rd->tree becomes NULL), so hccl__round_finish leaves its
  * sockets open: later rounds among the same ranks (HcclCommSplit's parent round, core/
- * comm_split.c) run over it with rd->store NULL. NULL when no round opened one. */
+ * comm_split.c) run over it with rd->store NULL. Turns TCP keepalive on for its sockets (a
+ * probe after 10 idle seconds, the socket failed after 12 unanswered 5 s apart: rounds.c), so
+ * no NAT or firewall drops them for idleness and a path that died is found within 70 s. NULL
+ * when no round opened one. */
 struct hccl_tree *hccl__round_keep_tree(struct hccl_rounds *rd);
+
+/* The kept tree's sockets (its parent's, its children's), at most max of them in fds; returns
+ * how many. For tests and diagnostics: the tree owns them. */
+int hccl__tree_fds(const struct hccl_tree *t, int *fds, int max);
 
 /* Closes a kept tree's sockets (its neighbours' next round over it fails at once). NULL: none. */
 void hccl__tree_close(struct hccl_tree *t);

@@ -176,4 +176,9 @@ HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t
  * and tells every peer (transport abort) so their waits fail too. */
 void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);
 
+/* hccl__comm_fail with the peers told that rank `origin` failed (their messages say "rank
+ * <origin> failed: <this rank's message>"): a split's parent round names the rank its
+ * bootstrap tree found dead, not the rank that found it. */
+void hccl__comm_fail_blame(struct hccl_comm *comm, HcclResult code, uint32_t origin);
+
 #endif

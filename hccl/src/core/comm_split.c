@@ -429,7 +429,8 @@ static HcclResult parent_alive(void *arg) {
  * init's rounds over the tree 36-37 ms each). Earlier calls on the parent end first
  * (hccl__coll_drain), as they would before a blocking allgather: the member rounds use the
  * parent's links. Bounded by HCCL_EXEC_TIMEOUT and by the parent's abort; a failure breaks the
- * parent and closes the tree, so its neighbours fail at once too. A parent without a tree (a
+ * parent and closes the tree, so its neighbours fail at once too, every rank naming the rank
+ * that failed (rounds.c's failure record, and the abort's origin). A parent without a tree (a
  * split's child) runs the allgather. */
 static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                                struct split_ask *ask) {
@@ -445,7 +446,9 @@ static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                            .check_arg = c};
   HcclResult r = hccl__round_allgather(&rd, "split", mine, sizeof(*mine), ask);
   c->boot_tree = rd.tree; /* NULL after a failure: the sockets are closed */
-  if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
+  /* The rank the tree named (a dead one, on every rank alike) is the one the abort names. */
+  if (r != HCCL_SUCCESS)
+    hccl__comm_fail_blame(c, r, rd.blame != UINT32_MAX ? rd.blame : c->rank);
   return r;
 }
 
