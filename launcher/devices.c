@@ -113,8 +113,8 @@ int launch_parse_device_list(const char *list, int *devices, int max, int *n, ch
     p++; /* ',' */
   }
   if (count > max) {
-    snprintf(err, errlen, "device list '%s' has %d devices; a group must have 1, 2, 4 or 8", list,
-             count);
+    snprintf(err, errlen, "device list '%s' has %d devices; a server has at most %d", list, count,
+             HCCL_TOPO_MAX_DEVICES);
     return -1;
   }
   qsort(devices, (size_t)count, sizeof(int), cmp_int);
@@ -131,8 +131,6 @@ int launch_plan_devices(struct launch_job *j, char *err, size_t errlen) {
                o->topology_from_option ? "--topology: " : "HCCL_TOPO_FILE: ", terr);
       return -1;
     }
-  } else {
-    hccl__topo_flat(8, &j->topo); /* a server of 8 devices, no placement rule */
   }
 
   int devices[DEVICE_LIST_MAX], n = 0;
@@ -148,18 +146,25 @@ int launch_plan_devices(struct launch_job *j, char *err, size_t errlen) {
     }
   } else {
     n = o->nproc_per_node;
-    if (n > DEVICE_LIST_MAX) {
-      snprintf(err, errlen, "--nproc-per-node %d: a group must have 1, 2, 4 or 8 devices", n);
+    if (n > HCCL_TOPO_MAX_DEVICES) {
+      snprintf(err, errlen, "--nproc-per-node %d: a server has at most %d devices", n,
+               HCCL_TOPO_MAX_DEVICES);
       return -1;
     }
     for (int i = 0; i < n; i++)
       devices[i] = i;
   }
 
+  if (!o->topology) { /* flat8, widened to the largest device as libhccl does (place.c) */
+    int top = 7;
+    for (int i = 0; i < n; i++)
+      if (devices[i] > top) top = devices[i];
+    hccl__topo_flat(top + 1, &j->topo); /* at most HCCL_TOPO_MAX_DEVICES; checked below */
+  }
   if (hccl__topo_check_devices(&j->topo, devices, n, terr, sizeof(terr)) != HCCL_SUCCESS) {
     if (!o->topology && strstr(terr, "out of range"))
-      snprintf(err, errlen, "%s (the default flat server; name a larger one with --topology)",
-               terr);
+      snprintf(err, errlen, "%s (the default flat server grows to the largest device id, up to "
+               "%d devices)", terr, HCCL_TOPO_MAX_DEVICES);
     else
       snprintf(err, errlen, "%s", terr);
     return -1;

@@ -23,7 +23,7 @@
 
 #define LAUNCH_EXIT_USAGE 2       /* refused before anything started */
 #define LAUNCH_EXIT_NOT_FOUND 127 /* the program cannot be run (as sh and env do) */
-#define LAUNCH_MAX_LOCAL 8        /* ranks on one server: 1, 2, 4 or 8 */
+#define LAUNCH_MAX_LOCAL HCCL_TOPO_MAX_DEVICES /* ranks on one server: a device each */
 #define LAUNCH_DEFAULT_PORT 29688 /* the Ascend guide's scripts */
 #define LAUNCH_DEFAULT_ADDR "127.0.0.1"
 #define LAUNCH_DEFAULT_GRACE_S 5.0

@@ -231,7 +231,7 @@ typedef struct {
 
 /* Collective over nRanks processes that share `store`; each calls it with its rank. Blocks
  * until every rank has joined or the connect timeout passes. config may be NULL. The same
- * checks as HcclCommInitRootInfo apply (1, 2, 4 or 8 ranks per server, matching settings). */
+ * checks as HcclCommInitRootInfo apply (the topology's rules, matching settings). */
 HCCL_API HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
                                       const HcclCommConfig *config, HcclComm *comm);
 
@@ -280,8 +280,9 @@ HCCL_API HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int e
  *
  * Errors, on every rank of comm alike: HCCL_E_PARA for a key below 0 or an invalid config on
  * any rank, or ranks at different splits of comm (the message names the rank and the value);
- * HCCL_E_REMOTE when comm is broken or aborted; a new communicator's own checks (1, 2, 4 or 8
- * ranks per server, matching settings) fail every rank of its colour.
+ * HCCL_E_REMOTE when comm is broken or aborted; a new communicator's own checks (the
+ * topology's rules: any count per server on a flat one, 1, 2, 4 or 8 under ascend910; matching
+ * settings) fail every rank of its colour.
  *
  * Why NCCL's shape and not HCCL's HcclCreateSubCommConfig(comm, rankNum, rankIds, subCommId,
  * subCommRankId, config, subComm): HCCL's is called by the new group's members only, so it

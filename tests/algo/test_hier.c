@@ -3,7 +3,8 @@
  * (algo/group.h), on real processes: 8 ranks of one server are cut into S pretend servers of
  * L ranks each (local groups of consecutive ranks, cross groups of equal local index), and
  * hccl__hier_allreduce runs over those groups on the shared-memory links. Shapes 2x2, 2x4,
- * 4x2, 8x1 and 3x2 (three servers: halving-doubling folds a group that is not a power of two);
+ * 4x2, 8x1, 3x2 (three servers: halving-doubling folds a group that is not a power of two) and
+ * 2x3 (three ranks a server, as flat servers allow);
  * every dtype x op, counts 1 (shards of zero elements), 7, 33333 and several slots plus an odd
  * tail, in place and not, ring and halving-doubling between the servers; each result compared
  * bit for bit with a reference that never calls the library. Each case four ways: malloc
@@ -17,9 +18,9 @@
  * links is tests/transport/test_tcp.c.
  *
  * test_lead_layouts: the form through leaders for servers of different counts (a shrink's
- * survivors), hccl__lead_allreduce, on pretend layouts 2 + 1 and 4 + 2 + 1 (lead_body's
- * comment); through a real uneven communicator it is tests/torch/test_shrink.py's
- * test_two_servers. The same test runs hccl__lead_broadcast and hccl__lead_reduce on those
+ * survivors, or any flat job), hccl__lead_allreduce, on pretend layouts 2 + 1, 4 + 2 + 1 and
+ * 3 + 2 (lead_body's comment); through a real uneven communicator it is
+ * tests/torch/test_shrink.py's test_two_servers. The same test runs hccl__lead_broadcast and hccl__lead_reduce on those
  * layouts from every root (lead_rooted_layout's comment).
  */
 #include <setjmp.h>
@@ -142,7 +143,7 @@ static int hier_body(int rank, int nranks, void *arg) {
   HcclComm comm;
   RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   struct hccl_comm *c = comm;
-  static const struct shape shapes[] = {{2, 2}, {2, 4}, {4, 2}, {8, 1}, {3, 2}};
+  static const struct shape shapes[] = {{2, 2}, {2, 4}, {4, 2}, {8, 1}, {3, 2}, {2, 3}};
   uint32_t salt = 0;
   int checks = 0;
   for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
@@ -351,8 +352,8 @@ static int lead_rooted_layout(struct hccl_comm *c, const struct layout *lo, stru
   return 0;
 }
 
-/* The form through leaders (hccl__lead_allreduce) on layouts 2 + 1 and 4 + 2 + 1 (rank 7 sits
- * the second out): every dtype x sum, prod, max, min, counts 0, 1, 7 and three slots plus an
+/* The form through leaders (hccl__lead_allreduce) on layouts 2 + 1, 4 + 2 + 1 (rank 7 sits
+ * the second out) and 3 + 2 (no power of two on the first server): every dtype x sum, prod, max, min, counts 0, 1, 7 and three slots plus an
  * odd tail, in place and not; the chain or the tree inside and the ring or halving-doubling
  * between servers, all four pairs in turn over the dtypes. Bit for bit against the
  * reference. Then each layout's broadcasts and reduces (lead_rooted_layout). */
@@ -364,7 +365,7 @@ static int lead_body(int rank, int nranks, void *arg) {
   HcclComm comm;
   RANK_CHECK(HcclCommInitFromEnv(&comm) == HCCL_SUCCESS, "init: %s", HcclGetLastErrorMessage());
   struct hccl_comm *c = comm;
-  static const struct layout layouts[] = {{2, {2, 1}}, {3, {4, 2, 1}}};
+  static const struct layout layouts[] = {{2, {2, 1}}, {3, {4, 2, 1}}, {2, {3, 2}}};
   double t0 = cc_now();
   uint32_t salt = 1000000;
   int checks = 0;

@@ -3,7 +3,8 @@
  * (HcclCommInitClusterInfo, HcclCommInitFromEnv with RANK_TABLE_FILE; core/comm_init.c).
  *
  * Parsing: topologies/ranktables/2x8.json and 1x4_local.json give the right ranks, servers and
- * devices; numbers as strings or as JSON numbers; unknown fields ignored. Every refusal names
+ * devices, and a table of 3 devices on a server parses (the topology rules at placement);
+ * numbers as strings or as JSON numbers; unknown fields ignored. Every refusal names
  * the field path and the value: not JSON, wrong version, status not completed, server_count
  * disagreeing with server_list, unequal or invalid device counts, device_id or rank_id out of
  * range, not a number, duplicated, a duplicated server_id, a server_id too long to keep, a
@@ -64,6 +65,16 @@ static void test_example_tables(void **st) {
   assert_int_equal(t->rank[3].local_rank, 0);
   assert_int_equal(t->rank[2].server, 1);
   free(t);
+
+  /* Any count a server (the topology's rule is placement's): 3 devices on one server. */
+  const char *three = "{\"version\": \"1.0\", \"server_count\": \"1\", \"status\": \"completed\", "
+                      "\"server_list\": [{\"server_id\": \"a\", \"device\": ["
+                      "{\"device_id\": 0, \"rank_id\": 0}, {\"device_id\": 1, \"rank_id\": 1}, "
+                      "{\"device_id\": 2, \"rank_id\": 2}]}]}";
+  assert_int_equal(hccl__ranktable_parse(three, "three.json", &t), HCCL_SUCCESS);
+  assert_int_equal(t->nranks, 3);
+  assert_int_equal(t->per_server, 3);
+  free(t);
 }
 
 /* A two-server, two-device table with one substitution applied. */
@@ -114,6 +125,10 @@ static void test_refusals(void **st) {
                  "server_list[1].server_id: missing is not a non-empty string");
   expect_refused(", {\"device_id\": \"1\", \"device_ip\": \"1.1.2.2\", \"rank_id\": \"3\"}", "",
                  "server_list[1].device: 1 devices, but server_list[0] has 2");
+  expect_refused("\"device\": [{\"device_id\": \"0\", \"device_ip\": \"1.1.1.1\", "
+                 "\"rank_id\": \"0\"}, {\"device_id\": \"1\", \"device_ip\": \"1.1.1.2\", "
+                 "\"rank_id\": \"1\"}]",
+                 "\"device\": []", "server_list[0].device: 0 devices; a server has 1 to 64");
   expect_refused("\"device_ip\": \"1.1.1.2\"", "\"device_ip\": 7",
                  "server_list[0].device[1].device_ip: is not a string");
   /* Ids too long to keep whole are refused: cut short, two could become one (found by

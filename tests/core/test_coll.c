@@ -1,15 +1,18 @@
 /*
  * test_coll.c - multi-process correctness of the collectives, through the public header only.
  *
- * The sweep forks 1, 2, 4 and 8 ranks once per forced algorithm (HCCL_ALGO=ring, tree) with
+ * The sweep forks 1, 2, 3, 4 and 8 ranks once per forced algorithm (HCCL_ALGO=ring, tree) with
  * HCCL_BUFFSIZE=1, and inside that one communicator runs every collective (allreduce,
  * reduce-scatter, allgather, broadcast and reduce from the first, the last and a middle rank,
  * barrier)
  * over dtypes x ops x counts (0, 1, 7, 33333, and for a subset 1 MiB and 3 MiB + 5 elements,
  * more than the staging buffer) x in-place / out-of-place: the four original types with sum,
  * prod, max and min at every count; in runs of their own, every other (type, op) pair (twelve
- * types, avg and the bitwise ops too) at 1, 7 and 33333. Every element is compared with a
- * reference computed locally from every rank's deterministic input (coll_check.h); an
+ * types, avg and the bitwise ops too) at 1, 7 and 33333 (3 ranks too, both algorithms). 5, 6
+ * and 7 ranks (any count on a flat server) run the sweep at the small counts only, both
+ * algorithms, and the other types at 5 (ring), 6 (tree) and 7 (ring): the full sweep at each
+ * would add about a minute on two cores. Every element is compared with a reference computed
+ * locally from every rank's deterministic input (coll_check.h); an
  * out-of-place call must leave its send buffer untouched, and nothing may be written in the
  * guard bytes around any buffer. A mismatch prints the collective, dtype, op, count, root,
  * placement, index, expected and got.
@@ -47,6 +50,7 @@ static int *g_shared;
 struct run_arg {
   const char *algo; /* HCCL_ALGO value, or NULL to leave it unset */
   int types;        /* sweep_body: the other types and ops (sweep_types), not sweep */
+  int small;        /* sweep: the small counts only (no large or streamed messages) */
 };
 
 /* Sets the variables every run uses, then inits from the launcher's variables. */
@@ -67,6 +71,7 @@ static HcclResult init_comm(const char *algo, HcclComm *comm) {
 typedef struct {
   HcclComm comm;
   int rank, n;
+  int small; /* run_arg.small */
   uint32_t salt;
   int failures;
   int checks;
@@ -353,7 +358,7 @@ static int sweep(sweep_t *s) {
   for (size_t d = 0; d < sizeof(RED_DT) / sizeof(RED_DT[0]); d++) {
     for (int op = 0; op < 4; op++) {
       HcclDataType dt = RED_DT[d];
-      int big = large_subset(dt, (HcclReduceOp)op);
+      int big = large_subset(dt, (HcclReduceOp)op) && !s->small;
       for (int w = 0; big && w < 2; w++) {
         uint64_t cnt[2] = {large_count(dt, w, 1), large_count(dt, w, s->n)};
         if (run_allreduce(s, dt, op, cnt[0])) return -1;
@@ -371,7 +376,7 @@ static int sweep(sweep_t *s) {
   }
   for (size_t d = 0; d < sizeof(MOVE_DT) / sizeof(MOVE_DT[0]); d++) {
     HcclDataType dt = MOVE_DT[d];
-    int big = dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_INT8;
+    int big = (dt == HCCL_DATA_TYPE_FP32 || dt == HCCL_DATA_TYPE_INT8) && !s->small;
     for (int k = 0; k < (int)NSMALL + 2 * big; k++) {
       int l = k - (int)NSMALL;
       uint64_t cb = l < 0 ? SMALL[k] : large_count(dt, l, 1);
@@ -381,7 +386,7 @@ static int sweep(sweep_t *s) {
         if (run_broadcast(s, dt, cb, roots[r])) return -1;
     }
   }
-  if (s->n > 1 && run_streamed(s)) return -1;
+  if (s->n > 1 && !s->small && run_streamed(s)) return -1;
   return run_barrier(s, 4);
 }
 
@@ -422,14 +427,15 @@ static int sweep_body(int rank, int nranks, void *argp) {
                "HCCL_ALGO=%s but the algorithm names are %s (64 B) and %s (64 MiB)", arg->algo,
                a ? a : "(null)", b ? b : "(null)");
   }
-  sweep_t s = {.comm = comm, .rank = rank, .n = nranks, .salt = 1000};
+  sweep_t s = {.comm = comm, .rank = rank, .n = nranks, .small = arg->small, .salt = 1000};
   double t0 = cc_now();
   int fatal = arg->types ? sweep_types(&s) : sweep(&s);
   double dt = cc_now() - t0;
   rc = HcclCommDestroy(comm);
   if (rank == 0)
-    printf("%s n=%d algo=%s: %d checks, %d failures, %.2f s\n", arg->types ? "types" : "sweep",
-           nranks, arg->algo, s.checks, s.failures, dt);
+    printf("%s n=%d algo=%s: %d checks, %d failures, %.2f s\n",
+           arg->types ? "types" : arg->small ? "small sweep" : "sweep", nranks, arg->algo, s.checks,
+           s.failures, dt);
   RANK_CHECK(fatal == 0 && s.failures == 0, "%d failures (fatal=%d)", s.failures, fatal);
   RANK_CHECK(rc == HCCL_SUCCESS, "destroy: %d", rc);
   return 0;
@@ -459,6 +465,27 @@ ALGO_TEST(test_sweep_4_ring, 4, sweep_body, ring)
 ALGO_TEST(test_sweep_4_tree, 4, sweep_body, tree)
 ALGO_TEST(test_sweep_8_ring, 8, sweep_body, ring)
 ALGO_TEST(test_sweep_8_tree, 8, sweep_body, tree)
+/* Any count on a flat server: the whole sweep at 3 ranks (the smallest ring whose blocks,
+ * halving-doubling fold and binomial tree are not a power of two's). */
+ALGO_TEST(test_sweep_3_ring, 3, sweep_body, ring)
+ALGO_TEST(test_sweep_3_tree, 3, sweep_body, tree)
+
+/* 5, 6 and 7 ranks: every collective, the four reduction types x sum, prod, max, min and the
+ * moved types at the small counts (0, 1, 7, 33333: empty and unequal blocks), in place and
+ * not, every root; no large or streamed messages, which the power-of-two runs and 3 ranks
+ * cover, to keep the suite's time. */
+#define SMALL_TEST(name, n, which)                                                                 \
+  static void name(void **st) {                                                                    \
+    (void)st;                                                                                      \
+    struct run_arg a = {.algo = #which, .small = 1};                                               \
+    run_and_check(n, sweep_body, &a);                                                              \
+  }
+SMALL_TEST(test_small_5_ring, 5, ring)
+SMALL_TEST(test_small_5_tree, 5, tree)
+SMALL_TEST(test_small_6_ring, 6, ring)
+SMALL_TEST(test_small_6_tree, 6, tree)
+SMALL_TEST(test_small_7_ring, 7, ring)
+SMALL_TEST(test_small_7_tree, 7, tree)
 
 #define TYPES_TEST(name, n, which)                                                                 \
   static void name(void **st) {                                                                    \
@@ -473,6 +500,11 @@ TYPES_TEST(test_types_4_ring, 4, ring)
 TYPES_TEST(test_types_4_tree, 4, tree)
 TYPES_TEST(test_types_8_ring, 8, ring)
 TYPES_TEST(test_types_8_tree, 8, tree)
+TYPES_TEST(test_types_3_ring, 3, ring)
+TYPES_TEST(test_types_3_tree, 3, tree)
+TYPES_TEST(test_types_5_ring, 5, ring)
+TYPES_TEST(test_types_6_tree, 6, tree)
+TYPES_TEST(test_types_7_ring, 7, ring)
 
 /* ---- requests ---- */
 
@@ -765,6 +797,13 @@ int main(void) {
       cmocka_unit_test(test_types_2_tree),     cmocka_unit_test(test_types_4_ring),
       cmocka_unit_test(test_types_4_tree),     cmocka_unit_test(test_types_8_ring),
       cmocka_unit_test(test_types_8_tree),
+      cmocka_unit_test(test_sweep_3_ring),     cmocka_unit_test(test_sweep_3_tree),
+      cmocka_unit_test(test_types_3_ring),     cmocka_unit_test(test_types_3_tree),
+      cmocka_unit_test(test_small_5_ring),     cmocka_unit_test(test_small_5_tree),
+      cmocka_unit_test(test_small_6_ring),     cmocka_unit_test(test_small_6_tree),
+      cmocka_unit_test(test_small_7_ring),     cmocka_unit_test(test_small_7_tree),
+      cmocka_unit_test(test_types_5_ring),     cmocka_unit_test(test_types_6_tree),
+      cmocka_unit_test(test_types_7_ring),
       cmocka_unit_test(test_requests),         cmocka_unit_test(test_nan_inf_ring),
       cmocka_unit_test(test_nan_inf_tree),     cmocka_unit_test(test_determinism_ring),
       cmocka_unit_test(test_determinism_tree), cmocka_unit_test(test_auto_algo),

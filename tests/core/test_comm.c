@@ -1,7 +1,8 @@
 /*
  * test_comm.c - multi-process tests of a communicator's life: how it is made (from the
- * launcher's variables, from a root info shared through pipes), what its getters say, which
- * groups and settings are refused and how (HCCL_E_PARA on every rank, a message naming the
+ * launcher's variables, from a root info shared through pipes), what its getters say, that 3
+ * and 6 ranks on a server work by default and are refused under ascend910, which groups and
+ * settings are refused and how (HCCL_E_PARA on every rank, a message naming the
  * variable and the value, no hang), and how it fails: a rank that never joins, a rank killed
  * in the middle of a collective, a rank that skips a collective, bad arguments. Every rank that
  * succeeds must have released its device links (harness.c), and init + destroy must work 20
@@ -322,33 +323,50 @@ static void test_init_root_info(void **st) {
   }
 }
 
-/* ---- refused group sizes ---- */
+/* ---- group sizes: any on the default flat server, HCCL's on ascend910 ---- */
 
-static int refused_body(int rank, int nranks, void *argp) {
+/* 3 and 6 ranks on one server: the default topology (flat8) takes them and an allreduce
+ * works; under HCCL_TOPO_FILE=ascend910 every rank refuses at once, naming the count, the
+ * topology's rule and how to choose a flat one. */
+static int any_count_body(int rank, int nranks, void *argp) {
   (void)argp;
   harness_base_env();
   setenv("HCCL_CONNECT_TIMEOUT", "10", 1);
   HcclComm comm = NULL;
-  double t0 = cc_now();
+  unsetenv("HCCL_TOPO_FILE");
   HcclResult rc = HcclCommInitFromEnv(&comm);
+  RANK_CHECK(rc == HCCL_SUCCESS && comm, "%d ranks on the default topology: init %d (%s)", nranks,
+             rc, HcclGetLastErrorMessage());
+  if (allreduce_works(comm, rank, nranks, 11)) return 1;
+  RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy");
+  comm = NULL;
+
+  setenv("HCCL_TOPO_FILE", "ascend910", 1);
+  double t0 = cc_now();
+  rc = HcclCommInitFromEnv(&comm);
   double dt = cc_now() - t0;
+  unsetenv("HCCL_TOPO_FILE");
   const char *msg = HcclGetLastErrorMessage();
-  if (rank == 0) printf("  %d ranks refused in %.3f s: %s\n", nranks, dt, msg);
+  if (rank == 0) printf("  %d ranks refused on ascend910 in %.3f s: %s\n", nranks, dt, msg);
   RANK_CHECK(rc == HCCL_E_PARA, "%d ranks: init returned %d (%s), want HCCL_E_PARA", nranks, rc,
              msg);
   RANK_CHECK(comm == NULL, "comm set on failure");
-  RANK_CHECK(strstr(msg, "1, 2, 4 or 8") != NULL, "message does not say '1, 2, 4 or 8': %s", msg);
+  char want[64];
+  snprintf(want, sizeof(want), "%d ranks on server ", nranks);
+  RANK_CHECK(strstr(msg, want) && strstr(msg, "topology ascend910 allows 1, 2, 4 or 8") &&
+                 strstr(msg, "HCCL_TOPO_FILE=flat8"),
+             "message does not name the count, the rule and the way out: %s", msg);
   RANK_CHECK(dt < 5.0, "refusal took %.2f s", dt);
   return 0;
 }
 
-static void test_refused_3(void **st) {
+static void test_any_count_3(void **st) {
   (void)st;
-  run_and_check(3, refused_body, NULL, -1, 0);
+  run_and_check(3, any_count_body, NULL, -1, 0);
 }
-static void test_refused_6(void **st) {
+static void test_any_count_6(void **st) {
   (void)st;
-  run_and_check(6, refused_body, NULL, -1, 0);
+  run_and_check(6, any_count_body, NULL, -1, 0);
 }
 
 /* ---- bad variables ----
@@ -768,8 +786,8 @@ int main(void) {
       cmocka_unit_test(test_init_rank_id),
       cmocka_unit_test(test_two_communicators),
       cmocka_unit_test(test_init_root_info),
-      cmocka_unit_test(test_refused_3),
-      cmocka_unit_test(test_refused_6),
+      cmocka_unit_test(test_any_count_3),
+      cmocka_unit_test(test_any_count_6),
       cmocka_unit_test(test_bad_variables),
       cmocka_unit_test(test_rank_never_joins),
       cmocka_unit_test(test_dead_peer),

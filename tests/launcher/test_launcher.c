@@ -9,7 +9,7 @@
  * port check, fail-fast with exit codes, --on-failure continue (the others go on after a
  * failure), signals and the grace period, signal forwarding, no orphans (leftovers, strays, a
  * SIGKILLed launcher), --log-dir, --tag-output, and an end-to-end allreduce_perf run at
- * 1/2/4/8 devices (in its own test: it needs the library).
+ * 1/2/4/8 and 3 devices (in its own test: it needs the library).
  * Every launcher run has a deadline, and each test is capped with alarm().
  */
 #define _GNU_SOURCE
@@ -409,6 +409,16 @@ static void test_nnodes_dry_run(void **state) {
   ASSERT_HAS(g_run.err, "no such file (dry run: printed anyway)");
   ASSERT_HAS(g_run.out, "command: taskset -c ");
   assert_int_equal(RUN("--device-list", "0,1", "./no-such-train.py"), 127);
+
+  /* Any count on the default flat server; more ranks than its 8 devices widen it, as libhccl
+   * does (devices 0-9, topology flat10). */
+  assert_int_equal(RUN("--device-list", "0,1,2", "--dry-run", "true"), 0);
+  ASSERT_HAS(g_run.out, "3 ranks on this server (server 0 of 1), world size 3, topology flat8");
+  ASSERT_HAS(g_run.out, "rank 2: device 2, local rank 2");
+  assert_int_equal(RUN("--nproc-per-node", "10", "--dry-run", "true"), 0);
+  ASSERT_HAS(g_run.out, "10 ranks on this server (server 0 of 1), world size 10, topology flat10");
+  ASSERT_HAS(g_run.out, "LOCAL_WORLD_SIZE=10");
+  ASSERT_HAS(g_run.out, "rank 9: device 9, local rank 9");
 }
 
 /* Under srun (one npu-launch per server) Slurm's variables give the server count, this
@@ -515,10 +525,22 @@ static void test_refusals(void **state) {
       {{"--device-list", "-1,0"}, NULL, "device -1; device numbers are 0 or more"},
       {{"--device-list", "0,1,1,2"}, NULL, "names device 1 twice"},
       {{"--device-list", "3-1"}, NULL, "runs backwards"},
-      {{"--device-list", "0,1,2"}, NULL, "has 3 devices; a group must have 1, 2, 4 or 8"},
-      {{"--device-list", "0-5"}, NULL, "has 6 devices; a group must have 1, 2, 4 or 8"},
-      {{"--nproc-per-node", "3"}, NULL, "has 3 devices; a group must have 1, 2, 4 or 8"},
-      {{"--device-list", "0,9"}, NULL, "device 9 in device list '0,9' is out of range"},
+      /* HCCL's counts only where the topology says so (ascend910), with the way out */
+      {{"--topology", "ascend910", "--device-list", "0,1,2"},
+       NULL,
+       "device list '0,1,2' has 3 devices; topology ascend910 allows 1, 2, 4 or 8 devices on a "
+       "server; for any count choose a flat topology (HCCL_TOPO_FILE=flat8, npu-launch "
+       "--topology flat8)"},
+      {{"--device-list", "0-5"}, "HCCL_TOPO_FILE=ascend910", "has 6 devices; topology ascend910"},
+      {{"--topology", "ascend910", "--nproc-per-node", "3"}, NULL, "has 3 devices; topology"},
+      {{"--topology", "flat8", "--device-list", "0,9"},
+       NULL,
+       "device 9 in device list '0,9' is out of range; topology flat8 has devices 0-7"},
+      {{"--device-list", "0,64"},
+       NULL,
+       "device 64 in device list '0,64' is out of range; topology flat64 has devices 0-63 (the "
+       "default flat server grows to the largest device id, up to 64 devices)"},
+      {{"--nproc-per-node", "65"}, NULL, "--nproc-per-node 65: a server has at most 64 devices"},
       {{"--topology", "ascend910", "--device-list", "0,1,4,5"},
        NULL,
        "device list 0,1,4,5 spans groups 0-3 and 4-7 of topology ascend910; a 2- or 4-device "
@@ -562,8 +584,12 @@ static void test_refusals(void **state) {
     ASSERT_HAS(g_run.err, cases[i].message);
     assert_false(file_exists(marker));
   }
-  /* the same lists pass where the rule does not apply */
+  /* the same lists pass where the rule does not apply: any count on a flat server */
   assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1,4,5", "true"), 0);
+  assert_int_equal(RUN("--master-port", g_port, "--device-list", "0,1,2", "true"), 0);
+  assert_int_equal(RUN("--master-port", g_port, "--nproc-per-node", "3", "true"), 0);
+  assert_int_equal(
+      RUN("--master-port", g_port, "--topology", "flat8", "--device-list", "0-5", "true"), 0);
   assert_int_equal(
       RUN("--master-port", g_port, "--topology", "flat8", "--device-list", "0,1,4,5", "true"), 0);
   assert_int_equal(
@@ -983,9 +1009,10 @@ static void test_allreduce_perf_end_to_end(void **state) {
   (void)state;
   const char *perf = HCCL_BIN_DIR "/allreduce_perf";
   if (access(perf, X_OK) != 0) fail_msg("%s is not built yet", perf);
-  static const char *const lists[] = {"0", "0-1", "0-3", "0-7"};
+  static const char *const lists[] = {"0", "0-1", "0-3", "0-7", "0-2"};
+  static const int sizes[] = {1, 2, 4, 8, 3};
   alarm(600);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     const char *args[] = {"--master-port",
                           g_port,
                           "--grace-period",
@@ -1007,9 +1034,9 @@ static void test_allreduce_perf_end_to_end(void **state) {
     double t0 = mono();
     pid_t pid = start(args, NULL, &o, &e);
     int code = finish(pid, o, e, t0, 120, &g_run);
-    if (code != 0) fail_msg("%d devices: exit %d\n%s", 1 << i, code, g_run.out);
+    if (code != 0) fail_msg("%d devices: exit %d\n%s", sizes[i], code, g_run.out);
     ASSERT_HAS(g_run.out, "# Out of bounds values : 0 OK");
-    printf("# allreduce_perf on %d devices: %.1f s\n", 1 << i, g_run.seconds);
+    printf("# allreduce_perf on %d devices: %.1f s\n", sizes[i], g_run.seconds);
   }
 }
 

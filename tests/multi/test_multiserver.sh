@@ -9,7 +9,8 @@
 #
 # Cases: the issue's own (2 servers x 4 devices, allreduce_perf -d all -o all); 2x1, 2x2,
 # 4x2 and 3x2 (6 ranks: halving-doubling between servers folds a count that is not a power of
-# two); the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
+# two); 2x3 and servers of 3 + 2 (each rank started with a launcher's variables), every
+# program; the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
 # trace says) and on malloc buffers (staged inside each server of 4, as the trace says); the
 # two-level allreduce forced with ring and halving-doubling between servers, and a flat ring;
 # every other collective program that was built; npu-launch --max-restarts across both servers
@@ -79,6 +80,51 @@ check() {
   fi
 }
 
+# run_uneven NAME LAYOUT TIMEOUT ENV -- PROGRAM ARGS: servers of different counts (LAYOUT 3+2:
+# 3 ranks on server 0, 2 on server 1), each rank started with the variables a launcher sets
+# (npu-launch numbers ranks node_rank x N, so it runs equal servers only); rank r's output in
+# $work/NAME.r<r>; returns the number of ranks that failed.
+run_uneven() {
+  local name=$1 layout=$2 limit=$3 envs=$4
+  shift 5
+  local counts=(${layout//+/ }) k l r=0 n=0 pids=() bad=0
+  for k in "${counts[@]}"; do n=$((n + k)); done
+  port=$((port + 1))
+  for k in "${!counts[@]}"; do
+    for ((l = 0; l < counts[k]; l++)); do
+      # shellcheck disable=SC2086
+      netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 RANK=$r WORLD_SIZE=$n \
+        LOCAL_RANK=$l LOCAL_WORLD_SIZE="${counts[k]}" MASTER_ADDR="$(netns_addr 0)" \
+        MASTER_PORT="$port" $envs timeout -k 5 "$limit" "$@" >"$work/$name.r$r" 2>&1 &
+      pids+=($!)
+      r=$((r + 1))
+    done
+  done
+  for k in "${!pids[@]}"; do
+    local st=0
+    wait "${pids[$k]}" || st=$?
+    [ $st = 0 ] || { bad=$((bad + 1)); echo "  rank $k exited $st"; }
+  done
+  return $bad
+}
+
+# check_uneven NAME LAYOUT ENV -- PROGRAM ARGS: as check, on servers of different counts.
+check_uneven() {
+  local name=$1 layout=$2 envs=$3
+  shift 4
+  local n=$((${layout//+/ + })) t0=$SECONDS
+  cases=$((cases + 1))
+  if run_uneven "$name" "$layout" 300 "$envs" -- "$@" &&
+    grep -q "# Out of bounds values : 0 OK" "$work/$name.r0" &&
+    [ "$(grep -cE '^#  Rank +[0-9]+ ' "$work/$name.r0")" = "$n" ]; then
+    echo "ok   $name: servers of $layout ranks, $n ranks ($((SECONDS - t0)) s)"
+  else
+    failures=$((failures + 1))
+    echo "FAIL $name: servers of $layout ranks ($envs $*)"
+    for ((k = 0; k < n; k++)); do sed "s/^/  [rank $k] /" "$work/$name.r$k" | tail -8; done
+  fi
+}
+
 sweep="-b 1 -e 1M -f 32 -c 1 -n 2 -w 1"
 
 # The issue's case: two servers of four devices, every type and op.
@@ -89,6 +135,10 @@ check two_by_two 2 0,1 "" -- "$bin/allreduce_perf" $sweep -d all -o all
 check four_by_two 4 0,1 "" -- "$bin/allreduce_perf" $sweep -d all -o all
 check three_by_two_hd 3 0,1 "HCCL_ALGO=level0:NA;level1:H-D_R" -- \
   "$bin/allreduce_perf" $sweep -d all -o all
+# Any count a server: 2 x 3 (the two-level allreduce over servers of three), and servers of
+# different counts, 3 + 2 (flat, or through each server's first rank), every program.
+check two_by_three 2 0,1,2 "" -- "$bin/allreduce_perf" $sweep -d all -o all
+check_uneven three_plus_two 3+2 "" -- "$bin/allreduce_perf" $sweep -d all -o all
 # Algorithms, forced: two-level with ring / halving-doubling between servers, one flat ring.
 check hier_ring 2 0,1,2,3 "HCCL_ALGO=level0:NA;level1:ring" -- "$bin/allreduce_perf" $sweep -d float -o all
 check hier_hd 4 0,1 "HCCL_ALGO=level0:NA;level1:H-D_R" -- "$bin/allreduce_perf" $sweep -d all -o sum
@@ -121,6 +171,7 @@ for prog in all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf allto
   [ -x "$bin/$prog" ] || continue
   check "${prog}_3x2" 3 0,1 "" -- "$bin/$prog" -b 1 -e 256K -f 16 -c 1 -n 2 -w 1 -d all -o all
   check "${prog}_2x4" 2 0,1,2,3 "" -- "$bin/$prog" -b 1 -e 256K -f 16 -c 1 -n 2 -w 1 -d all -o all
+  check_uneven "${prog}_3+2" 3+2 "" -- "$bin/$prog" -b 1 -e 256K -f 16 -c 1 -n 2 -w 1 -d all -o all
 done
 
 # HCCL's whitelist on the TCP listeners: with both servers' addresses listed the job runs; when

@@ -73,10 +73,6 @@ static void test_devices_chosen(void **state) {
 static void test_refusals(void **state) {
   (void)state;
   struct job j;
-  assert_int_equal(place(&j, "aaa", NULL, NULL), HCCL_E_PARA);
-  assert_non_null(strstr(j.err, "3 ranks on server srv-a; a group must have 1, 2, 4 or 8"));
-  assert_int_equal(place(&j, "aabbbb", NULL, NULL), HCCL_E_PARA);
-  assert_non_null(strstr(j.err, "server srv-b has 4 ranks but server srv-a has 2"));
   const int clash[] = {1, 1};
   assert_int_equal(place(&j, "aa", clash, NULL), HCCL_E_PARA);
   assert_non_null(strstr(j.err, "ranks 0 and 1 both drive device 1 on server srv-a"));
@@ -87,8 +83,44 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(j.err, "both drive device 1"));
 }
 
-/* A shrink's survivors (any_count): 2 + 1 across two servers is placed, marked uneven; the
- * same ranks in a new communicator are refused. */
+/* A flat server (the default, and flat8 by name) takes any count per server, and servers of
+ * different counts (uneven); 3, 5, 6 and 7 ranks, 3 + 2, 1 + 4 + 2. More ranks than the
+ * default's 8 devices widen it (devices 0-9); a named flat8 has devices 0-7 only. */
+static void test_any_count_flat(void **state) {
+  (void)state;
+  struct hccl_topo flat8;
+  char err[256];
+  assert_int_equal(hccl__topo_load("flat8", TOPO_DIR, &flat8, err, sizeof(err)), HCCL_SUCCESS);
+  static const char *const one_server[] = {"aaa", "aaaaa", "aaaaaa", "aaaaaaa"};
+  struct job j;
+  for (int t = 0; t < 2; t++)
+    for (int i = 0; i < 4; i++) {
+      uint32_t n = (uint32_t)strlen(one_server[i]);
+      assert_int_equal(place(&j, one_server[i], NULL, t ? &flat8 : NULL), HCCL_SUCCESS);
+      assert_int_equal(j.out.nservers, 1);
+      assert_int_equal(j.out.per_server, n);
+      assert_false(j.out.uneven);
+      for (uint32_t k = 0; k < n; k++)
+        assert_int_equal(j.ring[k], k);
+    }
+  assert_int_equal(place(&j, "aaabb", NULL, &flat8), HCCL_SUCCESS);
+  assert_true(j.out.uneven);
+  assert_int_equal(j.out.nservers, 2);
+  const uint32_t local[] = {0, 1, 2, 0, 1};
+  for (int k = 0; k < 5; k++)
+    assert_int_equal(j.local_index[k], local[k]);
+  assert_int_equal(place(&j, "abbbbcc", NULL, NULL), HCCL_SUCCESS);
+  assert_true(j.out.uneven);
+  assert_int_equal(j.out.nservers, 3);
+  assert_int_equal(place(&j, "aaaaaaaaaa", NULL, NULL), HCCL_SUCCESS);
+  assert_int_equal(j.r[9].device, 9);
+  assert_int_equal(place(&j, "aaaaaaaaaa", NULL, &flat8), HCCL_E_PARA);
+  assert_non_null(strstr(j.err, "server srv-a: device 8 in device list"));
+  assert_non_null(strstr(j.err, "topology flat8 has devices 0-7"));
+}
+
+/* A shrink's survivors (any_count) under ascend910: 2 + 1 across two servers is placed (the
+ * survivors cannot choose their number); the same ranks in a new communicator are refused. */
 static void test_shrink_survivors_uneven(void **state) {
   (void)state;
   struct job j;
@@ -99,7 +131,10 @@ static void test_shrink_survivors_uneven(void **state) {
                                       hosts[k] == 'a' ? "srv-a" : "srv-b", "its index"};
   j.out = (struct hccl_place){.server_of = j.server_of, .local_index = j.local_index,
                               .ring = j.ring, .any_count = true};
-  assert_int_equal(hccl__place(j.r, 3, NULL, &j.out, j.err, sizeof(j.err)), HCCL_SUCCESS);
+  struct hccl_topo a;
+  char err[256];
+  assert_int_equal(hccl__topo_load("ascend910", TOPO_DIR, &a, err, sizeof(err)), HCCL_SUCCESS);
+  assert_int_equal(hccl__place(j.r, 3, &a, &j.out, j.err, sizeof(j.err)), HCCL_SUCCESS);
   assert_true(j.out.uneven);
   assert_int_equal(j.out.nservers, 2);
   const uint32_t server[] = {0, 0, 1}, local[] = {0, 1, 0};
@@ -108,9 +143,9 @@ static void test_shrink_survivors_uneven(void **state) {
     assert_int_equal(j.local_index[k], local[k]);
     assert_int_equal(j.ring[k], (uint32_t)k);
   }
-  assert_int_equal(place(&j, "aabb", NULL, NULL), HCCL_SUCCESS);
+  assert_int_equal(place(&j, "aabb", NULL, &a), HCCL_SUCCESS);
   assert_false(j.out.uneven);
-  assert_int_equal(place(&j, "aab", NULL, NULL), HCCL_E_PARA);
+  assert_int_equal(place(&j, "aab", NULL, &a), HCCL_E_PARA);
 }
 
 static void test_topology_rules(void **state) {
@@ -126,6 +161,18 @@ static void test_topology_rules(void **state) {
   const int inside[] = {4, 5, 0, 1};
   assert_int_equal(place(&j, "aabb", inside, &t), HCCL_SUCCESS);
   assert_int_equal(j.out.nservers, 2);
+  /* HCCL's counts: 1, 2, 4 or 8 ranks a server, the same on every server; each refusal says
+   * how to choose a flat topology instead. */
+  assert_int_equal(place(&j, "aaa", NULL, &t), HCCL_E_PARA);
+  assert_non_null(strstr(j.err, "3 ranks on server srv-a; topology ascend910 allows 1, 2, 4 or 8 "
+                                "devices on a server; for any count choose a flat topology "
+                                "(HCCL_TOPO_FILE=flat8, npu-launch --topology flat8)"));
+  assert_int_equal(place(&j, "aaaaaa", NULL, &t), HCCL_E_PARA);
+  assert_non_null(strstr(j.err, "6 ranks on server srv-a"));
+  assert_int_equal(place(&j, "aabbbb", NULL, &t), HCCL_E_PARA);
+  assert_non_null(strstr(j.err, "server srv-b has 4 ranks but server srv-a has 2; topology "
+                                "ascend910 needs the same number on every server"));
+  assert_non_null(strstr(j.err, "HCCL_TOPO_FILE=flat8"));
 }
 
 int main(void) {
@@ -133,6 +180,7 @@ int main(void) {
       cmocka_unit_test(test_two_servers_interleaved),
       cmocka_unit_test(test_devices_chosen),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_any_count_flat),
       cmocka_unit_test(test_shrink_survivors_uneven),
       cmocka_unit_test(test_topology_rules),
   };

@@ -24,7 +24,7 @@
 static const char *const ascend910_json =
     "{\"name\":\"ascend910\",\"devices\":8,\"groups\":[[0,1,2,3],[4,5,6,7]],"
     "\"intra_group_link\":\"HCCS\",\"inter_group_link\":\"PCIe\","
-    "\"partial_jobs_within_group\":true}";
+    "\"partial_jobs_within_group\":true,\"device_counts\":[1,2,4,8]}";
 
 /* Asserts that parsing doc fails with a message containing every given fragment. */
 static void expect_parse_error(const char *doc, const char *frag1, const char *frag2) {
@@ -51,13 +51,18 @@ static void test_parse_good(void **state) {
   for (int d = 0; d < 8; d++)
     assert_int_equal(t.group_of[d], d < 4 ? 0 : 1);
   assert_true(t.partial_jobs_within_group);
+  assert_int_equal(t.counts, 0x8b); /* 1, 2, 4, 8 */
+  assert_true(hccl__topo_count_ok(&t, 4));
+  assert_false(hccl__topo_count_ok(&t, 3));
 
-  /* optional fields absent: the rule is off; groups may list devices in any order */
+  /* optional fields absent: the rules are off; groups may list devices in any order */
   assert_int_equal(hccl__topo_parse("{\"name\":\"odd\",\"devices\":4,\"groups\":[[3,1],[0,2]],"
                                     "\"_comment\":\"ok\"}",
                                     &t, err, sizeof(err)),
                    HCCL_SUCCESS);
   assert_false(t.partial_jobs_within_group);
+  assert_int_equal(t.counts, 0);
+  assert_true(hccl__topo_count_ok(&t, 3));
   assert_int_equal(t.group_of[0], 1);
   assert_int_equal(t.group_of[3], 0);
 }
@@ -96,6 +101,15 @@ static void test_parse_bad(void **state) {
                      "\"partial_jobs_within_group\":1}",
                      "'partial_jobs_within_group'", "true or false");
   expect_parse_error("{\"name\":\"\",\"devices\":2,\"groups\":[[0,1]]}", "'name'", "non-empty");
+  expect_parse_error("{\"name\":\"x\",\"devices\":4,\"groups\":[[0,1,2,3]],"
+                     "\"device_counts\":[1,2,8]}",
+                     "'device_counts' holds 8", "from 1 to 4");
+  expect_parse_error("{\"name\":\"x\",\"devices\":4,\"groups\":[[0,1,2,3]],"
+                     "\"device_counts\":[]}",
+                     "'device_counts'", "non-empty array");
+  expect_parse_error("{\"name\":\"x\",\"devices\":4,\"groups\":[[0,1,2,3]],"
+                     "\"device_counts\":[\"2\"]}",
+                     "'device_counts'", "not an integer");
 }
 
 static void test_load_by_name_and_path(void **state) {
@@ -192,9 +206,17 @@ static void test_check_devices(void **state) {
   static const int all[] = {0, 1, 2, 3, 4, 5, 6, 7}, low[] = {0, 1, 2, 3}, high[] = {7, 6, 5, 4};
   static const int pair[] = {4, 5}, one[] = {6}, six[] = {0, 1, 2, 3, 4, 5};
 
-  check_devs(&a, three, 3, "device list '0,1,2' has 3 devices", "a group must have 1, 2, 4 or 8");
-  check_devs(&flat, three, 3, "3 devices; a group must have 1, 2, 4 or 8", NULL);
-  check_devs(&a, six, 6, "6 devices; a group must have 1, 2, 4 or 8", NULL);
+  /* ascend910 keeps HCCL's counts and says how to leave them; a flat server takes any. */
+  check_devs(&a, three, 3, "device list '0,1,2' has 3 devices",
+             "topology ascend910 allows 1, 2, 4 or 8 devices on a server");
+  check_devs(&a, three, 3, "for any count choose a flat topology",
+             "HCCL_TOPO_FILE=flat8, npu-launch --topology flat8");
+  check_devs(&a, six, 6, "6 devices; topology ascend910 allows 1, 2, 4 or 8", NULL);
+  static const int five[] = {0, 2, 4, 6, 7}, seven[] = {0, 1, 2, 3, 4, 5, 6};
+  check_devs(&flat, three, 3, NULL, NULL);
+  check_devs(&flat, five, 5, NULL, NULL);
+  check_devs(&flat, six, 6, NULL, NULL);
+  check_devs(&flat, seven, 7, NULL, NULL);
   check_devs(&a, dup, 4, "device 1 appears twice", "'0,1,1,2'");
   check_devs(&a, out, 2, "device 9 in device list '0,9' is out of range",
              "topology ascend910 has devices 0-7");
@@ -202,7 +224,8 @@ static void test_check_devices(void **state) {
   check_devs(&a, NULL, 0, "device list is empty", NULL);
 
   check_devs(&a, spans, 4, "device list 0,1,4,5 spans groups 0-3 and 4-7 of topology ascend910",
-             "a 2- or 4-device job must sit inside one group");
+             "a 2- or 4-device job must sit inside one group (a flat topology has no groups: "
+             "HCCL_TOPO_FILE=flat8, npu-launch --topology flat8)");
   check_devs(&a, pair_span, 2, "spans groups 0-3 and 4-7", NULL);
   check_devs(&flat, spans, 4, NULL, NULL);
   check_devs(&flat, pair_span, 2, NULL, NULL);

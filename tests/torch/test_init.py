@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """test_init.py - how a torch_hccl job starts: env://, tcp:// and file:// init, under
 npu-launch and under a plain shell loop; several communicators per process (the default group
-and new_group subgroups, which follow the 1/2/4/8-per-server rule and are refused on every
-member otherwise); the groups of a 3D layout split from the default group's communicator (or
+and new_group subgroups of any size, which give gloo's results at 3 ranks and as
+new_group([0, 1, 2]) of 4; under HCCL_TOPO_FILE=ascend910 they follow HCCL's 1/2/4/8-per-server
+rule and are refused on every member otherwise); the groups of a 3D layout split from the default group's communicator (or
 over the store when any rank sets TORCH_HCCL_SPLIT=0, or for use_local_synchronization); a gloo
 script run unchanged with backend hccl.
 """
@@ -45,11 +46,13 @@ def basic_checks(rank, n):
         mine = 0 if rank < n // 2 else 1
         t = torch.ones(5, dtype=torch.int32)
         dist.all_reduce(t, group=hg[mine])
-        assert t.tolist() == [n // 2] * 5, (rank, t)
+        assert t.tolist() == [len(halves[mine])] * 5, (rank, t)
         t = torch.tensor([rank], dtype=torch.int64)
         dist.broadcast(t, src=halves[mine][-1], group=hg[mine])  # src is a global rank
         assert t.item() == halves[mine][-1]
         groups += hg
+    if n in (3, 4):
+        like_gloo(rank, n)
     t = torch.full((2,), 1.0)
     dist.all_reduce(t)  # the default group still works beside the subgroups
     assert t.tolist() == [float(n)] * 2
@@ -57,10 +60,48 @@ def basic_checks(rank, n):
         dist.destroy_process_group(g)
 
 
+def like_gloo(rank, n):
+    """Three ranks on one server, as gloo and NCCL take them: at n = 3 the default group, at
+    n = 4 new_group([0, 1, 2]); the same calls on a gloo group of the same ranks must give the
+    same values (integers, so every order of summing gives the same bits)."""
+    import torch
+    import torch.distributed as dist
+    ranks = [0, 1, 2]
+    hg = None if n == 3 else dist.new_group(ranks)  # every rank makes both groups
+    gg = dist.new_group(ranks, backend="gloo")
+    if rank not in ranks:
+        assert hg == dist.GroupMember.NON_GROUP_MEMBER, hg
+        return
+    results = {}
+    for name, g in (("hccl", hg), ("gloo", gg)):
+        out = []
+        x = (torch.arange(1001, dtype=torch.float32) * (rank + 1)) % 97 - 40
+        dist.all_reduce(x, group=g)
+        y = torch.arange(33, dtype=torch.int32) * (2 * rank - 1)
+        dist.all_reduce(y, op=dist.ReduceOp.MAX, group=g)
+        z = torch.arange(7, dtype=torch.int64) + rank
+        dist.all_reduce(z, op=dist.ReduceOp.PRODUCT, group=g)
+        got = [torch.zeros(5, dtype=torch.int64) for _ in ranks]
+        dist.all_gather(got, torch.arange(5) + 100 * rank, group=g)
+        b = torch.full((9,), float(rank))
+        dist.broadcast(b, src=ranks[-1], group=g)
+        r = torch.arange(11, dtype=torch.float32) * (rank + 1)
+        dist.reduce(r, dst=ranks[1], group=g)
+        out += [x, y, z] + got + [b] + ([r] if rank == ranks[1] else [])
+        results[name] = [t.tolist() for t in out]
+    assert results["hccl"] == results["gloo"], (rank, results)
+    print("rank %d: %d ranks (%s) as gloo" % (rank, len(ranks),
+                                              "world" if n == 3 else "new_group([0, 1, 2])"))
+    if hg is not None:
+        dist.destroy_process_group(hg)
+    dist.destroy_process_group(gg)
+
+
 def refused_subgroup_case():
-    """4 ranks: new_group([0, 1, 2]) puts 3 ranks on one server: each member raises with the
-    rule; the non-member's store barrier gives up at the group's timeout; then the default
-    group still works."""
+    """4 ranks under HCCL_TOPO_FILE=ascend910: new_group([0, 1, 2]) puts 3 ranks on one
+    server: each member raises with HCCL's rule and the way to a flat topology; the
+    non-member's store barrier gives up at the group's timeout; then the default group still
+    works."""
     import torch
     import torch.distributed as dist
     rank, n = H.init()
@@ -72,7 +113,8 @@ def refused_subgroup_case():
     except RuntimeError as e:
         msg = str(e)
         if rank in (0, 1, 2):
-            assert "3 ranks on server" in msg and "1, 2, 4 or 8" in msg, msg
+            assert "3 ranks on server" in msg and "ascend910 allows 1, 2, 4 or 8" in msg, msg
+            assert "HCCL_TOPO_FILE=flat8" in msg, msg
         print("rank %d refused: %s" % (rank, msg.splitlines()[0]))
     t = torch.ones(2)
     dist.all_reduce(t)
@@ -171,7 +213,7 @@ class TestInit(unittest.TestCase):
         self.assertEqual(res.codes, [0] * n, res.text())
 
     def test_tcp_file(self):
-        # env:// at 1, 2 and 4 ranks is test_under_npu_launch's (the same basic case, joined
+        # env:// at 1, 3 and 4 ranks is test_under_npu_launch's (the same basic case, joined
         # from the launcher's RANK/WORLD_SIZE/MASTER_*), at 8 test_layout_split's, at 2
         # test_plain_shell_loop's.
         for init in ("tcp", "file"):
@@ -198,14 +240,15 @@ class TestInit(unittest.TestCase):
                         self.assertIn("rank %d ok (env init)" % r, res.outputs[r])
 
     def test_refused_subgroup(self):
-        res = H.run_ranks(__file__, "refused", 4, timeout=120)
+        res = H.run_ranks(__file__, "refused", 4, env={"HCCL_TOPO_FILE": "ascend910"},
+                          timeout=120)
         self.ok(res, 4)
         for r in (0, 1, 2):
             self.assertIn("1, 2, 4 or 8", res.outputs[r])
 
     def test_under_npu_launch(self):
         env = dict(os.environ, PYTHONPATH=H.BUILD_PYTHON, HCCL_TEST_INIT="env")
-        for devs in ("0", "0,1", "0,1,2,3"):
+        for devs in ("0", "0,1,2", "0,1,2,3"):  # 3: any count (basic_case's like_gloo)
             with self.subTest(devices=devs):
                 # A free port, not npu-launch's default (29688), which another job may hold.
                 p = subprocess.run([NPU_LAUNCH, "--master-port", str(H.free_port()),
@@ -214,6 +257,8 @@ class TestInit(unittest.TestCase):
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                 self.assertEqual(p.returncode, 0, p.stdout)
                 self.assertEqual(p.stdout.count(" ok (env init)"), len(devs.split(",")), p.stdout)
+                if devs != "0":  # 3 ranks as gloo, as a world and as new_group([0, 1, 2])
+                    self.assertEqual(p.stdout.count(" as gloo"), 3, p.stdout)
 
     def test_plain_shell_loop(self):
         port = H.free_port()

@@ -13,6 +13,10 @@
 
 #define MAX_FILE (16u << 20)
 #define MAX_RANKS 65536
+/* Devices a server may list: a topology's most (HCCL_TOPO_MAX_DEVICES, topo.h). Which counts a
+ * job may use is the topology's rule, applied at placement (topo/place.c): any on a flat
+ * server, 1, 2, 4 or 8 on ascend910. */
+#define MAX_PER_SERVER 64
 
 /* A whole non-negative number given as a JSON number or a string of digits; -1 otherwise. */
 static long long number(const cJSON *it) {
@@ -80,8 +84,9 @@ static HcclResult check(const cJSON *root, const char *file, struct hccl_ranktab
     return BAD("server_count: %lld, but server_list has %d servers", count, nserv);
   const cJSON *first = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(list, 0), "device");
   int per = cJSON_IsArray(first) ? cJSON_GetArraySize(first) : -1;
-  if (per != 1 && per != 2 && per != 4 && per != 8)
-    return BAD("server_list[0].device: %d devices; a server has 1, 2, 4 or 8", per < 0 ? 0 : per);
+  if (per < 1 || per > MAX_PER_SERVER)
+    return BAD("server_list[0].device: %d devices; a server has 1 to %d", per < 0 ? 0 : per,
+               MAX_PER_SERVER);
   long long n = (long long)nserv * per;
   if (n > MAX_RANKS) return BAD("%lld ranks; the limit is %d", n, MAX_RANKS);
   struct hccl_ranktable *t = calloc(1, sizeof(*t) + (size_t)n * sizeof(t->rank[0]));

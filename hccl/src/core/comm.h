@@ -34,7 +34,7 @@ struct hccl_comm {
   uint32_t local_rank, local_nranks; /* on this server */
   uint32_t max_local_nranks;         /* on the server with the most ranks */
   uint32_t nservers;
-  bool uneven; /* servers of different counts: a shrink's survivors only (topo/place.h) */
+  bool uneven; /* servers of different counts (topo/place.h): 2 + 1, 3 + 2 */
   bool one_kernel; /* uneven, and every rank's kernel boot id alike (comm.c's "ready" round) */
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
@@ -66,7 +66,7 @@ struct hccl_comm {
   char store_token[129];
   HcclStore store_user;
   uint32_t shrinks;
-  bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
+  bool shrunk; /* made by HcclCommShrink: placement applies no topology rule (place.h) */
   /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
    * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
    * order. NULL: the store's rounds (bootstrap/rounds.c). */

@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Servers in order of their lowest rank; local index = order among the server's ranks. */
-static HcclResult find_servers(const struct hccl_place_rank *r, uint32_t n, struct hccl_place *out,
+/* Servers in order of their lowest rank; local index = order among the server's ranks. Any
+ * count per server and servers of different counts (uneven) unless the topology limits the
+ * counts (ascend910: HCCL's n servers x 1, 2, 4 or 8); a shrink's survivors never are. */
+static HcclResult find_servers(const struct hccl_place_rank *r, uint32_t n,
+                               const struct hccl_topo *topo, struct hccl_place *out,
                                uint32_t *count, uint64_t *hashes, char *err, size_t errlen) {
   uint32_t ns = 0;
   for (uint32_t k = 0; k < n; k++) {
@@ -20,22 +23,24 @@ static HcclResult find_servers(const struct hccl_place_rank *r, uint32_t n, stru
   }
   out->nservers = ns;
   out->per_server = count[0];
+  bool rule = topo && topo->counts && !out->any_count;
   for (uint32_t s = 0; s < ns; s++) {
     uint32_t m = count[s], first = 0;
     while (out->server_of[first] != s)
       first++;
-    if (!out->any_count && m != 1 && m != 2 && m != 4 && m != 8) {
-      snprintf(err, errlen,
-               "%u ranks on server %s; a group must have 1, 2, 4 or 8 devices per server", m,
-               r[first].host);
+    if (rule && !hccl__topo_count_ok(topo, (int)m)) {
+      char why[256];
+      hccl__topo_count_rule(topo, why, sizeof(why));
+      snprintf(err, errlen, "%u ranks on server %s; %s", m, r[first].host, why);
       return HCCL_E_PARA;
     }
-    if (m != count[0] && out->any_count) out->uneven = true;
+    if (m != count[0] && !rule) out->uneven = true;
     else if (m != count[0]) {
       snprintf(err, errlen,
-               "server %s has %u ranks but server %s has %u; every server must run the same "
-               "number (n servers x 1, 2, 4 or 8)",
-               r[first].host, m, r[0].host, count[0]);
+               "server %s has %u ranks but server %s has %u; topology %s needs the same number "
+               "on every server (n servers x L); a flat topology takes any (HCCL_TOPO_FILE=flat8, "
+               "npu-launch --topology flat8)",
+               r[first].host, m, r[0].host, count[0], topo->name);
       return HCCL_E_PARA;
     }
   }
@@ -64,21 +69,31 @@ static HcclResult assign_devices(struct hccl_place_rank *r, uint32_t n,
 static HcclResult make_ring(const struct hccl_place_rank *r, uint32_t n, const struct hccl_topo *t,
                             bool check, struct hccl_place *out, char *err, size_t errlen) {
   uint32_t pos = 0;
-  for (uint32_t s = 0; s < out->nservers; s++) {
-    int devs[8], order[8];
-    uint32_t ranks[8], m = 0;
+  int *devs = malloc(sizeof(int) * n), *order = malloc(sizeof(int) * n);
+  uint32_t *ranks = malloc(sizeof(uint32_t) * n);
+  HcclResult res = HCCL_SUCCESS;
+  if (!devs || !order || !ranks) {
+    snprintf(err, errlen, "out of memory placing %u ranks", n);
+    res = HCCL_E_MEMORY;
+  }
+  for (uint32_t s = 0; s < out->nservers && res == HCCL_SUCCESS; s++) {
+    uint32_t m = 0;
     for (uint32_t k = 0; k < n; k++)
       if (out->server_of[k] == s) ranks[m] = k, devs[m++] = r[k].device;
-    char why[256];
+    char why[512];
     if (check && hccl__topo_check_devices(t, devs, (int)m, why, sizeof(why)) != HCCL_SUCCESS) {
       snprintf(err, errlen, "server %s: %s", r[ranks[0]].host, why);
-      return HCCL_E_PARA;
+      res = HCCL_E_PARA;
+      break;
     }
     hccl__topo_ring(t, devs, (int)m, order);
     for (uint32_t k = 0; k < m; k++)
       out->ring[pos++] = ranks[order[k]];
   }
-  return HCCL_SUCCESS;
+  free(devs);
+  free(order);
+  free(ranks);
+  return res;
 }
 
 HcclResult hccl__place(struct hccl_place_rank *r, uint32_t n, const struct hccl_topo *topo,
@@ -90,7 +105,7 @@ HcclResult hccl__place(struct hccl_place_rank *r, uint32_t n, const struct hccl_
     snprintf(err, errlen, "out of memory placing %u ranks", n);
     goto out;
   }
-  res = find_servers(r, n, out, count, hashes, err, errlen);
+  res = find_servers(r, n, topo, out, count, hashes, err, errlen);
   if (res == HCCL_SUCCESS) res = assign_devices(r, n, out, err, errlen);
   if (res == HCCL_SUCCESS) {
     struct hccl_topo flat;

@@ -29,6 +29,9 @@
 #define HCCL_TOPO_INSTALL_DIR HCCL_TOPO_DIR
 #endif
 
+/* How a message tells the user to leave a topology's rules: the setting and the flag. */
+#define TOPO_CHOOSE_FLAT "HCCL_TOPO_FILE=flat8, npu-launch --topology flat8"
+
 /* A topology file larger than this is certainly not one. */
 #define TOPO_MAX_FILE_BYTES (1 << 20)
 
@@ -38,6 +41,7 @@ static const char *const known_fields[] = {"name",
                                            "intra_group_link",
                                            "inter_group_link",
                                            "partial_jobs_within_group",
+                                           "device_counts",
                                            NULL};
 
 static HcclResult fail(char *err, size_t errlen, HcclResult code, const char *fmt, ...)
@@ -172,6 +176,31 @@ static HcclResult parse_groups(const cJSON *groups, const char *name, struct hcc
   return HCCL_SUCCESS;
 }
 
+/* "device_counts": [1, 2, 4, 8]: the counts a job may use on one server; absent: any. */
+static HcclResult parse_counts(const cJSON *counts, struct hccl_topo *t, char *err,
+                               size_t errlen) {
+  t->counts = 0;
+  if (!counts) return HCCL_SUCCESS;
+  if (!cJSON_IsArray(counts) || cJSON_GetArraySize(counts) == 0)
+    return fail(err, errlen, HCCL_E_PARA,
+                "topology %s: field 'device_counts' must be a non-empty array of device counts, "
+                "e.g. [1, 2, 4, 8] (leave it out to allow any count)",
+                t->name);
+  for (const cJSON *c = counts->child; c; c = c->next) {
+    int k;
+    if (!json_int(c, &k))
+      return fail(err, errlen, HCCL_E_PARA,
+                  "topology %s: 'device_counts' holds a value that is not an integer", t->name);
+    if (k < 1 || k > t->ndevices)
+      return fail(err, errlen, HCCL_E_PARA,
+                  "topology %s: 'device_counts' holds %d; a count runs from 1 to %d (the "
+                  "server's devices)",
+                  t->name, k, t->ndevices);
+    t->counts |= 1ull << (k - 1);
+  }
+  return HCCL_SUCCESS;
+}
+
 static HcclResult parse_object(const cJSON *root, struct hccl_topo *t, char *err, size_t errlen) {
   if (!cJSON_IsObject(root))
     return fail(err, errlen, HCCL_E_PARA,
@@ -194,8 +223,8 @@ static HcclResult parse_object(const cJSON *root, struct hccl_topo *t, char *err
     if (!known)
       return fail(err, errlen, HCCL_E_PARA,
                   "topology %s: unknown field '%s'; the fields are name, devices, groups, "
-                  "intra_group_link, inter_group_link, partial_jobs_within_group (and '_' "
-                  "comments)",
+                  "intra_group_link, inter_group_link, partial_jobs_within_group, "
+                  "device_counts (and '_' comments)",
                   t->name, f->string);
   }
 
@@ -233,7 +262,7 @@ static HcclResult parse_object(const cJSON *root, struct hccl_topo *t, char *err
                   "topology %s: field 'partial_jobs_within_group' must be true or false", t->name);
     t->partial_jobs_within_group = cJSON_IsTrue(partial);
   }
-  return HCCL_SUCCESS;
+  return parse_counts(cJSON_GetObjectItemCaseSensitive(root, "device_counts"), t, err, errlen);
 }
 
 HcclResult hccl__topo_parse(const char *json, struct hccl_topo *out, char *err, size_t errlen) {
@@ -319,16 +348,41 @@ void hccl__topo_flat(int ndevices, struct hccl_topo *out) {
   out->partial_jobs_within_group = false;
 }
 
+bool hccl__topo_count_ok(const struct hccl_topo *t, int n) {
+  if (n < 1) return false;
+  if (!t || t->counts == 0) return true;
+  return n <= 64 && (t->counts >> (n - 1) & 1);
+}
+
+void hccl__topo_count_rule(const struct hccl_topo *t, char *buf, size_t len) {
+  if (!buf || len == 0) return;
+  buf[0] = '\0';
+  if (!t || t->counts == 0) return;
+  int k[64], m = 0;
+  for (int i = 0; i < 64; i++)
+    if (t->counts >> i & 1) k[m++] = i + 1;
+  size_t used = 0;
+  int w = snprintf(buf, len, "topology %s allows ", t->name);
+  for (int i = 0; w >= 0 && (size_t)w < len - used && i < m; i++) {
+    used += (size_t)w;
+    w = snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : (i == m - 1 ? " or " : ", "), k[i]);
+  }
+  if (w >= 0 && (size_t)w < len - used) used += (size_t)w;
+  snprintf(buf + used, len - used,
+           " devices on a server; for any count choose a flat topology (" TOPO_CHOOSE_FLAT ")");
+}
+
 HcclResult hccl__topo_check_devices(const struct hccl_topo *t, const int *devices, int n, char *err,
                                     size_t errlen) {
   if (!t || (!devices && n > 0))
     return fail(err, errlen, HCCL_E_PTR, "device check: NULL topology or device list");
   if (n <= 0)
-    return fail(err, errlen, HCCL_E_PARA, "device list is empty; a job needs 1, 2, 4 or 8 devices");
+    return fail(err, errlen, HCCL_E_PARA, "device list is empty; a job needs at least 1 device");
   char list[HCCL_TOPO_MAX_DEVICES * 4 + 16];
   if (n > HCCL_TOPO_MAX_DEVICES * 2) {
     return fail(err, errlen, HCCL_E_PARA,
-                "device list has %d devices; a group must have 1, 2, 4 or 8", n);
+                "device list has %d devices; topology %s has %d, and a server at most %d", n,
+                t->name, t->ndevices, HCCL_TOPO_MAX_DEVICES);
   }
   format_list(devices, n, list, sizeof(list));
 
@@ -343,9 +397,11 @@ HcclResult hccl__topo_check_devices(const struct hccl_topo *t, const int *device
         return fail(err, errlen, HCCL_E_PARA,
                     "device %d appears twice in device list '%s'; each device drives one rank",
                     devices[i], list);
-  if (n != 1 && n != 2 && n != 4 && n != 8)
-    return fail(err, errlen, HCCL_E_PARA,
-                "device list '%s' has %d devices; a group must have 1, 2, 4 or 8", list, n);
+  if (!hccl__topo_count_ok(t, n)) {
+    char rule[256];
+    hccl__topo_count_rule(t, rule, sizeof(rule));
+    return fail(err, errlen, HCCL_E_PARA, "device list '%s' has %d devices; %s", list, n, rule);
+  }
 
   if (t->partial_jobs_within_group && (n == 2 || n == 4)) {
     bool seen[HCCL_TOPO_MAX_GROUPS] = {false};
@@ -375,7 +431,7 @@ HcclResult hccl__topo_check_devices(const struct hccl_topo *t, const int *device
       }
       return fail(err, errlen, HCCL_E_PARA,
                   "device list %s spans groups %s of topology %s; a 2- or 4-device job must sit "
-                  "inside one group",
+                  "inside one group (a flat topology has no groups: " TOPO_CHOOSE_FLAT ")",
                   list, groups, t->name);
     }
   }
