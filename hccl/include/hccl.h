@@ -211,6 +211,10 @@ typedef struct {
   int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds: one deadline per call, from
                              * the moment it starts running, for all of its waits */
   char commName[64];        /* shown in this communicator's log lines ("" = none) */
+  /* Where execTimeoutMs came from, as the user set it: a timeout's message names it so the
+   * user knows what to raise ("timeout= of init_process_group", torch_hccl's). "" names the
+   * field itself, "HcclCommConfig.execTimeoutMs". Read only with a non-zero execTimeoutMs. */
+  char timeoutSource[64];
 } HcclCommConfig;
 
 HCCL_API void HcclCommConfigInit(HcclCommConfig *config);
