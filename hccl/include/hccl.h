@@ -211,6 +211,10 @@ typedef struct {
   int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds: one deadline per call, from
                              * the moment it starts running, for all of its waits */
   char commName[64];        /* shown in this communicator's log lines ("" = none) */
+  /* Where execTimeoutMs came from, as the user set it: a timeout's message names it so the
+   * user knows what to raise ("timeout= of init_process_group", torch_hccl's). "" names the
+   * field itself, "HcclCommConfig.execTimeoutMs". Read only with a non-zero execTimeoutMs. */
+  char timeoutSource[64];
 } HcclCommConfig;
 
 HCCL_API void HcclCommConfigInit(HcclCommConfig *config);
@@ -353,6 +357,32 @@ HCCL_API HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t rec
 HCCL_API HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                                HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request);
 HCCL_API HcclResult HcclBarrier(HcclComm comm, HcclRequest *request);
+
+/* Messages in the user's words. A framework over libhccl may pass its users' data as other
+ * element types (torch_hccl: a broadcast of any tensor as bytes, a complex tensor as float
+ * pairs); a mismatch between ranks' calls would then be named in the library's terms
+ * ("broadcast (count 4000, int8)") instead of the user's ("count 1000, torch.float32"). So
+ * the framework names its own element types once per process, and before each collective call
+ * says which of them its user passed. The type's code travels in the call's fingerprint, so
+ * the rank that finds a mismatch names every rank's call in its user's terms: the type's name,
+ * and the count in its elements (the call's bytes / size). Calls made without a type are named
+ * as made (a C caller's own HcclDataType and count). A differing type is a mismatch like any
+ * other (the same bytes as float32 on one rank and int32 on another).
+ *
+ * HcclSetUserTypes: the framework's types, code i being types[i] (count at most 255); names
+ * are copied (up to 31 bytes each), size is bytes per element (1 or more). Every rank must
+ * name the same types with the same codes. Once per process: HCCL_E_PARA when called again
+ * with another list, for a size of 0, or for a count above 255; HCCL_E_PTR for a NULL name.
+ * Not thread-safe against collective calls. */
+typedef struct {
+  const char *name; /* as the framework's users write it: "torch.float32" */
+  uint32_t size;    /* bytes per element */
+} HcclUserType;
+HCCL_API HcclResult HcclSetUserTypes(const HcclUserType *types, uint32_t count);
+/* The type (a code of HcclSetUserTypes) this thread's user passed to the next collective call
+ * this thread makes (HcclAllReduce ... HcclAlltoAllV, HcclBarrier), which takes it whether it
+ * succeeds or is refused. HCCL_E_PARA for a code HcclSetUserTypes did not name. */
+HCCL_API HcclResult HcclSetCallUserType(uint32_t code);
 
 /* A reduction op for this communicator's reducing calls (NCCL's ncclRedOpCreatePreMulSum):
  * the sum of the inputs, multiplied by the scalar (one element of dataType at `scalar`). The

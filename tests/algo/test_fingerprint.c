@@ -5,7 +5,10 @@
  * Unit: stamps of equal calls are equal; changing any one field (call number, collective,
  * count, data type, reduction, root) makes them differ, and the message names exactly that
  * field; fields a collective does not use (the root of an allreduce, the reduction of a
- * broadcast, the counts of an alltoallv) never make a difference.
+ * broadcast, the counts of an alltoallv) never make a difference. In the user's words: calls a
+ * framework made in other types than its user's (a float32 broadcast as bytes) are named as
+ * the user made them (HcclSetUserTypes, HcclSetCallUserType), and only the fields that differ
+ * in those terms are listed; the whole message is checked word for word.
  *
  * Processes: 4 ranks (and 2 and 8 for the first case) where one rank's call differs from the
  * others' in one way: another collective, count, data type, reduction or root, or a call
@@ -13,7 +16,9 @@
  * is 60 s), every rank's message must say "mismatched collectives" and name the differing
  * field (a skipped call shows as the next call's count), and no allreduce output may hold the
  * full sum (data mixed with the odd rank's). Afterwards the communicator refuses calls and
- * destroys cleanly. The one rank allowed to finish the mismatched call is one whose whole
+ * destroys cleanly. One more case makes the calls as a framework would: the odd rank's
+ * float32 broadcast as bytes against the others' float32 allreduce, which every rank must name
+ * in float32 terms, differing only as collectives. The one rank allowed to finish the mismatched call is one whose whole
  * part of it was right (the root of a broadcast whose only receiver agrees with it); its next
  * call must fail the same way.
  */
@@ -38,11 +43,39 @@
 
 static struct hccl_stamp mk(uint64_t seq, enum hccl_coll_kind k, uint64_t n, HcclDataType dt,
                             HcclReduceOp op, uint32_t root) {
-  return hccl__fp_make(seq, k, n, dt, op, 0, root);
+  return hccl__fp_make(seq, k, n, dt, op, 0, root, 0);
 }
+
+/* The same, made by a framework whose user passed type `ut` (a code of TYPES, below). */
+static struct hccl_stamp mku(uint64_t seq, enum hccl_coll_kind k, uint64_t n, HcclDataType dt,
+                             HcclReduceOp op, uint32_t root, uint32_t ut) {
+  return hccl__fp_make(seq, k, n, dt, op, 0, root, ut + 1);
+}
+
+/* A framework's types, as torch_hccl names torch's. */
+enum { T_F32, T_I32, T_F64, T_C64 };
+static const HcclUserType TYPES[] = {
+    [T_F32] = {"torch.float32", 4},
+    [T_I32] = {"torch.int32", 4},
+    [T_F64] = {"torch.float64", 8},
+    [T_C64] = {"torch.complex64", 8},
+};
+#define NTYPES ((uint32_t)(sizeof(TYPES) / sizeof(TYPES[0])))
+
 
 static int same(struct hccl_stamp a, struct hccl_stamp b) {
   return hccl__fp_match(&a, &b);
+}
+
+#define TAIL                                                                                       \
+  "; every rank must make the same collective calls, with the same arguments, in the same order"
+
+/* The whole message for rank 0's call `mine` against rank 3's `theirs`. */
+static void expect_msg(struct hccl_stamp mine, struct hccl_stamp theirs, const char *want) {
+  assert_false(same(mine, theirs));
+  assert_int_equal(hccl__fp_mismatch(0, 3, &mine, &theirs), HCCL_E_PARA);
+  const char *msg = HcclGetLastErrorMessage();
+  if (!strstr(msg, want)) fail_msg("expected\n  %s\nin\n  %s", want, msg);
 }
 
 /* The message for a != b names `field` and no other of the six. */
@@ -98,17 +131,74 @@ static void test_stamp_fields(void **st) {
   struct hccl_stamp mine = mk(57, HCCL_K_ALLREDUCE, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0);
   struct hccl_stamp theirs =
       mk(57, HCCL_K_BROADCAST, 4096, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1);
-  hccl__fp_mismatch(0, 3, &mine, &theirs);
-  const char *msg = HcclGetLastErrorMessage();
-  assert_non_null(strstr(msg, "rank 3 called broadcast (count 4096, float, root 1) as call 57"));
-  assert_non_null(strstr(msg, "rank 0 called allreduce (count 4096, float, sum) as call 57"));
+  expect_msg(mine, theirs,
+             "mismatched collectives: rank 3 called broadcast (count 4096, float, root 1) as "
+             "call 57 while rank 0 called allreduce (count 4096, float, sum) as call 57 (they "
+             "differ in collective)" TAIL);
+  /* A C caller's own type and count are the user's: another type over the same bytes. */
+  expect_msg(mk(5, HCCL_K_ALLREDUCE, 1000, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0),
+             mk(5, HCCL_K_ALLREDUCE, 2000, HCCL_DATA_TYPE_FP16, HCCL_REDUCE_SUM, 0),
+             "mismatched collectives: rank 3 called allreduce (count 2000, half, sum) as call 5 "
+             "while rank 0 called allreduce (count 1000, float, sum) as call 5 (they differ in "
+             "count, data type)" TAIL);
+}
+
+/* Calls a framework made in its own way, named as its user made them. */
+static void test_user_words(void **st) {
+  (void)st;
+  assert_int_equal(HcclSetUserTypes(TYPES, NTYPES), HCCL_SUCCESS);
+  assert_int_equal(HcclSetUserTypes(TYPES, NTYPES), HCCL_SUCCESS); /* the same list again */
+  assert_int_equal(HcclSetUserTypes(TYPES, 2), HCCL_E_PARA);       /* another list */
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "named its types already"));
+  assert_int_equal(HcclSetCallUserType(NTYPES), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "type 4 was not named by HcclSetUserTypes"));
+  /* torch_hccl's broadcast of 1000 float32 goes as 4000 bytes; an allreduce of 1000 float32
+   * as 1000 floats: one difference, the collective. (Issue 58's report was "broadcast (count
+   * 4000, int8, root 0) ... (they differ in collective, count, data type)".) */
+  struct hccl_stamp ar = mku(2, HCCL_K_ALLREDUCE, 1000, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0,
+                             T_F32);
+  struct hccl_stamp bc = mku(2, HCCL_K_BROADCAST, 4000, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0,
+                             T_F32);
+  expect_msg(ar, bc,
+             "mismatched collectives: rank 3 called broadcast (count 1000, torch.float32, root 0) "
+             "as call 2 while rank 0 called allreduce (count 1000, torch.float32, sum) as call 2 "
+             "(they differ in collective)" TAIL);
+  /* The same bytes as another type: the calls differ, in data type only. */
+  expect_msg(bc, mku(2, HCCL_K_BROADCAST, 4000, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0, T_I32),
+             "rank 3 called broadcast (count 1000, torch.int32, root 0) as call 2 while rank 0 "
+             "called broadcast (count 1000, torch.float32, root 0) as call 2 (they differ in data "
+             "type)" TAIL);
+  /* A count in the user's elements: 1000 float32 against 2000. */
+  expect_msg(bc, mku(2, HCCL_K_BROADCAST, 8000, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0, T_F32),
+             "rank 3 called broadcast (count 2000, torch.float32, root 0) as call 2 while rank 0 "
+             "called broadcast (count 1000, torch.float32, root 0) as call 2 (they differ in "
+             "count)" TAIL);
+  /* float64 against float32, 10 each: the type only. */
+  expect_msg(mku(7, HCCL_K_ALLREDUCE, 10, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0, T_F32),
+             mku(7, HCCL_K_ALLREDUCE, 10, HCCL_DATA_TYPE_FP64, HCCL_REDUCE_SUM, 0, T_F64),
+             "rank 3 called allreduce (count 10, torch.float64, sum) as call 7 while rank 0 called "
+             "allreduce (count 10, torch.float32, sum) as call 7 (they differ in data type)" TAIL);
+  /* complex64 as float pairs: 10 complex numbers are 20 floats. */
+  expect_msg(mku(7, HCCL_K_ALLREDUCE, 20, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0, T_C64),
+             mku(7, HCCL_K_REDUCE, 20, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 1, T_C64),
+             "rank 3 called reduce (count 10, torch.complex64, sum, root 1) as call 7 while rank "
+             "0 called allreduce (count 10, torch.complex64, sum) as call 7 (they differ in "
+             "collective)" TAIL);
+  /* Alike in the user's terms, made differently: both named as made. */
+  expect_msg(mku(7, HCCL_K_BROADCAST, 10, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0, T_F32),
+             mku(7, HCCL_K_BROADCAST, 40, HCCL_DATA_TYPE_INT8, HCCL_REDUCE_SUM, 0, T_F32),
+             "rank 3 called broadcast (count 40, int8, root 0) as call 7 while rank 0 called "
+             "broadcast (count 10, float, root 0) as call 7 (they differ in count, data type)" TAIL);
+  /* A call that names no type is named as made. */
+  assert_true(same(mk(7, HCCL_K_ALLREDUCE, 10, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0),
+                   mk(7, HCCL_K_ALLREDUCE, 10, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, 0)));
 }
 
 /* ---- processes ---- */
 
-enum wrong { W_KIND, W_COUNT, W_DTYPE, W_OP, W_ROOT, W_SKIP, W_NCASES };
-static const char *const wrong_field[W_NCASES] = {"collective", "count", "data type",
-                                                  "reduction",  "root",  "count"};
+enum wrong { W_KIND, W_COUNT, W_DTYPE, W_OP, W_ROOT, W_SKIP, W_USER, W_NCASES };
+static const char *const wrong_field[W_NCASES] = {"collective", "count", "data type", "reduction",
+                                                  "root",       "count", "collective"};
 
 struct mcase {
   enum wrong what;
@@ -181,6 +271,15 @@ static int mismatch_body(int rank, int n, void *argp) {
     }
     break;
   }
+  case W_USER:
+    /* As torch_hccl makes them: the odd rank's broadcast of COUNT float32 as bytes, the
+     * others' allreduce of COUNT float32, each named as its user's float32. */
+    RANK_CHECK(HcclSetUserTypes(TYPES, NTYPES) == HCCL_SUCCESS, "types: %s",
+               HcclGetLastErrorMessage());
+    RANK_CHECK(HcclSetCallUserType(T_F32) == HCCL_SUCCESS, "call type");
+    rc = odd ? HcclBroadcast(out, COUNT * sizeof(float), HCCL_DATA_TYPE_INT8, 1, comm, NULL)
+             : HcclAllReduce(in, out, COUNT, HCCL_DATA_TYPE_FP32, HCCL_REDUCE_SUM, comm, NULL);
+    break;
   default:
     break;
   }
@@ -198,10 +297,16 @@ failed:;
              m->what, rank, wrong_field[m->what], msg);
   RANK_CHECK(cc_msg_names_rank(msg, m->odd), "case %d rank %d: does not name rank %d: %s", m->what,
              rank, m->odd, msg);
+  if (m->what == W_USER) {
+    RANK_CHECK(strstr(msg, "called broadcast (count 4096, torch.float32, root 1) as call 2") &&
+                   strstr(msg, "called allreduce (count 4096, torch.float32, sum) as call 2") &&
+                   strstr(msg, "(they differ in collective);"),
+               "rank %d: not in the user's words: %s", rank, msg);
+  }
   /* No mixed data: an allreduce's output holds only the sentinel or values reachable without
    * the odd rank's input. With inputs rank+1, a sum that includes the odd rank's input would
    * be the full sum n(n+1)/2; the check is that no element holds it. */
-  if (m->what == W_COUNT || m->what == W_OP || m->what == W_KIND) {
+  if (m->what == W_COUNT || m->what == W_OP || m->what == W_KIND || m->what == W_USER) {
     float full = (float)(n * (n + 1) / 2);
     for (int i = 0; i < COUNT; i++)
       RANK_CHECK(out[i] != full, "case %d rank %d: element %d holds the full sum %g", m->what, rank,
@@ -256,6 +361,10 @@ static void test_skip_4(void **st) {
   (void)st;
   run_case(4, W_SKIP, 3);
 }
+static void test_user_4(void **st) {
+  (void)st;
+  run_case(4, W_USER, 3);
+}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -263,7 +372,8 @@ int main(void) {
       cmocka_unit_test(test_kind_4),       cmocka_unit_test(test_kind_8),
       cmocka_unit_test(test_count_4),      cmocka_unit_test(test_dtype_4),
       cmocka_unit_test(test_op_4),         cmocka_unit_test(test_root_4),
-      cmocka_unit_test(test_skip_4),
+      cmocka_unit_test(test_skip_4),       cmocka_unit_test(test_user_words),
+      cmocka_unit_test(test_user_4),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

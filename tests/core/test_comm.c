@@ -4,7 +4,9 @@
  * and 6 ranks on a server work by default and are refused under ascend910, which groups and
  * settings are refused and how (HCCL_E_PARA on every rank, a message naming the
  * variable and the value, no hang), and how it fails: a rank that never joins, a rank killed
- * in the middle of a collective, a rank that skips a collective, bad arguments. Every rank that
+ * in the middle of a collective, a rank that skips a collective (its timeout named by the
+ * setting the user set: HCCL_EXEC_TIMEOUT, or a config's field or timeoutSource), bad
+ * arguments. Every rank that
  * succeeds must have released its device links (harness.c), and init + destroy must work 20
  * times in a row.
  *
@@ -27,8 +29,10 @@
 #include <cmocka.h>
 
 #include "coll_check.h"
+#include "comm.h"
 #include "harness.h"
 #include "hccl.h"
+#include "settings.h"
 
 #define RUN_TIMEOUT_S 60
 
@@ -585,8 +589,33 @@ static int missing_peer_body(int rank, int nranks, void *argp) {
   RANK_CHECK(dt >= 1.5 && dt <= 5.0, "HCCL_EXEC_TIMEOUT=2 but the allreduce gave up after %.2f s",
              dt);
   RANK_CHECK(cc_msg_names_rank(msg, 1), "the message does not name rank 1: %s", msg);
+  RANK_CHECK(strstr(msg, "allreduce timed out after 2 s waiting for rank 1 (HCCL_EXEC_TIMEOUT); "),
+             "the message does not name the setting: %s", msg);
   RANK_CHECK(HcclCommDestroy(comm) == HCCL_SUCCESS, "destroy after timeout");
   return 0;
+}
+
+/* A config's timeout is named as its caller says the user set it, else as the field. */
+static void test_timeout_source(void **st) {
+  (void)st;
+  struct hccl_settings s;
+  memset(&s, 0, sizeof(s));
+  snprintf(s.exec_timeout_src, sizeof(s.exec_timeout_src), "HCCL_EXEC_TIMEOUT");
+  HcclCommConfig cf;
+  HcclCommConfigInit(&cf);
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_string_equal(s.exec_timeout_src, "HCCL_EXEC_TIMEOUT"); /* no timeout set: unchanged */
+  cf.execTimeoutMs = 3000;
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_string_equal(s.exec_timeout_src, "HcclCommConfig.execTimeoutMs");
+  snprintf(cf.timeoutSource, sizeof(cf.timeoutSource), "timeout= of init_process_group");
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_string_equal(s.exec_timeout_src, "timeout= of init_process_group");
+  assert_int_equal(s.exec_timeout_ms, 3000);
+  /* Not NUL-terminated: the first 63 bytes. */
+  memset(cf.timeoutSource, 'x', sizeof(cf.timeoutSource));
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_int_equal(strlen(s.exec_timeout_src), sizeof(s.exec_timeout_src) - 1);
 }
 
 static void test_missing_peer(void **st) {
@@ -791,7 +820,7 @@ int main(void) {
       cmocka_unit_test(test_bad_variables),
       cmocka_unit_test(test_rank_never_joins),
       cmocka_unit_test(test_dead_peer),
-      cmocka_unit_test(test_missing_peer),
+      cmocka_unit_test(test_timeout_source), cmocka_unit_test(test_missing_peer),
       cmocka_unit_test(test_missing_peer_queued),
       cmocka_unit_test(test_late_peer_after_timeout),
       cmocka_unit_test(test_peer_destroys),

@@ -66,6 +66,22 @@ def bad_args_checks(rank, n):
     print("rank %d bad arguments refused" % rank)
 
 
+# The mismatch message, every rank's call as its user made it: "rank A called <call A> as call K
+# while rank B called <call B> as call K (they differ in <fields>); every rank must ...".
+MISMATCH = re.compile(r"mismatched collectives: rank (\d+) called (.+?) as call (\d+) while rank "
+                      r"(\d+) called (.+?) as call (\d+) \(they differ in ([a-z ,]+)\); every "
+                      r"rank must make the same collective calls, with the same arguments, in "
+                      r"the same order")
+
+
+def mismatch_calls(msg):
+    """{rank: its call as named}, and the fields named as differing."""
+    m = MISMATCH.search(msg)
+    assert m, "no mismatch message in: %s" % msg
+    assert m.group(3) == m.group(6), msg
+    return {int(m.group(1)): m.group(2), int(m.group(4)): m.group(5)}, m.group(7)
+
+
 def mismatch_case():
     import torch
     import torch.distributed as dist
@@ -73,25 +89,40 @@ def mismatch_case():
     t = torch.ones(1000 * (rank + 1))
     msg = expect_error(lambda: dist.all_reduce(t), "hccl allreduce failed")
     print("rank %d: %s" % (rank, msg))
-    # The fingerprint names both calls and the field, on every rank.
-    assert "mismatched collectives" in msg and "count 1000" in msg and "count 2000" in msg, msg
-    assert "they differ in count" in msg, msg
+    # The fingerprint names both calls as the user made them and the one field that differs,
+    # on every rank.
+    calls, fields = mismatch_calls(msg)
+    for r, call in calls.items():
+        assert call == "allreduce (count %d, torch.float32, sum)" % (1000 * (r + 1)), msg
+    assert fields == "count", msg
     # The communicator is broken now: the next call says so at once.
     expect_error(lambda: dist.all_reduce(torch.ones(2)), "failed earlier")
     # A dtype that differs between ranks is named as one (float32 against float64).
     g = dist.new_group(list(range(n)))
     t = torch.ones(10, dtype=torch.float64 if rank == n - 1 else torch.float32)
     msg = expect_error(lambda: dist.all_reduce(t, group=g), "hccl allreduce failed")
-    assert "they differ in data type" in msg and "float" in msg and "double" in msg, msg
-    # Another collective on one rank, in a fresh group: a broadcast against an all_reduce.
+    calls, fields = mismatch_calls(msg)
+    for r, call in calls.items():
+        dt = "torch.float64" if r == n - 1 else "torch.float32"
+        assert call == "allreduce (count 10, %s, sum)" % dt, msg
+    assert fields == "data type", msg
+    # Another collective on one rank, in a fresh group: a broadcast of 1000 floats (which goes
+    # to the library as 4000 bytes) against an all_reduce of 1000 floats differs only as a
+    # collective, and is named in floats.
     g = dist.new_group(list(range(n)))
-    t = torch.ones(64)
+    t = torch.ones(1000)
     if rank == n - 1:
         msg = expect_error(lambda: dist.broadcast(t, src=0, group=g), "hccl broadcast failed")
     else:
         msg = expect_error(lambda: dist.all_reduce(t, group=g), "hccl allreduce failed")
-    assert "mismatched collectives" in msg and "broadcast" in msg and "allreduce" in msg, msg
-    assert "rank %d" % (n - 1) in msg, msg
+    print("rank %d: %s" % (rank, msg))
+    calls, fields = mismatch_calls(msg)
+    assert n - 1 in calls, msg
+    for r, call in calls.items():
+        want = ("broadcast (count 1000, torch.float32, root 0)" if r == n - 1
+                else "allreduce (count 1000, torch.float32, sum)")
+        assert call == want, msg
+    assert fields == "collective", msg
     print("rank %d ok" % rank)
 
 
@@ -116,7 +147,10 @@ def timeout_case():
     if rank == 0:
         # torch's tests and users match " (Timed out|closed|timeout) " in a timeout's message.
         assert re.search(" (Timed out|closed|timeout) ", msg), msg
-        assert "timed out after 3 s" in msg and "rank 1" in msg and "execTimeoutMs" in msg, msg
+        # The timeout is named as the user set it, not as the library's config field.
+        assert ("allreduce timed out after 3 s waiting for rank 1 (timeout= of "
+                "init_process_group / new_group); rank 1 is behind" in msg), msg
+        assert "execTimeoutMs" not in msg, msg
         assert 2.5 < took < 7, took
     else:
         assert took < 3, took  # the peer's failure is already known

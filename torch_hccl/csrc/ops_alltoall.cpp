@@ -81,6 +81,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall_base(
     recv = splitRows(out, outputSplits, n, "output", what);
   }
   w->start(what, [&](HcclRequest* req) {
+    callAs(in.scalar_type());
     if (even)
       return HcclAlltoAll(in.data_ptr(), block, HCCL_DATA_TYPE_INT8, out.data_ptr(), block,
                           HCCL_DATA_TYPE_INT8, core_->comm(), req);
@@ -117,6 +118,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::alltoall(std::vector<at::Tensor
   at::Tensor flat = byteBuffer(static_cast<int64_t>(recv.total));
   auto w = newWork(c10d::OpType::ALLTOALL, what, outputs, waitedAtOnce(opts));
   w->start(what, [&](HcclRequest* req) {
+    callAs(inputs[0].scalar_type());
     return alltoallBytes(in, send, flat, recv, core_->comm(), req);
   });
   w->keep(in);

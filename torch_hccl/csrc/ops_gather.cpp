@@ -3,7 +3,8 @@
  * broadcast, allgather and its tensor and coalesced forms, gather, scatter. See
  * process_group.hpp.
  *
- * Any dtype moves as bytes (HCCL_DATA_TYPE_INT8). A list of tensors goes through one flat
+ * Any dtype moves as bytes (HCCL_DATA_TYPE_INT8), each call named as the user's dtype for
+ * the library's messages (callAs, reduce_route.hpp). A list of tensors goes through one flat
  * byte buffer the library fills, unpacked into the list on success, except an allgather's
  * output list that already sits back to back, which the library fills in place. The family's
  * helper is allgatherInto, one allgather of a tensor into a tensor added to a work.
@@ -25,6 +26,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::broadcast(std::vector<at::Tenso
   at::Tensor buf = dense(tensor);
   auto w = newWork(c10d::OpType::BROADCAST, what, {tensor}, waitedAtOnce(opts));
   w->start(what, [&](HcclRequest* req) {
+    callAs(buf.scalar_type());
     return HcclBroadcast(buf.data_ptr(), buf.nbytes(), HCCL_DATA_TYPE_INT8,
                          static_cast<uint32_t>(opts.rootRank), core_->comm(), req);
   });
@@ -42,6 +44,7 @@ void ProcessGroupHCCL::allgatherInto(HcclWork& w, at::Tensor output, at::Tensor 
               input.numel(), ")");
   at::Tensor in = dense(input), out = dense(output);
   w.start(what, [&](HcclRequest* req) {
+    callAs(in.scalar_type());
     return HcclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), HCCL_DATA_TYPE_INT8,
                          core_->comm(), req);
   });
@@ -88,6 +91,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::allgather(
       direct ? at::Tensor() : byteBuffer(static_cast<int64_t>(in.nbytes()) * getSize());
   void* dst = direct ? outputs[0][0].data_ptr() : flat.data_ptr();
   w->start(what, [&](HcclRequest* req) {
+    callAs(in.scalar_type());
     return HcclAllGather(in.data_ptr(), dst, in.nbytes(), HCCL_DATA_TYPE_INT8, core_->comm(), req);
   });
   w->keep(in);
@@ -147,6 +151,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::gather(
   at::Tensor flat;
   if (root) flat = byteBuffer(static_cast<int64_t>(in.nbytes()) * getSize());
   w->start(what, [&](HcclRequest* req) {
+    callAs(in.scalar_type());
     return HcclGather(in.data_ptr(), root ? flat.data_ptr() : nullptr, in.nbytes(),
                       HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(),
                       req);
@@ -179,6 +184,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupHCCL::scatter(
   at::Tensor out = dense(output);
   auto w = newWork(c10d::OpType::SCATTER, what, {output}, waitedAtOnce(opts));
   w->start(what, [&](HcclRequest* req) {
+    callAs(out.scalar_type());
     return HcclScatter(root ? flat.data_ptr() : nullptr, out.data_ptr(), out.nbytes(),
                        HCCL_DATA_TYPE_INT8, static_cast<uint32_t>(opts.rootRank), core_->comm(),
                        req);

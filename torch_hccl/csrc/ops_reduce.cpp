@@ -26,6 +26,7 @@ void ProcessGroupHCCL::startReduce(HcclWork& w, const ReducePlan& plan, at::Tens
   LibOp op(plan, comm, what);
   uint64_t count = libCount(plan, buf);
   w.start(what, [&](HcclRequest* req) {
+    callAs(buf.scalar_type());
     if (root < 0)
       return HcclAllReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(), comm, req);
     return HcclReduce(buf.data_ptr(), buf.data_ptr(), count, plan.dtype, op.get(),
@@ -162,6 +163,7 @@ void ProcessGroupHCCL::reduceScatterInto(HcclWork& w, at::Tensor output, at::Ten
   at::Tensor in = dense(input), out = dense(output);
   LibOp lop(plan, core_->comm(), what);
   w.start(what, [&](HcclRequest* req) {
+    callAs(out.scalar_type());
     return HcclReduceScatter(in.data_ptr(), out.data_ptr(), libCount(plan, out), plan.dtype,
                              lop.get(), core_->comm(), req);
   });

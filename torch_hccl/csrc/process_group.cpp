@@ -75,13 +75,16 @@ bool ProcessGroupHCCL::agree(bool mine) {
 }
 
 /* A communicator's config for a group of this timeout (both of the library's deadlines; 0, the
- * library's default, for none) and communicator name. */
+ * library's default, for none) and communicator name. A timeout's message names the timeout as
+ * the torch user set it (timeoutSource), not as the config field they never wrote. */
 static HcclCommConfig commConfig(std::chrono::milliseconds timeout, const std::string& commName) {
   HcclCommConfig cfg;
   HcclCommConfigInit(&cfg);
   int64_t ms = timeout.count() > 0 ? timeout.count() : 0;
   cfg.connectTimeoutMs = ms;
   cfg.execTimeoutMs = ms;
+  std::snprintf(cfg.timeoutSource, sizeof(cfg.timeoutSource), "%s",
+                "timeout= of init_process_group / new_group");
   std::snprintf(cfg.commName, sizeof(cfg.commName), "%s", commName.c_str());
   return cfg;
 }

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "compat.hpp"
 #include "errors.hpp"
@@ -36,6 +37,34 @@ const char* dtypeName(at::ScalarType t) {
       return name.c_str();
     }
   }
+}
+
+namespace {
+
+/* Every torch dtype by its at::ScalarType value, with its name and element size, named to the
+ * library; once per process (HcclSetUserTypes keeps a copy). */
+bool nameUserTypes() {
+  constexpr int n = static_cast<int>(at::ScalarType::NumOptions);
+  static_assert(n <= 255, "HcclSetUserTypes takes at most 255 types");
+  std::vector<std::string> names;
+  std::vector<HcclUserType> types;
+  for (int i = 0; i < n; i++) names.emplace_back(dtypeName(static_cast<at::ScalarType>(i)));
+  for (int i = 0; i < n; i++) {
+    size_t size = 1;
+    try {
+      size = c10::elementSize(static_cast<at::ScalarType>(i));
+    } catch (const std::exception&) { /* a type of no fixed size: named, counted as bytes */
+    }
+    types.push_back({names[i].c_str(), static_cast<uint32_t>(size ? size : 1)});
+  }
+  return HcclSetUserTypes(types.data(), static_cast<uint32_t>(n)) == HCCL_SUCCESS;
+}
+
+}  // namespace
+
+void callAs(at::ScalarType t) {
+  static const bool named = nameUserTypes();
+  if (named) HcclSetCallUserType(static_cast<uint32_t>(t));
 }
 
 const char* opName(c10d::ReduceOp::RedOpType op) {

@@ -13,7 +13,8 @@
  * as NCCL's), PREMUL_SUM an op made with HcclRedOpCreatePreMulSum from the factor (a number or
  * a one-element tensor) in the tensor's type, applied once to the sum: nothing runs after the
  * library call. BAND, BOR and BXOR take integer types and bool. Anything else is refused with
- * a RuntimeError naming the dtype and the op.
+ * a RuntimeError naming the dtype and the op. Also the dtype every call names to the library,
+ * for its messages (callAs).
  */
 #pragma once
 
@@ -34,6 +35,14 @@ struct ReducePlan {
 
 const char* dtypeName(at::ScalarType t);
 const char* opName(c10d::ReduceOp::RedOpType op);
+
+/* Names the dtype the user passed to the library call this thread makes next, so that a
+ * mismatch between ranks names each call as the user made it ("broadcast (count 1000,
+ * torch.float32, root 0)", not the bytes it went as): HcclSetCallUserType with the dtype's
+ * code, after naming every torch dtype to the library once (HcclSetUserTypes: code = the
+ * at::ScalarType value, the same on every rank of one torch). Call it right before the
+ * collective call it names. */
+void callAs(at::ScalarType t);
 
 /* The route for reducing t with op, or a RuntimeError naming the dtype and op ("hccl <what>:
  * ..."). */

@@ -358,7 +358,7 @@ static HcclResult load_common(struct hccl_settings *s) {
   v = 1836;
   HCCL_TRY(env_int_unit("HCCL_EXEC_TIMEOUT", 1, 2147483, "seconds", &v, NULL));
   s->exec_timeout_ms = v * 1000;
-  s->exec_timeout_src = "HCCL_EXEC_TIMEOUT";
+  snprintf(s->exec_timeout_src, sizeof(s->exec_timeout_src), "HCCL_EXEC_TIMEOUT");
   v = 200;
   HCCL_TRY(env_int_unit("HCCL_BUFFSIZE", 1, 65536, "MiB", &v, NULL));
   s->buffsize = (size_t)v << 20;

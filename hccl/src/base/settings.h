@@ -36,7 +36,8 @@ struct hccl_algo_setting {
 struct hccl_settings {
   int64_t connect_timeout_ms;    /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
   int64_t exec_timeout_ms;       /* HCCL_EXEC_TIMEOUT, seconds in the variable */
-  const char *exec_timeout_src;  /* where exec_timeout_ms came from, for messages */
+  char exec_timeout_src[64];     /* where exec_timeout_ms came from, as the user set it: the
+                                  * variable, or HcclCommConfig's timeoutSource */
   size_t buffsize;               /* HCCL_BUFFSIZE, MB in the variable, bytes here */
   struct hccl_algo_setting algo; /* HCCL_ALGO */
   char topo_file[512];           /* HCCL_TOPO_FILE, "" = flat */

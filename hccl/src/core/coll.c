@@ -1,7 +1,8 @@
 /*
  * coll.c - the collective entry points: each checks its arguments (a failure names the value
  * and the rule), describes the call (struct hccl_op, coll.h) and hands it to coll_run.c, which
- * runs it now or queues it.
+ * runs it now or queues it. Also the entry points by which a framework names the element type
+ * its user passed (HcclSetUserTypes, HcclSetCallUserType), for messages in the user's words.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +14,46 @@
 #include "log.h"
 #include "reduce.h"
 
+/* ---- the user's element type ----
+ * HcclSetCallUserType names it for this thread's next collective call; that call's first check
+ * (check_call, which every collective entry point makes first) takes it, so a refused call
+ * takes it too and it never names a later call; submit() hands it to the call. */
+
+static _Thread_local uint32_t next_user_type; /* code + 1; 0: none */
+static _Thread_local uint32_t call_user_type; /* the current call's, taken by check_comm */
+
+HcclResult HcclSetUserTypes(const HcclUserType *types, uint32_t count) {
+  return hccl__user_types_set(types, count);
+}
+
+HcclResult HcclSetCallUserType(uint32_t code) {
+  size_t size;
+  if (!hccl__user_type(code, &size))
+    return hccl__fail(HCCL_E_PARA,
+                      "HcclSetCallUserType: type %u was not named by HcclSetUserTypes", code);
+  next_user_type = code + 1;
+  return HCCL_SUCCESS;
+}
+
+static HcclResult submit(struct hccl_comm *c, struct hccl_op *o, HcclRequest *req) {
+  o->user_type = call_user_type;
+  return hccl__coll_submit(c, o, req);
+}
+
 /* ---- argument checks ---- */
 
 static HcclResult check_comm(struct hccl_comm *c, const char *fn) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
   hccl__log_bind(&c->log);
   return hccl__split_group_refuse(fn);
+}
+
+/* A collective call's first check: it takes the user's type named for it (if any), then checks
+ * comm. */
+static HcclResult check_call(struct hccl_comm *c, const char *fn) {
+  call_user_type = next_user_type;
+  next_user_type = 0;
+  return check_comm(c, fn);
 }
 
 static HcclResult check_dtype(struct hccl_comm *c, const char *fn, HcclDataType dt) {
@@ -132,7 +167,7 @@ static HcclResult check_root(struct hccl_comm *c, const char *fn, uint32_t root)
 
 HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                          HcclReduceOp op, HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclAllReduce"));
+  HCCL_TRY(check_call(comm, "HcclAllReduce"));
   struct hccl_op o = {.kind = HCCL_K_ALLREDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
@@ -141,12 +176,12 @@ HcclResult HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataT
   HCCL_TRY(check_reduce(comm, "HcclAllReduce", dataType, op, &o));
   HCCL_TRY(check_bufs(comm, "HcclAllReduce", count, dataType, 1, sendBuf, recvBuf, "sendBuf",
                       "recvBuf", &o.bytes));
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint32_t root,
                          HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclBroadcast"));
+  HCCL_TRY(check_call(comm, "HcclBroadcast"));
   HCCL_TRY(check_dtype(comm, "HcclBroadcast", dataType));
   HCCL_TRY(check_root(comm, "HcclBroadcast", root));
   size_t bytes = 0;
@@ -158,12 +193,12 @@ HcclResult HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType, uint3
                       .dt = dataType,
                       .root = root,
                       .bytes = bytes};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
                          HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclAllGather"));
+  HCCL_TRY(check_call(comm, "HcclAllGather"));
   HCCL_TRY(check_dtype(comm, "HcclAllGather", dataType));
   size_t bytes = 0;
   HCCL_TRY(check_bufs(comm, "HcclAllGather", sendCount, dataType, comm->nranks, sendBuf, recvBuf,
@@ -174,13 +209,13 @@ HcclResult HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclD
                       .count = sendCount,
                       .dt = dataType,
                       .bytes = bytes};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
                              HcclDataType dataType, HcclReduceOp op, HcclComm comm,
                              HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclReduceScatter"));
+  HCCL_TRY(check_call(comm, "HcclReduceScatter"));
   struct hccl_op o = {.kind = HCCL_K_REDUCE_SCATTER,
                       .send = sendBuf,
                       .recv = recvBuf,
@@ -190,12 +225,12 @@ HcclResult HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
   HCCL_TRY(check_bufs(comm, "HcclReduceScatter", recvCount, dataType, comm->nranks, sendBuf,
                       recvBuf, "sendBuf", "recvBuf", &o.bytes));
   if (comm->nranks == 1) o.count = recvCount; /* one block: a copy */
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType dataType,
                       HcclReduceOp op, uint32_t root, HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclReduce"));
+  HCCL_TRY(check_call(comm, "HcclReduce"));
   struct hccl_op o = {.kind = HCCL_K_REDUCE,
                       .send = sendBuf,
                       .recv = recvBuf,
@@ -207,18 +242,18 @@ HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
   /* recvBuf matters on the root only. */
   HCCL_TRY(check_bufs(comm, "HcclReduce", count, dataType, 1, sendBuf,
                       comm->rank == root ? recvBuf : sendBuf, "sendBuf", "recvBuf", &o.bytes));
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclBarrier(HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclBarrier"));
+  HCCL_TRY(check_call(comm, "HcclBarrier"));
   struct hccl_op o = {.kind = HCCL_K_BARRIER, .dt = HCCL_DATA_TYPE_INT8};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclDataType dataType,
                       uint32_t root, HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclGather"));
+  HCCL_TRY(check_call(comm, "HcclGather"));
   HCCL_TRY(check_dtype(comm, "HcclGather", dataType));
   HCCL_TRY(check_root(comm, "HcclGather", root));
   /* recvBuf matters on the root only. */
@@ -232,12 +267,12 @@ HcclResult HcclGather(void *sendBuf, void *recvBuf, uint64_t sendCount, HcclData
                       .dt = dataType,
                       .root = root,
                       .bytes = bytes};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType dataType,
                        uint32_t root, HcclComm comm, HcclRequest *request) {
-  HCCL_TRY(check_comm(comm, "HcclScatter"));
+  HCCL_TRY(check_call(comm, "HcclScatter"));
   HCCL_TRY(check_dtype(comm, "HcclScatter", dataType));
   HCCL_TRY(check_root(comm, "HcclScatter", root));
   /* sendBuf matters on the root only. */
@@ -252,14 +287,14 @@ HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDat
                       .dt = dataType,
                       .root = root,
                       .bytes = bytes};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType sendType,
                         const void *recvBuf, uint64_t recvCount, HcclDataType recvType,
                         HcclComm comm, HcclRequest *request) {
   const char *fn = "HcclAlltoAll";
-  HCCL_TRY(check_comm(comm, fn));
+  HCCL_TRY(check_call(comm, fn));
   HCCL_TRY(check_dtype(comm, fn, sendType));
   HCCL_TRY(check_dtype(comm, fn, recvType));
   size_t sb = 0, rb = 0;
@@ -281,7 +316,7 @@ HcclResult HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType se
                       .bytes = sb,
                       .recv_count = recvCount,
                       .recv_dt = recvType};
-  return hccl__coll_submit(comm, &o, request);
+  return submit(comm, &o, request);
 }
 
 /* One side's counts and displacements of an alltoallv: every block fits in size_t bytes, and
@@ -309,7 +344,7 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
                          const void *rdispls, HcclDataType recvType, HcclComm comm,
                          HcclRequest *request) {
   const char *fn = "HcclAlltoAllV";
-  HCCL_TRY(check_comm(comm, fn));
+  HCCL_TRY(check_call(comm, fn));
   const void *arrays[4] = {sendCounts, sdispls, recvCounts, rdispls};
   static const char *const names[4] = {"sendCounts", "sdispls", "recvCounts", "rdispls"};
   for (int i = 0; i < 4; i++)
@@ -340,7 +375,7 @@ HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
                       .dt = sendType,
                       .recv_dt = recvType,
                       .v = v};
-  HcclResult r = hccl__coll_submit(comm, &o, request);
+  HcclResult r = submit(comm, &o, request);
   free(v);
   return r;
 }

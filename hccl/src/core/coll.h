@@ -36,6 +36,9 @@ struct hccl_op {
   const uint64_t *v;
   bool v_owned;
   uint64_t fr_id; /* its flight recorder entry, once queued (flight.h) */
+  /* The type the user passed, as HcclSetCallUserType named it on the calling thread: its code
+   * + 1; 0 for none (the call as made). Only the fingerprint reads it, for messages. */
+  uint32_t user_type;
 };
 
 /* An op made by HcclRedOpCreatePreMulSum: the scalar's type, and its value (read at creation)

@@ -167,7 +167,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   /* The call's fingerprint, made once: every message carries it, the flight recorder keeps
    * its hash. */
   struct hccl_stamp st =
-      hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root);
+      hccl__fp_make(c->coll_seq, o->kind, o->count, o->dt, o->op, o->scalar, o->root, o->user_type);
   uint64_t fr = 0;
   if (c->fr) {
     fr = o->fr_id ? o->fr_id

@@ -352,7 +352,12 @@ HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_setting
   if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
   if (cf->execTimeoutMs) {
     cfg->exec_timeout_ms = cf->execTimeoutMs;
-    cfg->exec_timeout_src = "HcclCommConfig.execTimeoutMs";
+    /* Named as the user set it: the caller's timeoutSource (a framework's setting), else the
+     * field. */
+    const char *src = cf->timeoutSource;
+    size_t n = strnlen(src, sizeof(cf->timeoutSource));
+    if (n == 0) src = "HcclCommConfig.execTimeoutMs", n = strlen(src);
+    snprintf(cfg->exec_timeout_src, sizeof(cfg->exec_timeout_src), "%.*s", (int)n, src);
   }
   return HCCL_SUCCESS;
 }
