@@ -93,7 +93,7 @@ static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o) {
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hccl_stamp st,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
                          const struct hccl_plan *plan, struct hccl_ran *ran) {
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress.self);
   struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL, .finish = true};
   struct hccl_red red;
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
@@ -126,7 +126,7 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
   if (c->nranks == 1 || !(o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
                           o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER))
     return HCCL_SUCCESS;
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress.self);
   struct hccl_prim p = {.w = &w, .esz = 1};
   struct hccl_link **links = c->tx.links[HCCL_CHANNEL_COLL];
   for (uint32_t r = 0; r < c->nranks; r++)
@@ -163,7 +163,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
-  hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
+  hccl__progress_enter(&c->progress, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
   /* The call's fingerprint, made once: every message carries it, the flight recorder keeps
    * its hash. */
   struct hccl_stamp st =
@@ -171,9 +171,9 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   uint64_t fr = 0;
   if (c->fr) {
     fr = o->fr_id ? o->fr_id
-                  : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+                  : hccl__fr_enqueue(c->fr, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-    hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
+    hccl__fr_start(c->fr, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
   /* The one plan of this call, and what of it ran: the name the records give the call (a call
    * that failed, the model's choice). */
@@ -184,8 +184,9 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   struct hccl_ran ran = {.algo = last->algo, .name = last->name};
   if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan, &ran);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
-  if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, ran.name);
+  /* A failed call stays published (wait.c). */
+  if (r == HCCL_SUCCESS) hccl__progress_leave(&c->progress);
+  if (fr) hccl__fr_end(c->fr, fr, r, ran.name);
   if (c->trace) trace_call(c, o, r, t0, ran.name);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
@@ -248,7 +249,7 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   q->op = *o;
-  q->op.fr_id = hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+  q->op.fr_id = hccl__fr_enqueue(c->fr, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                  rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
   if (o->v) {
     /* The caller may free its arrays as soon as the call returns. */

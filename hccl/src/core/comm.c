@@ -207,7 +207,7 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
     tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
   c->astate.tx = tx;
   pthread_mutex_init(&c->qlock, NULL);
-  pthread_mutex_init(&c->report_lock, NULL);
+  hccl__progress_part_init(&c->progress);
   pthread_cond_init(&c->qcond, NULL);
   c->world.me = rank;
   c->world.links = tx->links[HCCL_CHANNEL_COLL];
@@ -232,10 +232,8 @@ void hccl__comm_free(struct hccl_comm *c) {
     g_run.live--;
     pthread_mutex_unlock(&g_run.lock);
   }
-  pthread_mutex_lock(&c->report_lock);
-  c->closing = true;
-  pthread_mutex_unlock(&c->report_lock);
-  hccl__trace_close(c);
+  hccl__progress_part_close(&c->progress);
+  hccl__trace_close(&c->trace);
   hccl__fr_close(c);
   hccl__tree_close(c->boot_tree);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
@@ -247,7 +245,7 @@ void hccl__comm_free(struct hccl_comm *c) {
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
   pthread_mutex_destroy(&c->qlock);
-  pthread_mutex_destroy(&c->report_lock);
+  hccl__progress_part_destroy(&c->progress);
   pthread_cond_destroy(&c->qcond);
   free(c->astate.scratch);
   free(c->astate.temp);
@@ -438,8 +436,9 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   c->store = NULL;
   c->server = NULL;
   HCCL_TRY(r);
-  HCCL_TRY(hccl__trace_open(c));
+  HCCL_TRY(hccl__trace_open(c->cfg.trace_file, c->rank, c->nranks, c->device, &c->trace));
   HCCL_TRY(hccl__fr_open(c));
+  hccl__progress_bind(c);
   hccl__comm_waiter_init(c);
   /* bench/scale.sh reads this line: where init's time goes as n grows. */
   HCCL_INFO("bootstrap phases ms: info %.2f conn %.2f links %.2f ready %.2f", (ph[1] - ph[0]) / 1e6,

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "peer.h"
 #include "plan.h"
+#include "progress.h"
 #include "settings.h"
 #include "transport.h"
 #include "wait.h"
@@ -97,10 +98,6 @@ struct hccl_comm {
   /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
    * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
    * caller) is running a call now, so no other may start one. */
-  /* A transport's thread answering a peer's progress query (progress.c) reads the records
-   * through the links; destroy sets `closing` under report_lock before it closes any link. */
-  pthread_mutex_t report_lock;
-  bool closing;
   pthread_mutex_t qlock;
   pthread_cond_t qcond;
   struct hccl_coll_req *qhead, *qtail;
@@ -119,10 +116,6 @@ struct hccl_comm {
   size_t zcopy_min_bytes;
   bool own_cores; /* online CPUs >= local_nranks (the planner's zero-copy threshold) */
   uint8_t *same_core; /* [nranks]: the waiter's same_core (base/wait.h), or NULL */
-  struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
-  struct hccl_progress progress_private; /* when no transport shares one */
-  struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
-  struct hccl_fr *fr;                    /* HCCL_FLIGHT_RECORDER_DIR ring, or NULL (flight.h) */
   pthread_t worker;
 
   /* Ops made by HcclRedOpCreatePreMulSum (coll.c): op HCCL__PREMUL_OP_BASE + i is premul[i]. */
@@ -131,6 +124,13 @@ struct hccl_comm {
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */
   struct hccl_p2p *p2p_engine;
+
+  /* The diagnostics, each the part of the file that owns it: where this rank publishes its
+   * progress and the lock of a peer's query for it (progress.h), the HCCL_TRACE_FILE recorder
+   * (trace.h) and the HCCL_FLIGHT_RECORDER_DIR ring (flight.h), NULL when off. */
+  struct hccl_progress_part progress;
+  struct hccl_trace *trace;
+  struct hccl_fr *fr;
 };
 
 /* A communicator of nranks with this rank and settings, nothing made yet (comm.c); NULL when

@@ -112,7 +112,7 @@ static void finish(struct hccl_p2p *e, struct p2p_op *op, HcclResult r, const ch
   *pp = op->next_op;
   if (e->tail == op) e->tail = prev;
   if (r == HCCL_SUCCESS && op->kind == P2P_RECV_ANY) *op->src_out = op->peer;
-  hccl__fr_end(e->comm, op->fr_id, r, NULL);
+  hccl__fr_end(e->comm->fr, op->fr_id, r, NULL);
   pthread_mutex_lock(&e->lock);
   hccl__request_complete(&op->req, r, msg);
   pthread_mutex_unlock(&e->lock);
@@ -486,9 +486,9 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
   op->buf = buf;
   op->bytes = (size_t)count * esz;
   /* op->chunk stays 0 until the engine has the link (made on first use). */
-  op->fr_id = hccl__fr_enqueue(c, kind == P2P_SEND ? HCCL_FR_P2P_SEND : HCCL_FR_P2P_RECV, count,
+  op->fr_id = hccl__fr_enqueue(c->fr, kind == P2P_SEND ? HCCL_FR_P2P_SEND : HCCL_FR_P2P_RECV, count,
                                dt, -1, UINT32_MAX, kind == P2P_RECV_ANY ? UINT32_MAX : peer);
-  hccl__fr_start(c, op->fr_id, 0, 0);
+  hccl__fr_start(c->fr, op->fr_id, 0, 0);
   if (kind == P2P_SEND)
     snprintf(op->what, sizeof(op->what), "send of %zu bytes to rank %u", op->bytes, peer);
   else if (kind == P2P_RECV)
