@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "dtype.h"
 #include "log.h"

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
 #include "flight.h"
@@ -206,9 +206,8 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
   c->astate.tx = tx;
-  pthread_mutex_init(&c->qlock, NULL);
+  hccl__queue_init(&c->queue);
   hccl__progress_part_init(&c->progress);
-  pthread_cond_init(&c->qcond, NULL);
   c->world.me = rank;
   c->world.links = tx->links[HCCL_CHANNEL_COLL];
   if (!c->peers || !c->local_index || !tx->links[HCCL_CHANNEL_COLL] ||
@@ -244,9 +243,8 @@ void hccl__comm_free(struct hccl_comm *c) {
   if (c->tx.listen_fd >= 0) close(c->tx.listen_fd);
   hccl__store_close(c->store);
   hccl__store_server_stop(c->server);
-  pthread_mutex_destroy(&c->qlock);
+  hccl__queue_destroy(&c->queue);
   hccl__progress_part_destroy(&c->progress);
-  pthread_cond_destroy(&c->qcond);
   free(c->astate.scratch);
   free(c->astate.temp);
   hccl__mem_free(c->astate.stage);
@@ -465,7 +463,7 @@ HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
   HCCL_TRY(hccl__split_group_refuse("HcclCommDestroy"));
-  hccl__coll_shutdown(comm);
+  hccl__coll_shutdown(&comm->queue);
   hccl__p2p_shutdown(comm);
   hccl__comm_free(comm);
   return HCCL_SUCCESS;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "coll_run.h"
 #include "group.h"
 #include "hccl.h"
 #include "log.h"
@@ -23,8 +24,6 @@
 
 struct hccl_store;
 struct hccl_store_server;
-struct hccl_coll_req;
-struct hccl_request;
 struct hccl_p2p;
 
 struct hccl_tree;
@@ -95,14 +94,7 @@ struct hccl_comm {
   _Atomic int failing; /* claimed by the first failure, which writes broken_msg */
   char broken_msg[HCCL_REASON_MAX];
 
-  /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
-   * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
-   * caller) is running a call now, so no other may start one. */
-  pthread_mutex_t qlock;
-  pthread_cond_t qcond;
-  struct hccl_coll_req *qhead, *qtail;
-  struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
-  bool worker_started, worker_busy, worker_stop;
+  struct hccl_queue queue; /* the asynchronous calls and their worker thread (coll_run.h) */
   uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
   /* The zero-copy back-off per collective (enum hccl_zcopy_kind), kept by algo/plan.c. */
   struct hccl_zcopy_offers zcopy[HCCL_ZCOPY_NKINDS];
@@ -116,7 +108,6 @@ struct hccl_comm {
   size_t zcopy_min_bytes;
   bool own_cores; /* online CPUs >= local_nranks (the planner's zero-copy threshold) */
   uint8_t *same_core; /* [nranks]: the waiter's same_core (base/wait.h), or NULL */
-  pthread_t worker;
 
   /* Ops made by HcclRedOpCreatePreMulSum (coll.c): op HCCL__PREMUL_OP_BASE + i is premul[i]. */
   struct hccl_premul *premul;

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "algo.h"
-#include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
 #include "hash.h"
@@ -435,7 +435,7 @@ static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                                struct split_ask *ask) {
   if (!c->boot_tree)
     return HcclAllGather(mine, ask, sizeof(*mine), HCCL_DATA_TYPE_UINT8, c, NULL);
-  hccl__coll_drain(c);
+  hccl__coll_drain(&c->queue);
   struct hccl_rounds rd = {.rank = c->rank,
                            .nranks = c->nranks,
                            .connect_timeout_ms = c->cfg.exec_timeout_ms,
