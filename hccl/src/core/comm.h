@@ -25,8 +25,39 @@
 struct hccl_store;
 struct hccl_store_server;
 struct hccl_p2p;
-
 struct hccl_tree;
+
+/* The bootstrap's state of a communicator (struct hccl_comm's `boot`): the part of comm.c, and
+ * of the files that make communicators (comm_init.c, comm_split.c, comm_shrink.c). */
+struct hccl_boot {
+  struct hccl_store *store;
+  struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
+  bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
+  /* Where the job met, for HcclCommShrink (comm_shrink.c) to meet again without the excluded
+   * ranks: rank 0's store address and job token (it serves the store again there), or the
+   * caller's store (store_user.set != NULL); and the shrinks made from this communicator so
+   * far, which name the next one's keys ("<key_prefix>/s<n>") with no message sent. */
+  char store_host[256];
+  uint16_t store_port;
+  char store_token[129];
+  HcclStore store_user;
+  uint32_t shrinks;
+  bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
+  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
+   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
+   * order. NULL: the store's rounds (bootstrap/rounds.c). */
+  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
+  void *round_arg;
+  /* Every member's transport blobs are in peers[] before setup (a split group's, from the
+   * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
+  bool conn_known;
+  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
+  /* Its bootstrap's binomial tree of sockets (bootstrap/rounds.h), kept open after the store's
+   * part ended on a communicator whose rounds ran over it: HcclCommSplit's parent round runs
+   * there (comm_split.c). NULL on a split's child, a one-rank communicator, or after a round
+   * over it failed. */
+  struct hccl_tree *tree;
+};
 
 struct hccl_comm {
   uint32_t rank, nranks;
@@ -53,34 +84,8 @@ struct hccl_comm {
 
   struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
 
-  struct hccl_store *store;
-  struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
-  bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
-  char key_prefix[96];
-  /* Where the job met, for HcclCommShrink (comm_shrink.c) to meet again without the excluded
-   * ranks: rank 0's store address and job token (it serves the store again there), or the
-   * caller's store (store_user.set != NULL); and the shrinks made from this communicator so
-   * far, which name the next one's keys ("<key_prefix>/s<n>") with no message sent. */
-  char store_host[256];
-  uint16_t store_port;
-  char store_token[129];
-  HcclStore store_user;
-  uint32_t shrinks;
-  bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
-  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
-   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
-   * order. NULL: the store's rounds (bootstrap/rounds.c). */
-  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
-  void *round_arg;
-  /* Every member's transport blobs are in peers[] before setup (a split group's, from the
-   * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
-  bool conn_known;
-  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
-  /* Its bootstrap's binomial tree of sockets (bootstrap/rounds.h), kept open after the store's
-   * part ended on a communicator whose rounds ran over it: HcclCommSplit's parent round runs
-   * there (comm_split.c). NULL on a split's child, a one-rank communicator, or after a round
-   * over it failed. */
-  struct hccl_tree *boot_tree;
+  char key_prefix[96]; /* the keys of its bootstrap; the name of the communicator */
+  struct hccl_boot boot; /* the store, the rounds, the kept tree (below) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's
@@ -155,7 +160,7 @@ HcclResult hccl__split_group_refuse(const char *fn);
 bool hccl__group_is_open(void);
 void hccl__group_set_open(bool open);
 
-/* Connects c->store to rank 0's store server at host:port with the job's token, once that
+/* Connects c->boot.store to rank 0's store server at host:port with the job's token, once that
  * server holds `key` = want[0..len): a server still finishing an earlier communicator's
  * bootstrap (rank 0 not done with it yet) is left and tried again, until the connect timeout
  * (HCCL_E_TIMEOUT naming c's keys and the address) (comm_init.c). */

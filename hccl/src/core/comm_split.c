@@ -14,7 +14,7 @@
  * figures of the links it will make (comm.c's lazy_rest). A group with two members on one
  * server needs shared-memory blobs, which only setup makes, so it runs comm.c's two other
  * rounds ("conn", "ready") among its members: Bruck's allgather (log2 n steps) of a fixed-size
- * record over the parent's collective links, on the calling thread (c->round_fn), and connects
+ * record over the parent's collective links, on the calling thread (c->boot.round_fn), and connects
  * its links at creation. A member whose bootstrap failed still takes part in its group's
  * rounds with its records marked failed, so its members get an error, not a wait; a NOCOLOR
  * rank and a one-rank group take part in none.
@@ -340,14 +340,14 @@ static HcclResult make_child(struct split_ctx *x, struct split_req *q, uint32_t 
   id = hccl__fnv1a(id, &p->run, sizeof(p->run));
   snprintf(c->key_prefix, sizeof(c->key_prefix), "split%016llx/%u/%d", (unsigned long long)id,
            seq, (int)q->color);
-  c->round_fn = split_round;
-  c->round_arg = x;
-  c->conn_known = x->conn_known;
+  c->boot.round_fn = split_round;
+  c->boot.round_arg = x;
+  c->boot.conn_known = x->conn_known;
   c->tx.listen_fd = q->listen_fd; /* c's now: its TCP setup takes it, or c's free closes it */
   q->listen_fd = -1;
   HcclResult r = hccl__comm_bootstrap(c);
-  c->round_fn = NULL;
-  c->round_arg = NULL;
+  c->boot.round_fn = NULL;
+  c->boot.round_arg = NULL;
   if (r != HCCL_SUCCESS) {
     x->log = &p->log; /* pad_rounds logs on after c (and its log context) is gone */
     hccl__log_bind(x->log);
@@ -433,18 +433,18 @@ static HcclResult parent_alive(void *arg) {
  * split's child) runs the allgather. */
 static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                                struct split_ask *ask) {
-  if (!c->boot_tree)
+  if (!c->boot.tree)
     return HcclAllGather(mine, ask, sizeof(*mine), HCCL_DATA_TYPE_UINT8, c, NULL);
   hccl__coll_drain(&c->queue);
   struct hccl_rounds rd = {.rank = c->rank,
                            .nranks = c->nranks,
                            .connect_timeout_ms = c->cfg.exec_timeout_ms,
-                           .tree = c->boot_tree,
+                           .tree = c->boot.tree,
                            .timeout_name = "HCCL_EXEC_TIMEOUT",
                            .check = parent_alive,
                            .check_arg = c};
   HcclResult r = hccl__round_allgather(&rd, "split", mine, sizeof(*mine), ask);
-  c->boot_tree = rd.tree; /* NULL after a failure: the sockets are closed */
+  c->boot.tree = rd.tree; /* NULL after a failure: the sockets are closed */
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
 }
@@ -464,7 +464,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
                       "new communicators from a live one",
                       comm->rank, comm->broken_msg);
   int64_t t0 = hccl__now_ns();
-  struct split_ask mine = {.seq = comm->splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
+  struct split_ask mine = {.seq = comm->boot.splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
   for (uint32_t i = 0; i < n; i++)
     mine.color[i] = req[i].color, mine.key[i] = req[i].key, mine.buffsize[i] = req[i].cfg.buffsize;
   /* Each new communicator's TCP listener, opened now so its address rides on the parent round:
@@ -484,7 +484,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   }
   hccl__peer_self(&comm->cfg, 0, 0, &mine.info); /* rank 0's fields too: the run */
   mine.info.device = comm->device;
-  comm->splits += n;
+  comm->boot.splits += n;
   struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
   uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
   HcclResult r = HCCL_SUCCESS;
@@ -496,7 +496,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS) {
     /* Rank 0's count on every rank, so the next splits line up again after a mismatch. */
-    comm->splits = ask[0].seq + ask[0].nsplits;
+    comm->boot.splits = ask[0].seq + ask[0].nsplits;
     r = check_asks(comm, ask);
   }
   double ag_ms = (hccl__now_ns() - t0) / 1e6;
