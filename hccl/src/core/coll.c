@@ -19,7 +19,7 @@
 static HcclResult check_comm(struct hccl_comm *c, const char *fn) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
   hccl__log_bind(&c->log);
-  return hccl__split_group_refuse(fn);
+  return hccl__group_refuse_call(fn);
 }
 
 static HcclResult check_dtype(struct hccl_comm *c, const char *fn, HcclDataType dt) {

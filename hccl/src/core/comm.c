@@ -462,7 +462,7 @@ HcclResult HcclCommAbort(HcclComm comm) {
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
-  HCCL_TRY(hccl__split_group_refuse("HcclCommDestroy"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommDestroy"));
   hccl__coll_shutdown(&comm->queue);
   hccl__p2p_shutdown(comm);
   hccl__comm_free(comm);

@@ -154,7 +154,7 @@ HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *t
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
 /* HCCL_E_NOT_SUPPORT, logged naming fn, when this thread is between HcclGroupStart and
  * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (group_open.c). */
-HcclResult hccl__split_group_refuse(const char *fn);
+HcclResult hccl__group_refuse_call(const char *fn);
 /* Whether this thread is between HcclGroupStart and HcclGroupEnd, and its setter (group_open.c;
  * comm_split.c opens and closes groups). */
 bool hccl__group_is_open(void);

@@ -110,7 +110,7 @@ static struct hccl_store_server *adopt_server(uint64_t job) {
 
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                 HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitRootInfo"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitRootInfo"));
   if (!rootInfo || !comm)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitRootInfo: %s is NULL",
                       rootInfo ? "comm" : "rootInfo");
@@ -255,7 +255,7 @@ out:
 static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm);
 
 HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitClusterInfo"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitClusterInfo"));
   if (!clusterInfo || !comm)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitClusterInfo: %s is NULL",
                       clusterInfo ? "comm" : "clusterInfo");
@@ -266,7 +266,7 @@ HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclC
 }
 
 HcclResult HcclCommInitFromEnv(HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitFromEnv"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitFromEnv"));
   if (!comm) return hccl__fail(HCCL_E_PTR, "HcclCommInitFromEnv: comm is NULL");
   struct hccl_settings cfg;
   HCCL_TRY(hccl__settings_load_no_master(&cfg));
@@ -359,7 +359,7 @@ HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_setting
 
 HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
                              const HcclCommConfig *config, HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitStore"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitStore"));
   if (!store || !comm || !store->set || !store->get)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitStore: %s is NULL",
                       !store        ? "store"

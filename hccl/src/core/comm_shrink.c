@@ -171,7 +171,7 @@ HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCou
   if (!comm || !newcomm)
     return hccl__fail(HCCL_E_PTR, "HcclCommShrink: %s is NULL", comm ? "newcomm" : "comm");
   hccl__log_bind(&comm->log);
-  HCCL_TRY(hccl__split_group_refuse("HcclCommShrink"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommShrink"));
   if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
     return hccl__fail(excludeCount < 0 ? HCCL_E_PARA : HCCL_E_PTR,
                       "HcclCommShrink: excludeCount is %d with excludeRanks %s; give a list of "

@@ -14,7 +14,7 @@ bool hccl__group_is_open(void) { return group_open; }
 
 void hccl__group_set_open(bool open) { group_open = open; }
 
-HcclResult hccl__split_group_refuse(const char *fn) {
+HcclResult hccl__group_refuse_call(const char *fn) {
   if (!group_open) return HCCL_SUCCESS;
   return hccl__fail(HCCL_E_NOT_SUPPORT,
                     "%s between HcclGroupStart and HcclGroupEnd: a group holds only "

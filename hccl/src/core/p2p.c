@@ -442,7 +442,7 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
                        uint64_t count, HcclDataType dt, uint32_t peer, uint32_t *src,
                        HcclRequest *request) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
-  HCCL_TRY(hccl__split_group_refuse(fn));
+  HCCL_TRY(hccl__group_refuse_call(fn));
   size_t esz = hccl__dtype_size(dt);
   if (esz == 0)
     return hccl__fail(HCCL_E_PARA, "%s on rank %u: data type %d is not an HcclDataType", fn,
