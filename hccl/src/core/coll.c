@@ -11,6 +11,7 @@
 #include "coll_run.h"
 #include "comm.h"
 #include "dtype.h"
+#include "group_open.h"
 #include "log.h"
 #include "reduce.h"
 

@@ -17,6 +17,7 @@
 #include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
+#include "fail.h"
 #include "fingerprint.h"
 #include "flight.h"
 #include "log.h"

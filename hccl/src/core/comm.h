@@ -152,13 +152,6 @@ HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *t
 /* A config's non-zero fields replace the environment's values in *cfg; HCCL_E_PARA naming the
  * field when one is out of range (comm_init.c). */
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
-/* HCCL_E_NOT_SUPPORT, logged naming fn, when this thread is between HcclGroupStart and
- * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (group_open.c). */
-HcclResult hccl__group_refuse_call(const char *fn);
-/* Whether this thread is between HcclGroupStart and HcclGroupEnd, and its setter (group_open.c;
- * comm_split.c opens and closes groups). */
-bool hccl__group_is_open(void);
-void hccl__group_set_open(bool open);
 
 /* Connects c->boot.store to rank 0's store server at host:port with the job's token, once that
  * server holds `key` = want[0..len): a server still finishing an earlier communicator's
@@ -167,9 +160,5 @@ void hccl__group_set_open(bool open);
 HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t port,
                                  const char *token, const char *key, const void *want,
                                  size_t len);
-
-/* Marks the communicator broken after a failed collective, keeping the last error message,
- * and tells every peer (transport abort) so their waits fail too. */
-void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "group_open.h"
 #include "log.h"
 #include "ranktable.h"
 #include "store.h"

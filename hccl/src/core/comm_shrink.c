@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "group_open.h"
 #include "log.h"
 #include "store.h"
 #include "trust.h"

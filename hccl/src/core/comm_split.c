@@ -51,6 +51,8 @@
 #include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
+#include "fail.h"
+#include "group_open.h"
 #include "hash.h"
 #include "links.h"
 #include "log.h"

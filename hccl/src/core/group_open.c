@@ -1,10 +1,11 @@
 /*
  * group_open.c - whether this thread is between HcclGroupStart and HcclGroupEnd, and the
- * refusal every call but HcclCommSplit gets there (hccl.h). A file of its own because the
- * calls that check it (coll.c, comm.c, comm_init.c, comm_shrink.c, p2p.c) sit below
+ * refusal every call but HcclCommSplit gets there (hccl.h). A file (and header) of its own
+ * because the calls that check it (coll.c, comm.c, comm_init.c, comm_shrink.c, p2p.c) sit below
  * comm_split.c, which keeps the group's recorded splits and uses them.
  */
-#include "comm.h"
+#include "group_open.h"
+
 #include "log.h"
 
 /* As NCCL's groups, a group belongs to the thread that started it. */
