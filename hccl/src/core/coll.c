@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "dtype.h"
+#include "group_open.h"
 #include "log.h"
 #include "reduce.h"
 
@@ -45,7 +47,7 @@ static HcclResult submit(struct hccl_comm *c, struct hccl_op *o, HcclRequest *re
 static HcclResult check_comm(struct hccl_comm *c, const char *fn) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
   hccl__log_bind(&c->log);
-  return hccl__split_group_refuse(fn);
+  return hccl__group_refuse_call(fn);
 }
 
 /* A collective call's first check: it takes the user's type named for it (if any), then checks

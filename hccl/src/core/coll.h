@@ -1,7 +1,8 @@
 /*
  * coll.h - one collective call as the entry points (coll.c) describe it and coll_run.c runs
- * it, and what the rest of the core asks of them. comm.c includes this, coll.c and coll_run.c
- * include comm.h: the dependency runs one way, from the calls to the communicator.
+ * it (coll_run.h: how it runs, and the call queue), and the ops HcclRedOpCreatePreMulSum makes.
+ * coll.c and coll_run.c include comm.h: the dependency runs one way, from the calls to the
+ * communicator.
  */
 #ifndef HCCL_COLL_H
 #define HCCL_COLL_H
@@ -12,8 +13,6 @@
 
 #include "coll_kind.h"
 #include "hccl.h"
-
-struct hccl_comm;
 
 /* A validated call. */
 struct hccl_op {
@@ -52,19 +51,5 @@ struct hccl_premul {
 };
 /* The value of the first op HcclRedOpCreatePreMulSum hands out; op v is premul[v - base]. */
 #define HCCL__PREMUL_OP_BASE 256
-
-/* Runs a validated call now (request NULL: after any queued ones, on this thread) or queues it
- * for the communicator's worker (coll_run.c). Count 0 returns at once, except a barrier and an
- * alltoallv. */
-HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclRequest *req);
-
-/* Returns once no call on c is queued or running: HcclCommSplit's parent round, which runs
- * beside the queue over the bootstrap's sockets, then has the parent's links to itself for
- * its member rounds, as a blocking call would (each queued call is bounded by
- * HCCL_EXEC_TIMEOUT, so this wait is too). */
-void hccl__coll_drain(struct hccl_comm *c);
-
-/* Finishes queued calls and stops the worker thread; HcclCommDestroy calls it first. */
-void hccl__coll_shutdown(struct hccl_comm *comm);
 
 #endif

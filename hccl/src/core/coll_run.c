@@ -14,8 +14,10 @@
 #include <time.h>
 
 #include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
+#include "fail.h"
 #include "fingerprint.h"
 #include "flight.h"
 #include "log.h"
@@ -93,7 +95,7 @@ static bool stream_out(const struct hccl_comm *c, const struct hccl_op *o) {
 static HcclResult run_op(struct hccl_comm *c, const struct hccl_op *o, struct hccl_stamp st,
                          const struct hccl_plan_view *v, const struct hccl_call *call,
                          const struct hccl_plan *plan, struct hccl_ran *ran) {
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress.self);
   struct hccl_prim p = {.w = &w, .esz = call->esz, .reduce = NULL, .finish = true};
   struct hccl_red red;
   if (o->kind == HCCL_K_ALLREDUCE || o->kind == HCCL_K_REDUCE ||
@@ -126,7 +128,7 @@ static HcclResult confirm_sent(struct hccl_comm *c, const struct hccl_op *o) {
   if (c->nranks == 1 || !(o->kind == HCCL_K_BROADCAST || o->kind == HCCL_K_REDUCE ||
                           o->kind == HCCL_K_GATHER || o->kind == HCCL_K_SCATTER))
     return HCCL_SUCCESS;
-  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress);
+  struct hccl_wait w = hccl__comm_wait(c, hccl__coll_kind_name(o->kind), c->progress.self);
   struct hccl_prim p = {.w = &w, .esz = 1};
   struct hccl_link **links = c->tx.links[HCCL_CHANNEL_COLL];
   for (uint32_t r = 0; r < c->nranks; r++)
@@ -163,7 +165,7 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   HcclResult r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   int64_t t0 = c->trace ? hccl__now_ns() : 0;
   c->coll_seq++; /* counted by every rank alike: calls run one at a time, in call order */
-  hccl__progress_enter(c, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
+  hccl__progress_enter(&c->progress, c->coll_seq, o->kind, rooted(o) ? o->root : UINT32_MAX);
   /* The call's fingerprint, made once: every message carries it, the flight recorder keeps
    * its hash. */
   struct hccl_stamp st =
@@ -171,9 +173,9 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   uint64_t fr = 0;
   if (c->fr) {
     fr = o->fr_id ? o->fr_id
-                  : hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+                  : hccl__fr_enqueue(c->fr, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                      rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
-    hccl__fr_start(c, fr, c->coll_seq, st.w[0] ^ st.w[1]);
+    hccl__fr_start(c->fr, fr, c->coll_seq, st.w[0] ^ st.w[1]);
   }
   /* The one plan of this call, and what of it ran: the name the records give the call (a call
    * that failed, the model's choice). */
@@ -184,35 +186,36 @@ static HcclResult execute(struct hccl_comm *c, const struct hccl_op *o) {
   struct hccl_ran ran = {.algo = last->algo, .name = last->name};
   if (r == HCCL_SUCCESS) r = run_op(c, o, st, &v, &call, &plan, &ran);
   if (r == HCCL_SUCCESS) r = confirm_sent(c, o);
-  if (r == HCCL_SUCCESS) hccl__progress_leave(c); /* a failed call stays published (wait.c) */
-  if (fr) hccl__fr_end(c, fr, r, ran.name);
+  /* A failed call stays published (wait.c). */
+  if (r == HCCL_SUCCESS) hccl__progress_leave(&c->progress);
+  if (fr) hccl__fr_end(c->fr, fr, r, ran.name);
   if (c->trace) trace_call(c, o, r, t0, ran.name);
   if (r == HCCL_SUCCESS) r = hccl__check_aborts(c, hccl__coll_kind_name(o->kind));
   if (r != HCCL_SUCCESS) hccl__comm_fail(c, r);
   return r;
 }
 
-/* Runs the call at the head of the queue on this thread (qlock held on entry and exit). The
- * busy mark keeps a second thread from starting the next call before this one ends. */
+/* Runs the call at the head of the queue on this thread (the queue's lock held on entry and
+ * exit). The busy mark keeps a second thread from starting the next call before this one ends. */
 static void run_head_locked(struct hccl_comm *c) {
-  struct hccl_coll_req *q = c->qhead;
-  c->worker_busy = true;
-  pthread_mutex_unlock(&c->qlock);
+  struct hccl_coll_req *q = c->queue.head;
+  c->queue.worker_busy = true;
+  pthread_mutex_unlock(&c->queue.lock);
   HcclResult r = execute(c, &q->op);
   if (q->op.v_owned) free((void *)q->op.v);
-  pthread_mutex_lock(&c->qlock);
-  c->qhead = q->next;
-  if (!c->qhead) c->qtail = NULL;
-  c->worker_busy = false;
+  pthread_mutex_lock(&c->queue.lock);
+  c->queue.head = q->next;
+  if (!c->queue.head) c->queue.tail = NULL;
+  c->queue.worker_busy = false;
   hccl__request_complete(&q->base, r, NULL);
 }
 
-/* HcclRequestWait's helper (qlock held): when the waited call's turn has come and no thread
- * runs anything, run it here rather than wake the worker and sleep (two thread switches, the
- * cost of a small call on busy cores). */
+/* HcclRequestWait's helper (the queue's lock held): when the waited call's turn has come and no
+ * thread runs anything, run it here rather than wake the worker and sleep (two thread switches,
+ * the cost of a small call on busy cores). */
 static bool coll_help(struct hccl_request *base) {
   struct hccl_comm *c = base->comm;
-  if ((struct hccl_coll_req *)base != c->qhead || c->worker_busy) return false;
+  if ((struct hccl_coll_req *)base != c->queue.head || c->queue.worker_busy) return false;
   run_head_locked(c);
   return true;
 }
@@ -220,27 +223,27 @@ static bool coll_help(struct hccl_request *base) {
 static void *worker_main(void *arg) {
   struct hccl_comm *c = arg;
   hccl__log_bind(&c->log);
-  pthread_mutex_lock(&c->qlock);
+  pthread_mutex_lock(&c->queue.lock);
   for (;;) {
-    while ((!c->qhead || c->worker_busy) && !c->worker_stop)
-      pthread_cond_wait(&c->qcond, &c->qlock);
-    if (!c->qhead) break;
-    if (c->worker_busy) { /* stopping, while a waiter runs the head: let it finish */
-      pthread_cond_wait(&c->qcond, &c->qlock);
+    while ((!c->queue.head || c->queue.worker_busy) && !c->queue.worker_stop)
+      pthread_cond_wait(&c->queue.cond, &c->queue.lock);
+    if (!c->queue.head) break;
+    if (c->queue.worker_busy) { /* stopping, while a waiter runs the head: let it finish */
+      pthread_cond_wait(&c->queue.cond, &c->queue.lock);
       continue;
     }
     /* A caller that waits at once (every blocking torch call) would find the call already
      * taken and sleep: give it the core once first, so it runs the call itself (coll_help).
      * One yield, not more: docs/performance.md, "Measurements behind the code", has the
      * figures. */
-    struct hccl_coll_req *head = c->qhead;
-    pthread_mutex_unlock(&c->qlock);
+    struct hccl_coll_req *head = c->queue.head;
+    pthread_mutex_unlock(&c->queue.lock);
     sched_yield();
-    pthread_mutex_lock(&c->qlock);
-    if (c->qhead != head || c->worker_busy) continue;
+    pthread_mutex_lock(&c->queue.lock);
+    if (c->queue.head != head || c->queue.worker_busy) continue;
     run_head_locked(c);
   }
-  pthread_mutex_unlock(&c->qlock);
+  pthread_mutex_unlock(&c->queue.lock);
   return NULL;
 }
 
@@ -248,7 +251,7 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
   struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
   q->op = *o;
-  q->op.fr_id = hccl__fr_enqueue(c, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
+  q->op.fr_id = hccl__fr_enqueue(c->fr, o->kind, o->count, o->dt, reduces(o) ? (int)o->op : -1,
                                  rooted(o) ? o->root : UINT32_MAX, UINT32_MAX);
   if (o->v) {
     /* The caller may free its arrays as soon as the call returns. */
@@ -262,25 +265,25 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
     q->op.v = v;
     q->op.v_owned = true;
   }
-  pthread_mutex_lock(&c->qlock);
-  if (!c->worker_started) {
-    if (hccl__thread_start(&c->worker, worker_main, c) != 0) {
-      pthread_mutex_unlock(&c->qlock);
+  pthread_mutex_lock(&c->queue.lock);
+  if (!c->queue.worker_started) {
+    if (hccl__thread_start(&c->queue.worker, worker_main, c) != 0) {
+      pthread_mutex_unlock(&c->queue.lock);
       if (q->op.v_owned) free((void *)q->op.v);
       free(q);
       return hccl__fail(HCCL_E_SYSCALL, "cannot start the communicator's worker thread");
     }
-    c->worker_started = true;
+    c->queue.worker_started = true;
   }
-  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
+  hccl__request_attach(&q->base, c, &c->queue.lock, &c->queue.cond, &c->queue.live);
   q->base.help = coll_help;
-  if (c->qtail)
-    c->qtail->next = q;
+  if (c->queue.tail)
+    c->queue.tail->next = q;
   else
-    c->qhead = q;
-  c->qtail = q;
-  pthread_cond_broadcast(&c->qcond);
-  pthread_mutex_unlock(&c->qlock);
+    c->queue.head = q;
+  c->queue.tail = q;
+  pthread_cond_broadcast(&c->queue.cond);
+  pthread_mutex_unlock(&c->queue.lock);
   *out = &q->base;
   return HCCL_SUCCESS;
 }
@@ -289,10 +292,10 @@ static HcclResult enqueue(struct hccl_comm *c, const struct hccl_op *o, HcclRequ
 static HcclResult done_request(struct hccl_comm *c, HcclRequest *out) {
   struct hccl_coll_req *q = calloc(1, sizeof(*q));
   if (!q) return hccl__fail(HCCL_E_MEMORY, "out of memory for a request");
-  pthread_mutex_lock(&c->qlock);
-  hccl__request_attach(&q->base, c, &c->qlock, &c->qcond, &c->coll_live);
+  pthread_mutex_lock(&c->queue.lock);
+  hccl__request_attach(&q->base, c, &c->queue.lock, &c->queue.cond, &c->queue.live);
   hccl__request_complete(&q->base, HCCL_SUCCESS, NULL);
-  pthread_mutex_unlock(&c->qlock);
+  pthread_mutex_unlock(&c->queue.lock);
   *out = &q->base;
   return HCCL_SUCCESS;
 }
@@ -307,20 +310,20 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
     return enqueue(c, o, req);
   }
   if (noop) return HCCL_SUCCESS;
-  pthread_mutex_lock(&c->qlock);
-  bool queued = c->qhead != NULL || c->worker_busy;
-  if (!queued) c->worker_busy = true;
-  pthread_mutex_unlock(&c->qlock);
+  pthread_mutex_lock(&c->queue.lock);
+  bool queued = c->queue.head != NULL || c->queue.worker_busy;
+  if (!queued) c->queue.worker_busy = true;
+  pthread_mutex_unlock(&c->queue.lock);
   if (!queued) {
     HcclResult r = execute(c, o);
-    pthread_mutex_lock(&c->qlock);
-    c->worker_busy = false;
+    pthread_mutex_lock(&c->queue.lock);
+    c->queue.worker_busy = false;
     /* Only a call queued meanwhile waits for this one to end (the worker, or its caller about
      * to run it, coll_help). With the queue empty a broadcast only wakes an idle worker, which
      * then takes the core from this caller (docs/performance.md, "Measurements behind the
      * code", has what that cost). */
-    if (c->qhead) pthread_cond_broadcast(&c->qcond);
-    pthread_mutex_unlock(&c->qlock);
+    if (c->queue.head) pthread_cond_broadcast(&c->queue.cond);
+    pthread_mutex_unlock(&c->queue.lock);
     return r;
   }
   HcclRequest q;
@@ -328,30 +331,40 @@ HcclResult hccl__coll_submit(struct hccl_comm *c, const struct hccl_op *o, HcclR
   return HcclRequestWait(q);
 }
 
-void hccl__coll_drain(struct hccl_comm *c) {
-  pthread_mutex_lock(&c->qlock);
-  while (c->qhead || c->worker_busy) {
-    /* Each queued call's end broadcasts qcond; a blocking call's on another thread may not,
-     * so the wait is in slices of 10 ms. */
+void hccl__queue_init(struct hccl_queue *q) {
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->cond, NULL);
+}
+
+void hccl__queue_destroy(struct hccl_queue *q) {
+  pthread_mutex_destroy(&q->lock);
+  pthread_cond_destroy(&q->cond);
+}
+
+void hccl__coll_drain(struct hccl_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->head || q->worker_busy) {
+    /* Each queued call's end broadcasts the condition; a blocking call's on another thread may
+     * not, so the wait is in slices of 10 ms. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += 10000000;
     if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-    pthread_cond_timedwait(&c->qcond, &c->qlock, &ts);
+    pthread_cond_timedwait(&q->cond, &q->lock, &ts);
   }
-  pthread_mutex_unlock(&c->qlock);
+  pthread_mutex_unlock(&q->lock);
 }
 
-void hccl__coll_shutdown(struct hccl_comm *c) {
-  pthread_mutex_lock(&c->qlock);
-  bool started = c->worker_started;
-  c->worker_stop = true;
-  pthread_cond_broadcast(&c->qcond);
-  pthread_mutex_unlock(&c->qlock);
-  if (started) pthread_join(c->worker, NULL);
+void hccl__coll_shutdown(struct hccl_queue *q) {
+  pthread_mutex_lock(&q->lock);
+  bool started = q->worker_started;
+  q->worker_stop = true;
+  pthread_cond_broadcast(&q->cond);
+  pthread_mutex_unlock(&q->lock);
+  if (started) pthread_join(q->worker, NULL);
   /* The worker ran the queue dry before it stopped; requests never waited for are freed. */
-  hccl__request_free_live(&c->coll_live);
-  c->qhead = c->qtail = NULL;
+  hccl__request_free_live(&q->live);
+  q->head = q->tail = NULL;
 }
 
 const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes) {

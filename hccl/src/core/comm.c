@@ -11,7 +11,7 @@
  *           record also brings every rank the job's run (id and start time);
  *   conn  - what the transports made in setup (each its own opaque blob in the peer info);
  *   ready - every link is connected; transports may drop what peers needed to connect.
- * A split group whose members are each on a server of their own (c->conn_known: comm_split.c)
+ * A split group whose members are each on a server of their own (c->boot.conn_known: comm_split.c)
  * runs neither: its blobs came with the parent's round, it makes no link at creation (each is
  * made on its first use, bounded by HCCL_CONNECT_TIMEOUT, as NCCL's runtime connect) and its
  * groups' figures are its transport's (links_figures), the same on every member.
@@ -24,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
+#include "fail.h"
 #include "flight.h"
+#include "group_open.h"
 #include "links.h"
 #include "log.h"
 #include "mem_region.h"
@@ -132,7 +134,7 @@ static HcclResult check_and_place(struct hccl_comm *c) {
       .server_of = server_of,
       .local_index = c->local_index,
       .ring = c->world.ring,
-      .any_count = c->shrunk};
+      .any_count = c->boot.shrunk};
   res = hccl__place(pr, c->nranks, c->cfg.topo_file[0] ? &topo : NULL, &pl, err, sizeof(err));
   if (res != HCCL_SUCCESS) {
     hccl__fail(res, "%s", err);
@@ -206,9 +208,8 @@ struct hccl_comm *hccl__comm_alloc(const struct hccl_settings *cfg, uint32_t ran
   for (int ch = 0; ch < HCCL_NCHANNELS; ch++)
     tx->links[ch] = calloc(nranks, sizeof(struct hccl_link *));
   c->astate.tx = tx;
-  pthread_mutex_init(&c->qlock, NULL);
-  pthread_mutex_init(&c->report_lock, NULL);
-  pthread_cond_init(&c->qcond, NULL);
+  hccl__queue_init(&c->queue);
+  hccl__progress_part_init(&c->progress);
   c->world.me = rank;
   c->world.links = tx->links[HCCL_CHANNEL_COLL];
   if (!c->peers || !c->local_index || !tx->links[HCCL_CHANNEL_COLL] ||
@@ -232,23 +233,20 @@ void hccl__comm_free(struct hccl_comm *c) {
     g_run.live--;
     pthread_mutex_unlock(&g_run.lock);
   }
-  pthread_mutex_lock(&c->report_lock);
-  c->closing = true;
-  pthread_mutex_unlock(&c->report_lock);
-  hccl__trace_close(c);
+  hccl__progress_part_close(&c->progress);
+  hccl__trace_close(&c->trace);
   hccl__fr_close(c);
-  hccl__tree_close(c->boot_tree);
+  hccl__tree_close(c->boot.tree);
   /* p2p links first: a transport's channel-0 link may stand for its peer until the last. */
   for (int ch = HCCL_NCHANNELS - 1; ch >= 0; ch--)
     for (uint32_t r = 0; r < c->nranks; r++)
       if (c->tx.links[ch][r]) c->tx.links[ch][r]->ops->close(c->tx.links[ch][r]);
   HCCL_FOR_EACH_TRANSPORT_WITH(t, teardown) t->teardown(&c->tx);
   if (c->tx.listen_fd >= 0) close(c->tx.listen_fd);
-  hccl__store_close(c->store);
-  hccl__store_server_stop(c->server);
-  pthread_mutex_destroy(&c->qlock);
-  pthread_mutex_destroy(&c->report_lock);
-  pthread_cond_destroy(&c->qcond);
+  hccl__store_close(c->boot.store);
+  hccl__store_server_stop(c->boot.server);
+  hccl__queue_destroy(&c->queue);
+  hccl__progress_part_destroy(&c->progress);
   free(c->astate.scratch);
   free(c->astate.temp);
   hccl__mem_free(c->astate.stage);
@@ -279,9 +277,9 @@ static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
     break;
   }
   hccl__log_quiet(0);
-  return (struct hccl_rounds){.store = c->store,
-                              .server = c->server,
-                              .store_external = c->store_external,
+  return (struct hccl_rounds){.store = c->boot.store,
+                              .server = c->boot.server,
+                              .store_external = c->boot.store_external,
                               .key_prefix = c->key_prefix,
                               .rank = c->rank,
                               .nranks = c->nranks,
@@ -290,10 +288,10 @@ static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
 }
 
 /* One round of the bootstrap: through the store, or the parent's collectives for a
- * communicator split from one (c->round_fn). */
+ * communicator split from one (c->boot.round_fn). */
 static HcclResult round_allgather(const struct hccl_comm *c, struct hccl_rounds *rd,
                                   const char *round, const void *mine, size_t len, void *all) {
-  if (c->round_fn) return c->round_fn(c->round_arg, round, mine, len, all);
+  if (c->boot.round_fn) return c->boot.round_fn(c->boot.round_arg, round, mine, len, all);
   return hccl__round_allgather(rd, round, mine, len, all);
 }
 
@@ -332,7 +330,7 @@ static bool one_kernel(const struct ready_note *all, uint32_t n) {
   return true;
 }
 
-/* The end of the bootstrap of a split group with c->conn_known (comm_split.c): no link made,
+/* The end of the bootstrap of a split group with c->boot.conn_known (comm_split.c): no link made,
  * no "ready" round. Its members are each alone on their server, so the servers are even and
  * no rank needs another's figures (uniform_figures); each group's figures are those of the
  * links it will make (hccl__group_measure_lazy), which every member derives alike.
@@ -355,14 +353,14 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
   self->device = c->device;
   HCCL_FOR_EACH_TRANSPORT_WITH(t, setup) HCCL_TRY(t->setup(&c->tx, self));
   /* A split group whose members' blobs came with the parent round skips "conn" (conn_known). */
-  if (c->nranks > 1 && c->conn_known)
+  if (c->nranks > 1 && c->boot.conn_known)
     memcpy(c->peers[c->rank].conn, self->conn, sizeof(self->conn));
   else if (c->nranks > 1)
     HCCL_TRY(round_allgather(c, rd, "conn", self, sizeof(*self), c->peers));
   for (uint32_t r = 0; c->nranks > 1 && r < c->nranks; r++)
     if (c->peers[r].device < 0) c->peers[r].device = (int32_t)c->local_index[r];
   ph_ns[2] = hccl__now_ns();
-  if (c->conn_known) return lazy_rest(c, ph_ns);
+  if (c->boot.conn_known) return lazy_rest(c, ph_ns);
   bool *need = calloc(c->nranks, sizeof(bool));
   if (!need) return hccl__fail(HCCL_E_MEMORY, "out of memory in bootstrap");
   hccl__group_partners(&c->world, need);
@@ -432,14 +430,15 @@ HcclResult hccl__comm_bootstrap(struct hccl_comm *c) {
   if (all_joined) run_adopt(c);
   if (all_joined) r = bootstrap_rest(c, &rd, &self, ph);
   /* Its tree outlives the store's part: a split's parent round runs over it (comm_split.c). */
-  if (r == HCCL_SUCCESS && !c->round_fn) c->boot_tree = hccl__round_keep_tree(&rd);
+  if (r == HCCL_SUCCESS && !c->boot.round_fn) c->boot.tree = hccl__round_keep_tree(&rd);
   /* closes the store, stops rank 0's server */
   hccl__round_finish(&rd, all_joined, all_joined && r != HCCL_SUCCESS);
-  c->store = NULL;
-  c->server = NULL;
+  c->boot.store = NULL;
+  c->boot.server = NULL;
   HCCL_TRY(r);
-  HCCL_TRY(hccl__trace_open(c));
+  HCCL_TRY(hccl__trace_open(c->cfg.trace_file, c->rank, c->nranks, c->device, &c->trace));
   HCCL_TRY(hccl__fr_open(c));
+  hccl__progress_bind(c);
   hccl__comm_waiter_init(c);
   /* bench/scale.sh reads this line: where init's time goes as n grows. */
   HCCL_INFO("bootstrap phases ms: info %.2f conn %.2f links %.2f ready %.2f", (ph[1] - ph[0]) / 1e6,
@@ -465,8 +464,8 @@ HcclResult HcclCommAbort(HcclComm comm) {
 HcclResult HcclCommDestroy(HcclComm comm) {
   if (!comm) return HCCL_SUCCESS;
   hccl__log_bind(&comm->log);
-  HCCL_TRY(hccl__split_group_refuse("HcclCommDestroy"));
-  hccl__coll_shutdown(comm);
+  HCCL_TRY(hccl__group_refuse_call("HcclCommDestroy"));
+  hccl__coll_shutdown(&comm->queue);
   hccl__p2p_shutdown(comm);
   hccl__comm_free(comm);
   return HCCL_SUCCESS;

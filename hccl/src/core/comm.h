@@ -11,22 +11,53 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "coll_run.h"
 #include "group.h"
 #include "hccl.h"
 #include "log.h"
 #include "peer.h"
 #include "plan.h"
+#include "progress.h"
 #include "settings.h"
 #include "transport.h"
 #include "wait.h"
 
 struct hccl_store;
 struct hccl_store_server;
-struct hccl_coll_req;
-struct hccl_request;
 struct hccl_p2p;
-
 struct hccl_tree;
+
+/* The bootstrap's state of a communicator (struct hccl_comm's `boot`): the part of comm.c, and
+ * of the files that make communicators (comm_init.c, comm_split.c, comm_shrink.c). */
+struct hccl_boot {
+  struct hccl_store *store;
+  struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
+  bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
+  /* Where the job met, for HcclCommShrink (comm_shrink.c) to meet again without the excluded
+   * ranks: rank 0's store address and job token (it serves the store again there), or the
+   * caller's store (store_user.set != NULL); and the shrinks made from this communicator so
+   * far, which name the next one's keys ("<key_prefix>/s<n>") with no message sent. */
+  char store_host[256];
+  uint16_t store_port;
+  char store_token[129];
+  HcclStore store_user;
+  uint32_t shrinks;
+  bool shrunk; /* made by HcclCommShrink: placement takes any count per server (place.h) */
+  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
+   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
+   * order. NULL: the store's rounds (bootstrap/rounds.c). */
+  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
+  void *round_arg;
+  /* Every member's transport blobs are in peers[] before setup (a split group's, from the
+   * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
+  bool conn_known;
+  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
+  /* Its bootstrap's binomial tree of sockets (bootstrap/rounds.h), kept open after the store's
+   * part ended on a communicator whose rounds ran over it: HcclCommSplit's parent round runs
+   * there (comm_split.c). NULL on a split's child, a one-rank communicator, or after a round
+   * over it failed. */
+  struct hccl_tree *tree;
+};
 
 struct hccl_comm {
   uint32_t rank, nranks;
@@ -53,34 +84,8 @@ struct hccl_comm {
 
   struct hccl_log_ctx log; /* rank and name its log lines carry; bound by every entry point */
 
-  struct hccl_store *store;
-  struct hccl_store_server *server; /* rank 0 owns the bootstrap server */
-  bool store_external;              /* the caller's store (HcclCommInitStore): not ours to stop */
-  char key_prefix[96];
-  /* Where the job met, for HcclCommShrink (comm_shrink.c) to meet again without the excluded
-   * ranks: rank 0's store address and job token (it serves the store again there), or the
-   * caller's store (store_user.set != NULL); and the shrinks made from this communicator so
-   * far, which name the next one's keys ("<key_prefix>/s<n>") with no message sent. */
-  char store_host[256];
-  uint16_t store_port;
-  char store_token[129];
-  HcclStore store_user;
-  uint32_t shrinks;
-  bool shrunk; /* made by HcclCommShrink: placement applies no topology rule (place.h) */
-  /* A communicator made from a parent (comm_split.c) runs its bootstrap's rounds through this
-   * instead of a store: an allgather of one record of len bytes per rank into all[], in rank
-   * order. NULL: the store's rounds (bootstrap/rounds.c). */
-  HcclResult (*round_fn)(void *arg, const char *round, const void *mine, size_t len, void *all);
-  void *round_arg;
-  /* Every member's transport blobs are in peers[] before setup (a split group's, from the
-   * parent's round: comm_split.c), so the bootstrap skips its "conn" round. */
-  bool conn_known;
-  uint32_t splits; /* HcclCommSplit calls on this communicator so far (ranks must agree) */
-  /* Its bootstrap's binomial tree of sockets (bootstrap/rounds.h), kept open after the store's
-   * part ended on a communicator whose rounds ran over it: HcclCommSplit's parent round runs
-   * there (comm_split.c). NULL on a split's child, a one-rank communicator, or after a round
-   * over it failed. */
-  struct hccl_tree *boot_tree;
+  char key_prefix[96]; /* the keys of its bootstrap; the name of the communicator */
+  struct hccl_boot boot; /* the store, the rounds, the kept tree (below) */
   /* This job's run: an id unique to the job and to this start of it (a restart draws a new
    * one), the same on every rank, and when it began (microseconds since 1970). A
    * communicator made while another is live in the process takes that one's run, so a job's
@@ -94,18 +99,7 @@ struct hccl_comm {
   _Atomic int failing; /* claimed by the first failure, which writes broken_msg */
   char broken_msg[HCCL_REASON_MAX];
 
-  /* Asynchronous calls: FIFO run by a worker thread started on first use, or by a thread that
-   * waits for the call at the head. worker_busy: some thread (worker, waiter or blocking
-   * caller) is running a call now, so no other may start one. */
-  /* A transport's thread answering a peer's progress query (progress.c) reads the records
-   * through the links; destroy sets `closing` under report_lock before it closes any link. */
-  pthread_mutex_t report_lock;
-  bool closing;
-  pthread_mutex_t qlock;
-  pthread_cond_t qcond;
-  struct hccl_coll_req *qhead, *qtail;
-  struct hccl_request *coll_live; /* queued requests not yet waited for (request.h) */
-  bool worker_started, worker_busy, worker_stop;
+  struct hccl_queue queue; /* the asynchronous calls and their worker thread (coll_run.h) */
   uint64_t coll_seq; /* collectives started so far (fingerprint.h) */
   /* The zero-copy back-off per collective (enum hccl_zcopy_kind), kept by algo/plan.c. */
   struct hccl_zcopy_offers zcopy[HCCL_ZCOPY_NKINDS];
@@ -119,11 +113,6 @@ struct hccl_comm {
   size_t zcopy_min_bytes;
   bool own_cores; /* online CPUs >= local_nranks (the planner's zero-copy threshold) */
   uint8_t *same_core; /* [nranks]: the waiter's same_core (base/wait.h), or NULL */
-  struct hccl_progress *progress;        /* where this rank publishes it (progress.h) */
-  struct hccl_progress progress_private; /* when no transport shares one */
-  struct hccl_trace *trace;              /* HCCL_TRACE_FILE recorder, or NULL (trace.h) */
-  struct hccl_fr *fr;                    /* HCCL_FLIGHT_RECORDER_DIR ring, or NULL (flight.h) */
-  pthread_t worker;
 
   /* Ops made by HcclRedOpCreatePreMulSum (coll.c): op HCCL__PREMUL_OP_BASE + i is premul[i]. */
   struct hccl_premul *premul;
@@ -131,6 +120,13 @@ struct hccl_comm {
 
   /* Point-to-point: the engine thread (p2p.c), made on first use. */
   struct hccl_p2p *p2p_engine;
+
+  /* The diagnostics, each the part of the file that owns it: where this rank publishes its
+   * progress and the lock of a peer's query for it (progress.h), the HCCL_TRACE_FILE recorder
+   * (trace.h) and the HCCL_FLIGHT_RECORDER_DIR ring (flight.h), NULL when off. */
+  struct hccl_progress_part progress;
+  struct hccl_trace *trace;
+  struct hccl_fr *fr;
 };
 
 /* A communicator of nranks with this rank and settings, nothing made yet (comm.c); NULL when
@@ -156,29 +152,13 @@ HcclResult hccl__comm_store_trust(const struct hccl_settings *cfg, const char *t
 /* A config's non-zero fields replace the environment's values in *cfg; HCCL_E_PARA naming the
  * field when one is out of range (comm_init.c). */
 HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_settings *cfg);
-/* HCCL_E_NOT_SUPPORT, logged naming fn, when this thread is between HcclGroupStart and
- * HcclGroupEnd (only HcclCommSplit may be called there); else HCCL_SUCCESS (group_open.c). */
-HcclResult hccl__split_group_refuse(const char *fn);
-/* Whether this thread is between HcclGroupStart and HcclGroupEnd, and its setter (group_open.c;
- * comm_split.c opens and closes groups). */
-bool hccl__group_is_open(void);
-void hccl__group_set_open(bool open);
 
-/* Connects c->store to rank 0's store server at host:port with the job's token, once that
+/* Connects c->boot.store to rank 0's store server at host:port with the job's token, once that
  * server holds `key` = want[0..len): a server still finishing an earlier communicator's
  * bootstrap (rank 0 not done with it yet) is left and tried again, until the connect timeout
  * (HCCL_E_TIMEOUT naming c's keys and the address) (comm_init.c). */
 HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t port,
                                  const char *token, const char *key, const void *want,
                                  size_t len);
-
-/* Marks the communicator broken after a failed collective, keeping the last error message,
- * and tells every peer (transport abort) so their waits fail too. */
-void hccl__comm_fail(struct hccl_comm *comm, HcclResult code);
-
-/* hccl__comm_fail with the peers told that rank `origin` failed (their messages say "rank
- * <origin> failed: <this rank's message>"): a split's parent round names the rank its
- * bootstrap tree found dead, not the rank that found it. */
-void hccl__comm_fail_blame(struct hccl_comm *comm, HcclResult code, uint32_t origin);
 
 #endif

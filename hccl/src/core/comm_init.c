@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "group_open.h"
 #include "log.h"
 #include "ranktable.h"
 #include "store.h"
@@ -91,9 +92,9 @@ HcclResult HcclGetRootInfo(HcclRootInfo *rootInfo) {
 /* Where c's job meets, kept for HcclCommShrink (comm.h). */
 static void remember_store(struct hccl_comm *c, const char *host, uint16_t port,
                            const char *token) {
-  snprintf(c->store_host, sizeof(c->store_host), "%s", host);
-  c->store_port = port;
-  snprintf(c->store_token, sizeof(c->store_token), "%s", token);
+  snprintf(c->boot.store_host, sizeof(c->boot.store_host), "%s", host);
+  c->boot.store_port = port;
+  snprintf(c->boot.store_token, sizeof(c->boot.store_token), "%s", token);
 }
 
 static struct hccl_store_server *adopt_server(uint64_t job) {
@@ -110,7 +111,7 @@ static struct hccl_store_server *adopt_server(uint64_t job) {
 
 HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t rank,
                                 HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitRootInfo"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitRootInfo"));
   if (!rootInfo || !comm)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitRootInfo: %s is NULL",
                       rootInfo ? "comm" : "rootInfo");
@@ -133,14 +134,14 @@ HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, u
   if (!c) return hccl__fail(HCCL_E_MEMORY, "out of memory for a communicator");
   hccl__log_bind(&c->log);
   snprintf(c->key_prefix, sizeof(c->key_prefix), "job%016llx", (unsigned long long)blob.job);
-  if (rank == 0) c->server = adopt_server(blob.job);
+  if (rank == 0) c->boot.server = adopt_server(blob.job);
   HcclResult r = HCCL_SUCCESS;
   char token[32];
   root_token(blob.job, token);
   remember_store(c, blob.host, blob.port, token);
   if (nRanks > 1)
-    r = hccl__store_tcp_connect(blob.host, blob.port, cfg.connect_timeout_ms, &c->store);
-  if (r == HCCL_SUCCESS && c->store) r = hccl__store_tcp_hello(c->store, token);
+    r = hccl__store_tcp_connect(blob.host, blob.port, cfg.connect_timeout_ms, &c->boot.store);
+  if (r == HCCL_SUCCESS && c->boot.store) r = hccl__store_tcp_hello(c->boot.store, token);
   if (r == HCCL_SUCCESS) r = hccl__comm_bootstrap(c);
   if (r != HCCL_SUCCESS) {
     hccl__comm_free(c);
@@ -171,7 +172,7 @@ HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t
     hccl__log_quiet(0);
     if (r == HCCL_SUCCESS && n == len && memcmp(val, want, n) == 0) {
       free(val);
-      c->store = s;
+      c->boot.store = s;
       return HCCL_SUCCESS;
     }
     free(val);
@@ -255,7 +256,7 @@ out:
 static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm);
 
 HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitClusterInfo"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitClusterInfo"));
   if (!clusterInfo || !comm)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitClusterInfo: %s is NULL",
                       clusterInfo ? "comm" : "clusterInfo");
@@ -266,7 +267,7 @@ HcclResult HcclCommInitClusterInfo(const char *clusterInfo, uint32_t rank, HcclC
 }
 
 HcclResult HcclCommInitFromEnv(HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitFromEnv"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitFromEnv"));
   if (!comm) return hccl__fail(HCCL_E_PTR, "HcclCommInitFromEnv: comm is NULL");
   struct hccl_settings cfg;
   HCCL_TRY(hccl__settings_load_no_master(&cfg));
@@ -299,13 +300,13 @@ static HcclResult init_env(struct hccl_settings cfg, HcclComm *comm) {
       struct hccl_store_trust trust;
       r = hccl__comm_store_trust(&cfg, cfg.job_token, &trust);
       if (r == HCCL_SUCCESS)
-        r = hccl__store_server_start_trusted(cfg.master_addr, cfg.master_port, &trust, &c->server,
-                                             &port);
+        r = hccl__store_server_start_trusted(cfg.master_addr, cfg.master_port, &trust,
+                                             &c->boot.server, &port);
       struct hccl_store *s = NULL;
       if (r == HCCL_SUCCESS)
         r = hccl__store_tcp_connect(cfg.master_addr, cfg.master_port, cfg.connect_timeout_ms, &s);
       if (r == HCCL_SUCCESS) {
-        c->store = s;
+        c->boot.store = s;
         r = hccl__store_tcp_hello(s, cfg.job_token);
       }
       if (r == HCCL_SUCCESS) r = hccl__store_set(s, "generation", &gen, sizeof(gen));
@@ -364,7 +365,7 @@ HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_setting
 
 HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t rank,
                              const HcclCommConfig *config, HcclComm *comm) {
-  HCCL_TRY(hccl__split_group_refuse("HcclCommInitStore"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommInitStore"));
   if (!store || !comm || !store->set || !store->get)
     return hccl__fail(HCCL_E_PTR, "HcclCommInitStore: %s is NULL",
                       !store        ? "store"
@@ -389,9 +390,9 @@ HcclResult HcclCommInitStore(const HcclStore *store, uint32_t nRanks, uint32_t r
   /* The caller gives each communicator its own namespace (torch: a PrefixStore per group);
    * the name keeps two communicators over one store apart. */
   snprintf(c->key_prefix, sizeof(c->key_prefix), "hccl/%s", c->log.name);
-  c->store_external = true;
-  c->store_user = *store;
-  HcclResult r = hccl__store_ext_new(store, &c->store);
+  c->boot.store_external = true;
+  c->boot.store_user = *store;
+  HcclResult r = hccl__store_ext_new(store, &c->boot.store);
   if (r == HCCL_SUCCESS) r = hccl__comm_bootstrap(c);
   if (r != HCCL_SUCCESS) {
     hccl__comm_free(c);

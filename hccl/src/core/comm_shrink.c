@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "group_open.h"
 #include "log.h"
 #include "store.h"
 #include "trust.h"
@@ -66,14 +67,14 @@ static HcclResult check_list(const struct hccl_comm *comm, const int *excl, int 
 /* The parent's store, for the new communicator c (see the top of the file). */
 static HcclResult meet_store(const struct hccl_comm *comm, const uint8_t *gone,
                              struct hccl_comm *c) {
-  if (comm->store_user.set) {
-    c->store_external = true;
-    c->store_user = comm->store_user;
-    return hccl__store_ext_new(&comm->store_user, &c->store);
+  if (comm->boot.store_user.set) {
+    c->boot.store_external = true;
+    c->boot.store_user = comm->boot.store_user;
+    return hccl__store_ext_new(&comm->boot.store_user, &c->boot.store);
   }
-  snprintf(c->store_host, sizeof(c->store_host), "%s", comm->store_host);
-  c->store_port = comm->store_port;
-  snprintf(c->store_token, sizeof(c->store_token), "%s", comm->store_token);
+  snprintf(c->boot.store_host, sizeof(c->boot.store_host), "%s", comm->boot.store_host);
+  c->boot.store_port = comm->boot.store_port;
+  snprintf(c->boot.store_token, sizeof(c->boot.store_token), "%s", comm->boot.store_token);
   /* The parent's own server may still be up, finishing its bootstrap: this one's keys say
    * which is which. */
   char key[160];
@@ -82,16 +83,16 @@ static HcclResult meet_store(const struct hccl_comm *comm, const uint8_t *gone,
   if (comm->rank == 0) {
     struct hccl_store_trust trust;
     uint16_t port;
-    HCCL_TRY(hccl__comm_store_trust(&c->cfg, comm->store_token, &trust));
-    HCCL_TRY(hccl__store_server_start_trusted(comm->store_host, comm->store_port, &trust,
-                                              &c->server, &port));
-    HCCL_TRY(hccl__store_tcp_connect(comm->store_host, comm->store_port,
-                                     c->cfg.connect_timeout_ms, &c->store));
-    HCCL_TRY(hccl__store_tcp_hello(c->store, comm->store_token));
-    return hccl__store_set(c->store, key, &one, sizeof(one));
+    HCCL_TRY(hccl__comm_store_trust(&c->cfg, comm->boot.store_token, &trust));
+    HCCL_TRY(hccl__store_server_start_trusted(comm->boot.store_host, comm->boot.store_port, &trust,
+                                              &c->boot.server, &port));
+    HCCL_TRY(hccl__store_tcp_connect(comm->boot.store_host, comm->boot.store_port,
+                                     c->cfg.connect_timeout_ms, &c->boot.store));
+    HCCL_TRY(hccl__store_tcp_hello(c->boot.store, comm->boot.store_token));
+    return hccl__store_set(c->boot.store, key, &one, sizeof(one));
   }
-  return hccl__comm_store_join(c, comm->store_host, comm->store_port, comm->store_token, key, &one,
-                               sizeof(one));
+  return hccl__comm_store_join(c, comm->boot.store_host, comm->boot.store_port,
+                               comm->boot.store_token, key, &one, sizeof(one));
 }
 
 /* Publishes this survivor's list under its parent rank and compares every other survivor's:
@@ -100,7 +101,7 @@ static HcclResult agree(const struct hccl_comm *comm, struct hccl_comm *c, const
                         const uint32_t *sorted, uint32_t count) {
   char key[160];
   snprintf(key, sizeof(key), "%s/list/%u", c->key_prefix, comm->rank);
-  HCCL_TRY(hccl__store_set(c->store, key, sorted, count * sizeof(uint32_t)));
+  HCCL_TRY(hccl__store_set(c->boot.store, key, sorted, count * sizeof(uint32_t)));
   int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
   for (uint32_t r = 0; r < comm->nranks; r++) {
     if (gone[r] || r == comm->rank) continue;
@@ -109,7 +110,7 @@ static HcclResult agree(const struct hccl_comm *comm, struct hccl_comm *c, const
     size_t len = 0;
     int64_t left = (deadline - hccl__now_ns()) / 1000000;
     hccl__log_quiet(1); /* ours names the survivor; the store's would name a key */
-    HcclResult res = hccl__store_get(c->store, key, &val, &len, left > 0 ? left : 0);
+    HcclResult res = hccl__store_get(c->boot.store, key, &val, &len, left > 0 ? left : 0);
     hccl__log_quiet(0);
     if (res == HCCL_E_TIMEOUT)
       return hccl__fail(res,
@@ -147,10 +148,10 @@ static void leave(const struct hccl_comm *comm, struct hccl_comm *c, const uint8
   char key[160];
   uint32_t one = 1;
   hccl__log_quiet(1);
-  if (comm->rank != 0 && !c->store_external) {
+  if (comm->rank != 0 && !c->boot.store_external) {
     snprintf(key, sizeof(key), "%s/left/%u", c->key_prefix, comm->rank);
-    hccl__store_set(c->store, key, &one, sizeof(one));
-  } else if (c->server) {
+    hccl__store_set(c->boot.store, key, &one, sizeof(one));
+  } else if (c->boot.server) {
     int64_t deadline = hccl__now_ns() + c->cfg.connect_timeout_ms * 1000000LL;
     for (uint32_t r = 1; r < comm->nranks; r++) {
       if (gone[r]) continue;
@@ -158,7 +159,7 @@ static void leave(const struct hccl_comm *comm, struct hccl_comm *c, const uint8
       size_t len;
       int64_t left = (deadline - hccl__now_ns()) / 1000000;
       snprintf(key, sizeof(key), "%s/left/%u", c->key_prefix, r);
-      HcclResult res = hccl__store_get(c->store, key, &val, &len, left > 0 ? left : 0);
+      HcclResult res = hccl__store_get(c->boot.store, key, &val, &len, left > 0 ? left : 0);
       free(val);
       if (res != HCCL_SUCCESS) break;
     }
@@ -171,7 +172,7 @@ HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCou
   if (!comm || !newcomm)
     return hccl__fail(HCCL_E_PTR, "HcclCommShrink: %s is NULL", comm ? "newcomm" : "comm");
   hccl__log_bind(&comm->log);
-  HCCL_TRY(hccl__split_group_refuse("HcclCommShrink"));
+  HCCL_TRY(hccl__group_refuse_call("HcclCommShrink"));
   if (excludeCount < 0 || (excludeCount > 0 && !excludeRanks))
     return hccl__fail(excludeCount < 0 ? HCCL_E_PARA : HCCL_E_PTR,
                       "HcclCommShrink: excludeCount is %d with excludeRanks %s; give a list of "
@@ -194,12 +195,12 @@ HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCou
   }
   r = check_list(comm, excludeRanks, excludeCount, gone, sorted);
   if (r != HCCL_SUCCESS) goto out;
-  if (gone[0] && !comm->store_user.set) {
+  if (gone[0] && !comm->boot.store_user.set) {
     r = hccl__fail(HCCL_E_UNAVAIL,
                    "HcclCommShrink: rank 0 is excluded, and it served this communicator's "
                    "store (%s:%u), which is gone with it; to survive rank 0, make the "
                    "communicator with HcclCommInitStore over a store that outlives rank 0",
-                   comm->store_host, comm->store_port);
+                   comm->boot.store_host, comm->boot.store_port);
     goto out;
   }
   uint32_t me = 0, n = comm->nranks - (uint32_t)excludeCount;
@@ -221,9 +222,9 @@ HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCou
   snprintf(c->log.name, sizeof(c->log.name), "%s",
            config && config->commName[0] ? config->commName : comm->log.name);
   hccl__log_bind(&c->log);
-  c->shrunk = true;
+  c->boot.shrunk = true;
   int k = snprintf(c->key_prefix, sizeof(c->key_prefix), "%s/s%u", comm->key_prefix,
-                   comm->shrinks + 1);
+                   comm->boot.shrinks + 1);
   if (k < 0 || (size_t)k >= sizeof(c->key_prefix)) {
     r = hccl__fail(HCCL_E_PARA,
                    "HcclCommShrink: communicator '%s' was shrunk too many times over to name "
@@ -231,7 +232,7 @@ HcclResult HcclCommShrink(HcclComm comm, const int *excludeRanks, int excludeCou
                    comm->key_prefix);
     goto out;
   }
-  comm->shrinks++;
+  comm->boot.shrinks++;
   r = meet_store(comm, gone, c);
   if (r == HCCL_SUCCESS) {
     r = agree(comm, c, gone, sorted, (uint32_t)excludeCount);

@@ -1,32 +1,21 @@
 /*
  * comm_split.c - HcclCommSplit: communicators made from a parent by colour and key (NCCL's
- * ncclCommSplit), with no store. One parent round (over the parent's bootstrap tree:
- * parent_round) carries every rank's (colour, key) and
- * its "info" record (what comm.c's first bootstrap round would send: host, pid, device,
- * settings, the run), from which each rank finds its new group's members in order and has
- * their info at once. On more than one server each rank opens its new communicator's TCP
- * listener before that round and its address rides there (the ops table's listen_early, TCP's:
- * opaque bytes to this file; one that cannot be opened fails the round on every rank, bad 4). A
- * group whose members are each on a server of their own (conn_known: every blob it needs came
- * with the parent round) then
- * runs no member round and makes no link: each link is made on its first use, bounded by
- * HCCL_CONNECT_TIMEOUT (a member that never answers is named then), and it plans with the
- * figures of the links it will make (comm.c's lazy_rest). A group with two members on one
- * server needs shared-memory blobs, which only setup makes, so it runs comm.c's two other
- * rounds ("conn", "ready") among its members: Bruck's allgather (log2 n steps) of a fixed-size
- * record over the parent's collective links, on the calling thread (c->round_fn), and connects
- * its links at creation. A member whose bootstrap failed still takes part in its group's
- * rounds with its records marked failed, so its members get an error, not a wait; a NOCOLOR
- * rank and a one-rank group take part in none.
+ * ncclCommSplit), with no store. One parent round (parent_round: over the parent's kept
+ * bootstrap tree, or an allgather on a split's child) carries every rank's (colour, key) and
+ * its "info" record (comm.c's first round: host, pid, device, settings, the run), from which
+ * each rank finds its group's members in order. On more than one server each rank opens its new
+ * TCP listener before that round (the ops table's listen_early) and its address rides there,
+ * bytes opaque to this file. A group whose members each have a server of their own (conn_known)
+ * then runs no member round and makes each link on its first use (comm.c's lazy_rest); any other
+ * runs comm.c's "conn" and "ready" rounds among its members (c->boot.round_fn: Bruck's
+ * allgather over the parent's collective links, on the calling thread) and connects at creation.
  *
- * Grouped splits (HcclGroupStart; HcclCommSplit x k; HcclGroupEnd, NCCL's way of writing
- * them): inside a group HcclCommSplit only records its request (this thread's g_group);
- * HcclGroupEnd runs the one parent round for all k, each record carrying up to
- * HCCL_GROUP_MAX_SPLITS (colour, key, buffer size) and the info record once, then makes the
- * k communicators in call order. A layout's three splits then meet the whole parent once, not
- * three times: with many servers on few cores a parent round waits for every process (47-57 ms
- * at 128 pretend servers over the tree, 100-147 ms as Bruck's allgather), which the member
- * rounds do not.
+ * Contract: every parent rank calls it, at the same split number (else HCCL_E_PARA on every
+ * rank); a NOCOLOR rank and a one-rank group take part in no member round; a member whose
+ * bootstrap failed still takes part with its records marked failed, so its group gets an
+ * error, not a wait. Inside HcclGroupStart/End a split only records its request (g_group);
+ * HcclGroupEnd runs one parent round for all of them (up to HCCL_GROUP_MAX_SPLITS) and makes
+ * them in call order.
  *
  *   parent ranks:   0    1    2    3          colour 0: {0, 2}, colour 1: {1, 3}
  *   parent round:   bootstrap tree (split number, count, bad input?, [colour, key, TCP blob]
@@ -35,12 +24,9 @@
  *   else "conn", "ready": {0, 2} and {1, 3} each exchange [hdr | record] among themselves,
  *                    then each group's links connect among its members at creation.
  *
- * Why (bench/split.sh, 3D layout at 64 pretend servers, 1 rank each): a parent allgather
- * there is latency-bound across every server, and the layout's 3 splits ran 4 each. Running
- * the members' rounds over the parent's point-to-point sends instead was measured too and lost:
- * every step is a hand-off to p2p.c's engine thread, and the group's partners needed new
- * connections on the p2p channel, where the collective channel has the links to the ranks
- * 2^k away since init (a stride-s group's partners are s 2^k away).
+ * Why one parent round (and grouped splits), why over the tree, and why the member rounds use
+ * the collective links rather than point-to-point sends: the figures are in docs/starting.md
+ * ("Groups from a communicator") and docs/performance.md ("Measurements behind the code").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,9 +34,11 @@
 #include <unistd.h>
 
 #include "algo.h"
-#include "coll.h"
+#include "coll_run.h"
 #include "comm.h"
 #include "comm_wait.h"
+#include "fail.h"
+#include "group_open.h"
 #include "hash.h"
 #include "links.h"
 #include "log.h"
@@ -340,14 +328,14 @@ static HcclResult make_child(struct split_ctx *x, struct split_req *q, uint32_t 
   id = hccl__fnv1a(id, &p->run, sizeof(p->run));
   snprintf(c->key_prefix, sizeof(c->key_prefix), "split%016llx/%u/%d", (unsigned long long)id,
            seq, (int)q->color);
-  c->round_fn = split_round;
-  c->round_arg = x;
-  c->conn_known = x->conn_known;
+  c->boot.round_fn = split_round;
+  c->boot.round_arg = x;
+  c->boot.conn_known = x->conn_known;
   c->tx.listen_fd = q->listen_fd; /* c's now: its TCP setup takes it, or c's free closes it */
   q->listen_fd = -1;
   HcclResult r = hccl__comm_bootstrap(c);
-  c->round_fn = NULL;
-  c->round_arg = NULL;
+  c->boot.round_fn = NULL;
+  c->boot.round_arg = NULL;
   if (r != HCCL_SUCCESS) {
     x->log = &p->log; /* pad_rounds logs on after c (and its log context) is gone */
     hccl__log_bind(x->log);
@@ -434,18 +422,18 @@ static HcclResult parent_alive(void *arg) {
  * split's child) runs the allgather. */
 static HcclResult parent_round(struct hccl_comm *c, struct split_ask *mine,
                                struct split_ask *ask) {
-  if (!c->boot_tree)
+  if (!c->boot.tree)
     return HcclAllGather(mine, ask, sizeof(*mine), HCCL_DATA_TYPE_UINT8, c, NULL);
-  hccl__coll_drain(c);
+  hccl__coll_drain(&c->queue);
   struct hccl_rounds rd = {.rank = c->rank,
                            .nranks = c->nranks,
                            .connect_timeout_ms = c->cfg.exec_timeout_ms,
-                           .tree = c->boot_tree,
+                           .tree = c->boot.tree,
                            .timeout_name = "HCCL_EXEC_TIMEOUT",
                            .check = parent_alive,
                            .check_arg = c};
   HcclResult r = hccl__round_allgather(&rd, "split", mine, sizeof(*mine), ask);
-  c->boot_tree = rd.tree; /* NULL after a failure: the sockets are closed */
+  c->boot.tree = rd.tree; /* NULL after a failure: the sockets are closed */
   /* The rank the tree named (a dead one, on every rank alike) is the one the abort names. */
   if (r != HCCL_SUCCESS)
     hccl__comm_fail_blame(c, r, rd.blame != UINT32_MAX ? rd.blame : c->rank);
@@ -467,7 +455,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
                       "new communicators from a live one",
                       comm->rank, comm->broken_msg);
   int64_t t0 = hccl__now_ns();
-  struct split_ask mine = {.seq = comm->splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
+  struct split_ask mine = {.seq = comm->boot.splits, .nsplits = n, .bad = bad, .bad_at = bad_at};
   for (uint32_t i = 0; i < n; i++)
     mine.color[i] = req[i].color, mine.key[i] = req[i].key, mine.buffsize[i] = req[i].cfg.buffsize;
   /* Each new communicator's TCP listener, opened now so its address rides on the parent round:
@@ -487,7 +475,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   }
   hccl__peer_self(&comm->cfg, 0, 0, &mine.info); /* rank 0's fields too: the run */
   mine.info.device = comm->device;
-  comm->splits += n;
+  comm->boot.splits += n;
   struct split_ask *ask = calloc(comm->nranks, sizeof(*ask));
   uint32_t *members = calloc(comm->nranks, sizeof(uint32_t));
   HcclResult r = HCCL_SUCCESS;
@@ -499,7 +487,7 @@ static HcclResult split_round_run(struct hccl_comm *comm, struct split_req *req,
   hccl__log_bind(&comm->log);
   if (r == HCCL_SUCCESS) {
     /* Rank 0's count on every rank, so the next splits line up again after a mismatch. */
-    comm->splits = ask[0].seq + ask[0].nsplits;
+    comm->boot.splits = ask[0].seq + ask[0].nsplits;
     r = check_asks(comm, ask);
   }
   double ag_ms = (hccl__now_ns() - t0) / 1e6;

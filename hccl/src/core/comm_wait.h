@@ -16,7 +16,7 @@ struct hccl_comm;
 void hccl__comm_waiter_init(struct hccl_comm *c);
 
 /* A wait of c's for `what`, its deadline HCCL_EXEC_TIMEOUT from now; progress: the record it
- * publishes (c->progress for a collective), or NULL. */
+ * publishes (c->progress.self for a collective), or NULL. */
 struct hccl_wait hccl__comm_wait(struct hccl_comm *c, const char *what,
                                  struct hccl_progress *progress);
 

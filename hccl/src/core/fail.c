@@ -9,6 +9,8 @@
  */
 #include <stdio.h>
 
+#include "fail.h"
+
 #include "comm.h"
 #include "flight.h"
 

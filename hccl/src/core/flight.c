@@ -147,9 +147,8 @@ HcclResult hccl__fr_open(struct hccl_comm *c) {
   return HCCL_SUCCESS;
 }
 
-uint64_t hccl__fr_enqueue(struct hccl_comm *c, unsigned kind, uint64_t count, HcclDataType dt,
+uint64_t hccl__fr_enqueue(struct hccl_fr *fr, unsigned kind, uint64_t count, HcclDataType dt,
                           int op, uint32_t root, uint32_t peer) {
-  struct hccl_fr *fr = c->fr;
   if (!fr) return 0;
   int64_t now = real_us();
   pthread_mutex_lock(&fr->lock);
@@ -169,9 +168,8 @@ uint64_t hccl__fr_enqueue(struct hccl_comm *c, unsigned kind, uint64_t count, Hc
 
 /* Moves entry `id` to `state` (started: with its number and fingerprint; ended: with its
  * result and algorithm), unless the ring has moved past it. */
-static void update(struct hccl_comm *c, uint64_t id, int state, uint64_t seq, uint64_t fp,
+static void update(struct hccl_fr *fr, uint64_t id, int state, uint64_t seq, uint64_t fp,
                    HcclResult result, const char *algo) {
-  struct hccl_fr *fr = c->fr;
   if (!fr || !id) return;
   int64_t now = real_us();
   pthread_mutex_lock(&fr->lock);
@@ -190,12 +188,12 @@ static void update(struct hccl_comm *c, uint64_t id, int state, uint64_t seq, ui
   pthread_mutex_unlock(&fr->lock);
 }
 
-void hccl__fr_start(struct hccl_comm *c, uint64_t id, uint64_t seq, uint64_t fp) {
-  update(c, id, FR_STARTED, seq, fp, HCCL_SUCCESS, NULL);
+void hccl__fr_start(struct hccl_fr *fr, uint64_t id, uint64_t seq, uint64_t fp) {
+  update(fr, id, FR_STARTED, seq, fp, HCCL_SUCCESS, NULL);
 }
 
-void hccl__fr_end(struct hccl_comm *c, uint64_t id, HcclResult result, const char *algo) {
-  update(c, id, result == HCCL_SUCCESS ? FR_FINISHED : FR_FAILED, 0, 0, result, algo);
+void hccl__fr_end(struct hccl_fr *fr, uint64_t id, HcclResult result, const char *algo) {
+  update(fr, id, result == HCCL_SUCCESS ? FR_FINISHED : FR_FAILED, 0, 0, result, algo);
 }
 
 /* s as a JSON string's contents. */

@@ -20,6 +20,8 @@
 #include "hccl.h"
 
 struct hccl_comm;
+/* A communicator's part of this file (struct hccl_comm's `fr`) is a pointer to its ring, NULL
+ * when it records nothing. */
 struct hccl_fr;
 
 /* Kinds of point-to-point entries (collectives use enum hccl_coll_kind, below these). */
@@ -29,17 +31,20 @@ struct hccl_fr;
 /* Starts recording for c when c->cfg names a directory (else c->fr stays NULL); the first one
  * in the process installs the SIGUSR1 handler (unless the program has its own) and its thread. */
 HcclResult hccl__fr_open(struct hccl_comm *c);
-/* A call entered the queue (collective: seq 0 until it starts; point-to-point: peer set).
- * Returns its entry's id (0 when not recording). */
-uint64_t hccl__fr_enqueue(struct hccl_comm *c, unsigned kind, uint64_t count, HcclDataType dt,
+/* A call entered fr's ring (collective: seq 0 until it starts; point-to-point: peer set).
+ * Returns its entry's id (0 when fr is NULL: not recording). */
+uint64_t hccl__fr_enqueue(struct hccl_fr *fr, unsigned kind, uint64_t count, HcclDataType dt,
                           int op, uint32_t root, uint32_t peer);
 /* Entry `id` started as collective number `seq` with fingerprint `fp`. */
-void hccl__fr_start(struct hccl_comm *c, uint64_t id, uint64_t seq, uint64_t fp);
+void hccl__fr_start(struct hccl_fr *fr, uint64_t id, uint64_t seq, uint64_t fp);
 /* Entry `id` ended with `result`; algo is a static string (or NULL). */
-void hccl__fr_end(struct hccl_comm *c, uint64_t id, HcclResult result, const char *algo);
-/* Writes c's file now (logging, never failing, when it cannot): reason says why. */
+void hccl__fr_end(struct hccl_fr *fr, uint64_t id, HcclResult result, const char *algo);
+/* Writes c's file now (logging, never failing, when it cannot): reason says why. It takes the
+ * communicator, not its ring: the file's first line is the communicator's state (its run, host,
+ * failure and published progress), and SIGUSR1's thread dumps every live communicator. */
 void hccl__fr_dump(struct hccl_comm *c, const char *reason);
-/* Stops recording for c and frees its ring (after its threads stopped). */
+/* Stops recording for c and frees its ring (after its threads stopped); c leaves the list of
+ * live communicators SIGUSR1 dumps. */
 void hccl__fr_close(struct hccl_comm *c);
 
 #endif

@@ -48,7 +48,9 @@
 #include "comm.h"
 #include "comm_wait.h"
 #include "dtype.h"
+#include "fail.h"
 #include "flight.h"
+#include "group_open.h"
 #include "links.h"
 #include "log.h"
 #include "prims.h"
@@ -112,7 +114,7 @@ static void finish(struct hccl_p2p *e, struct p2p_op *op, HcclResult r, const ch
   *pp = op->next_op;
   if (e->tail == op) e->tail = prev;
   if (r == HCCL_SUCCESS && op->kind == P2P_RECV_ANY) *op->src_out = op->peer;
-  hccl__fr_end(e->comm, op->fr_id, r, NULL);
+  hccl__fr_end(e->comm->fr, op->fr_id, r, NULL);
   pthread_mutex_lock(&e->lock);
   hccl__request_complete(&op->req, r, msg);
   pthread_mutex_unlock(&e->lock);
@@ -442,7 +444,7 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
                        uint64_t count, HcclDataType dt, uint32_t peer, uint32_t *src,
                        HcclRequest *request) {
   if (!c) return hccl__fail(HCCL_E_PTR, "%s: comm is NULL", fn);
-  HCCL_TRY(hccl__split_group_refuse(fn));
+  HCCL_TRY(hccl__group_refuse_call(fn));
   size_t esz = hccl__dtype_size(dt);
   if (esz == 0)
     return hccl__fail(HCCL_E_PARA, "%s on rank %u: data type %d is not an HcclDataType", fn,
@@ -486,9 +488,9 @@ static HcclResult post(struct hccl_comm *c, const char *fn, enum p2p_kind kind, 
   op->buf = buf;
   op->bytes = (size_t)count * esz;
   /* op->chunk stays 0 until the engine has the link (made on first use). */
-  op->fr_id = hccl__fr_enqueue(c, kind == P2P_SEND ? HCCL_FR_P2P_SEND : HCCL_FR_P2P_RECV, count,
+  op->fr_id = hccl__fr_enqueue(c->fr, kind == P2P_SEND ? HCCL_FR_P2P_SEND : HCCL_FR_P2P_RECV, count,
                                dt, -1, UINT32_MAX, kind == P2P_RECV_ANY ? UINT32_MAX : peer);
-  hccl__fr_start(c, op->fr_id, 0, 0);
+  hccl__fr_start(c->fr, op->fr_id, 0, 0);
   if (kind == P2P_SEND)
     snprintf(op->what, sizeof(op->what), "send of %zu bytes to rank %u", op->bytes, peer);
   else if (kind == P2P_RECV)

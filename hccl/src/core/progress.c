@@ -22,26 +22,37 @@ static struct hccl_progress *record_of(struct hccl_comm *c, uint32_t rank) {
   return NULL;
 }
 
+void hccl__progress_part_init(struct hccl_progress_part *pp) {
+  pthread_mutex_init(&pp->report_lock, NULL);
+}
+
+void hccl__progress_part_destroy(struct hccl_progress_part *pp) {
+  pthread_mutex_destroy(&pp->report_lock);
+}
+
+void hccl__progress_part_close(struct hccl_progress_part *pp) {
+  pthread_mutex_lock(&pp->report_lock);
+  pp->closing = true;
+  pthread_mutex_unlock(&pp->report_lock);
+}
+
 struct hccl_progress *hccl__progress_mine(struct hccl_comm *c) {
-  /* Not c->progress: the calls' thread stores it on first use, while this may run elsewhere. */
   struct hccl_progress *p = record_of(c, c->rank);
-  return p ? p : &c->progress_private;
+  return p ? p : &c->progress.own;
 }
 
-struct hccl_progress *hccl__progress_self(struct hccl_comm *c) {
-  if (!c->progress) c->progress = hccl__progress_mine(c);
-  return c->progress;
-}
+void hccl__progress_bind(struct hccl_comm *c) { c->progress.self = hccl__progress_mine(c); }
 
-void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint32_t root) {
-  struct hccl_progress *p = hccl__progress_self(c);
+void hccl__progress_enter(struct hccl_progress_part *pp, uint64_t seq, unsigned kind,
+                          uint32_t root) {
+  struct hccl_progress *p = pp->self;
   atomic_store_explicit(&p->root, root, memory_order_relaxed);
   atomic_store_explicit(&p->call, hccl__progress_call(seq, kind), memory_order_relaxed);
   atomic_store_explicit(&p->in_call, 1, memory_order_release);
 }
 
-void hccl__progress_leave(struct hccl_comm *c) {
-  atomic_store_explicit(&hccl__progress_self(c)->in_call, 0, memory_order_release);
+void hccl__progress_leave(struct hccl_progress_part *pp) {
+  atomic_store_explicit(&pp->self->in_call, 0, memory_order_release);
 }
 
 /* How long a timed-out rank waits for a peer on another server to answer a progress query. */
@@ -286,12 +297,12 @@ void hccl__progress_explain(struct hccl_comm *c, uint32_t peer, char *buf, size_
 
 void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t len,
                            uint32_t *next) {
-  pthread_mutex_lock(&c->report_lock);
+  pthread_mutex_lock(&c->progress.report_lock);
   if (atomic_load(&c->broken)) {
     /* Its failure already says who was behind. */
     snprintf(buf, len, "rank %u failed: %s", c->rank, c->broken_msg);
     *next = UINT32_MAX;
-  } else if (c->closing) {
+  } else if (c->progress.closing) {
     snprintf(buf, len, "rank %u is destroying its communicator", c->rank);
     *next = UINT32_MAX;
   } else {
@@ -305,12 +316,12 @@ void hccl__progress_report(struct hccl_comm *c, uint32_t seq, char *buf, size_t 
                "(the last bytes from it came %.1f s ago)",
                *next, c->peers[*next].host, na, c->rank, (double)q / 1000, (double)data / 1000);
   }
-  pthread_mutex_unlock(&c->report_lock);
+  pthread_mutex_unlock(&c->progress.report_lock);
 }
 
 uint64_t hccl__progress_cycle(struct hccl_comm *c, uint32_t peer, char *buf, size_t len,
                               int64_t *oldest_beat_ms) {
-  struct hccl_progress *self = hccl__progress_self(c);
+  struct hccl_progress *self = c->progress.self;
   char what[96];
   hccl__progress_call_name(self, atomic_load_explicit(&self->call, memory_order_relaxed), what,
                            sizeof(what));

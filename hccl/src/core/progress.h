@@ -11,6 +11,8 @@
 #ifndef HCCL_PROGRESS_H
 #define HCCL_PROGRESS_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,16 +20,36 @@
 
 struct hccl_comm;
 
-/* This rank's record (the shared one when a transport has it, else a private one), without
- * storing where it is: any thread may call it (the flight recorder's, a transport's). */
+/* A communicator's part of this file (struct hccl_comm's `progress`): where this rank publishes,
+ * and what keeps a transport's thread answering a peer's query (hccl__progress_report) away
+ * from the links destroy closes. */
+struct hccl_progress_part {
+  struct hccl_progress *self; /* this rank's record, once bound (hccl__progress_bind) */
+  struct hccl_progress own;   /* the record when no transport shares one */
+  /* A transport's thread answering a peer's progress query reads the records through the
+   * links; destroy sets `closing` under report_lock before it closes any link. */
+  pthread_mutex_t report_lock;
+  bool closing;
+};
+
+/* Makes a part (report_lock) and frees what it made (comm.c's alloc and free). */
+void hccl__progress_part_init(struct hccl_progress_part *pp);
+void hccl__progress_part_destroy(struct hccl_progress_part *pp);
+/* Destroy's first step: from now on a peer's query is answered "destroying" (report_lock). */
+void hccl__progress_part_close(struct hccl_progress_part *pp);
+
+/* This rank's record (the shared one when a transport has it, else the part's own). */
 struct hccl_progress *hccl__progress_mine(struct hccl_comm *c);
-/* The same, stored in c->progress for the calls' own thread. */
-struct hccl_progress *hccl__progress_self(struct hccl_comm *c);
+/* Stores hccl__progress_mine in c->progress.self, once the transports are set up (the end of
+ * the bootstrap): the records a transport shares stay where they are until it is torn down,
+ * so every thread then reads the one pointer, and no call stores it. */
+void hccl__progress_bind(struct hccl_comm *c);
 
 /* Marks call number seq of collective `kind` (with `root`, UINT32_MAX for none) started / ended
- * on this rank. */
-void hccl__progress_enter(struct hccl_comm *c, uint64_t seq, unsigned kind, uint32_t root);
-void hccl__progress_leave(struct hccl_comm *c);
+ * in pp's record (bound). */
+void hccl__progress_enter(struct hccl_progress_part *pp, uint64_t seq, unsigned kind,
+                          uint32_t root);
+void hccl__progress_leave(struct hccl_progress_part *pp);
 
 /* Writes into buf why this rank's wait for `peer` in its current call may have timed out:
  * which rank is behind and how the waits chain to it. A rank on another server is asked over

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "dtype.h"
 #include "log.h"
 
@@ -34,6 +33,8 @@ struct event {
  * the ranks' files line up when merged. */
 struct hccl_trace {
   char path[600];
+  uint32_t rank, nranks; /* the file's header: whose events these are */
+  int32_t device;
   _Atomic uint32_t next;
   struct event *ev; /* MAX_EVENTS slots, touched only as used */
 };
@@ -71,8 +72,9 @@ static void rank_path(const char *tmpl, uint32_t rank, uint32_t k, char *out, si
   snprintf(out + n - (json ? 5 : 0), len - (n - (json ? 5 : 0)), ".c%u%s", k, tail);
 }
 
-HcclResult hccl__trace_open(struct hccl_comm *c) {
-  if (!c->cfg.trace_file[0]) return HCCL_SUCCESS;
+HcclResult hccl__trace_open(const char *file, uint32_t rank, uint32_t nranks, int32_t device,
+                            struct hccl_trace **out) {
+  if (!file[0]) return HCCL_SUCCESS;
   struct hccl_trace *t = calloc(1, sizeof(*t));
   struct event *ev = calloc(MAX_EVENTS, sizeof(*ev));
   if (!t || !ev) {
@@ -80,20 +82,23 @@ HcclResult hccl__trace_open(struct hccl_comm *c) {
     free(ev);
     return hccl__fail(HCCL_E_MEMORY, "out of memory for the trace buffer (HCCL_TRACE_FILE)");
   }
-  rank_path(c->cfg.trace_file, c->rank, atomic_fetch_add(&g_traced, 1) + 1, t->path,
+  rank_path(file, rank, atomic_fetch_add(&g_traced, 1) + 1, t->path,
             sizeof(t->path));
   /* Fail now, not at destroy, when the file cannot be written. */
   FILE *f = fopen(t->path, "w");
   if (!f) {
     HcclResult r = hccl__fail(HCCL_E_OPEN_FILE_FAILURE, "HCCL_TRACE_FILE=%s: cannot write %s: %s",
-                              c->cfg.trace_file, t->path, strerror(errno));
+                              file, t->path, strerror(errno));
     free(t);
     free(ev);
     return r;
   }
   fclose(f);
   t->ev = ev;
-  c->trace = t;
+  t->rank = rank;
+  t->nranks = nranks;
+  t->device = device;
+  *out = t;
   return HCCL_SUCCESS;
 }
 
@@ -154,10 +159,10 @@ static void write_event(FILE *f, uint32_t rank, const struct event *e) {
             HcclGetErrorString((HcclResult)e->result));
 }
 
-void hccl__trace_close(struct hccl_comm *c) {
-  struct hccl_trace *t = c->trace;
+void hccl__trace_close(struct hccl_trace **tp) {
+  struct hccl_trace *t = *tp;
   if (!t) return;
-  c->trace = NULL;
+  *tp = NULL;
   uint32_t n = atomic_load(&t->next);
   uint32_t kept = n < MAX_EVENTS ? n : MAX_EVENTS;
   FILE *f = fopen(t->path, "w");
@@ -169,17 +174,17 @@ void hccl__trace_close(struct hccl_comm *c) {
     fprintf(f,
             "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, \"args\": {\"name\": "
             "\"rank %u (device %d)\"}},\n",
-            c->rank, c->rank, c->device);
+            t->rank, t->rank, t->device);
     fprintf(f,
             "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %u, \"args\": "
             "{\"sort_index\": %u}}",
-            c->rank, c->rank);
+            t->rank, t->rank);
     for (uint32_t i = 0; i < kept; i++)
-      write_event(f, c->rank, &t->ev[i]);
+      write_event(f, t->rank, &t->ev[i]);
     fprintf(f,
             "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"rank\": %u, \"nranks\": %u, "
             "\"events\": %u, \"dropped\": %u}}\n",
-            c->rank, c->nranks, kept, n - kept);
+            t->rank, t->nranks, kept, n - kept);
     if (fclose(f) != 0) HCCL_WARN("HCCL_TRACE_FILE: writing %s failed", t->path);
     if (n > kept)
       HCCL_WARN("HCCL_TRACE_FILE: %u events past the buffer of %u were dropped (%s)", n - kept,

@@ -16,11 +16,14 @@
 
 #include "hccl.h"
 
-struct hccl_comm;
+/* A communicator's part of this file (struct hccl_comm's `trace`) is a pointer to its recorder,
+ * NULL when it records nothing. */
 struct hccl_trace;
 
-/* Starts recording for c when c->cfg names a trace file (else c->trace stays NULL). */
-HcclResult hccl__trace_open(struct hccl_comm *c);
+/* Starts recording for rank `rank` of nranks, on `device`, when `file` (HCCL_TRACE_FILE) is not
+ * empty: *out is the recorder (else it stays NULL). */
+HcclResult hccl__trace_open(const char *file, uint32_t rank, uint32_t nranks, int32_t device,
+                            struct hccl_trace **out);
 
 /* Records a collective call [t0_ns, t1_ns) (CLOCK_MONOTONIC) on the calling thread. name and
  * algo are static strings; op is -1 for a call that does not reduce. Formatting waits for
@@ -33,7 +36,8 @@ void hccl__trace_call(struct hccl_trace *t, const char *name, int64_t t0_ns, int
 void hccl__trace_wait(struct hccl_trace *t, int64_t t0_ns, int64_t t1_ns, uint32_t peer,
                       const char *what);
 
-/* Writes the file (logging, not failing, when it cannot) and frees the recorder. */
-void hccl__trace_close(struct hccl_comm *c);
+/* Writes the file (logging, not failing, when it cannot) and frees the recorder *tp, after
+ * setting *tp to NULL; nothing when *tp is NULL. */
+void hccl__trace_close(struct hccl_trace **tp);
 
 #endif
