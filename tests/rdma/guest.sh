@@ -64,7 +64,7 @@ guest_check() {
     return 77
   fi
   local c
-  for c in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb apt-get timeout; do
+  for c in qemu-system-x86_64 busybox cpio depmod modprobe dpkg-deb apt-get timeout flock ss; do
     command -v "$c" >/dev/null || { echo "SKIP: RDMA guests need $c on PATH"; return 77; }
   done
 }
