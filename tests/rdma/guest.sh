@@ -26,10 +26,10 @@
 # when the command fails, else removed).
 #
 # cmd's output is printed after the guest stops (each line with "[gK] " in `pair`), then one
-# line with the times: boot (kernel start to cmd, by the guest's clock) and cmd. The status is
-# cmd's; in `pair` the first non-zero of guest 0's and 1's. A guest that does not finish
-# within -t seconds (GUEST_TIMEOUT, default 300) is killed, its console's tail printed and 124
-# returned; one that stops without a status gives 125. qemu's monitor of guest K listens on
+# line with the times: boot (kernel start to the guest script, by the guest's clock), then rxe0
+# and cmd together. The status is cmd's; in `pair` the first non-zero of guest 0's and 1's. A
+# guest that does not finish within -t seconds (GUEST_TIMEOUT, default 300) is killed, its
+# console's tail printed and 124 returned; one that stops without a status gives 125. qemu's monitor of guest K listens on
 # BUILD/rdma-guest/run.*/gK/monitor.sock while it runs (e.g. `set_link n0 off` cuts the wire).
 #
 # Needs, and only checks for (exit 77 naming the packages): qemu-system-x86 rdma-core
@@ -239,7 +239,7 @@ guest_result() {
     return $qrc
   fi
   read -r b e <"$out/times"
-  guest_log "${prefix}guest booted in $b s, command took $(awk -v b="$b" -v e="$e" 'BEGIN { printf "%.1f", e - b }') s, status $(cat "$out/rc")"
+  guest_log "${prefix}guest booted in $b s, rxe0 and the command took $(awk -v b="$b" -v e="$e" 'BEGIN { printf "%.1f", e - b }') s, status $(cat "$out/rc")"
   return "$(cat "$out/rc")"
 }
 
