@@ -29,8 +29,9 @@
 # line with the times: boot (kernel start to the guest script, by the guest's clock), then rxe0
 # and cmd together. The status is cmd's; in `pair` the first non-zero of guest 0's and 1's. A
 # guest that does not finish within -t seconds (GUEST_TIMEOUT, default 300) is killed, its
-# console's tail printed and 124 returned; one that stops without a status gives 125. qemu's monitor of guest K listens on
-# BUILD/rdma-guest/run.*/gK/monitor.sock while it runs (e.g. `set_link n0 off` cuts the wire).
+# console's tail printed and 124 returned; one that stops without a status gives 125. qemu's
+# monitor of guest K listens on BUILD/rdma-guest/run.*/gK/monitor.sock while it runs
+# (`set_link n0 off` there cuts the wire: eth0 loses its carrier, rxe0's port goes DOWN).
 #
 # Needs, and only checks for (exit 77 naming the packages): qemu-system-x86 rdma-core
 # ibverbs-utils libibverbs-dev busybox-static cpio kmod, and apt-get's lists (`apt-get update`)
