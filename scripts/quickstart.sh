@@ -28,8 +28,11 @@ esac
 
 packages=(build-essential cmake pkg-config libuv1-dev libcjson-dev libcmocka-dev iproute2 procps)
 # The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch; clang with
-# libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh).
+# libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh); qemu, busybox, cpio and kmod
+# boot the RDMA guests (tests/rdma/guest.sh, which downloads Debian's kernel package itself with
+# apt-get download: the lists from the apt-get update below), rdma-core's packages run RDMA in them.
 [ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev ninja-build)
+[ "$mode" = test ] && packages+=(qemu-system-x86 rdma-core ibverbs-utils libibverbs-dev busybox-static cpio kmod)
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do
