@@ -28,10 +28,11 @@ esac
 
 packages=(build-essential cmake pkg-config libuv1-dev libcjson-dev libcmocka-dev iproute2 procps)
 # The tests cover the PyTorch backend too (torch_hccl), so they need Debian's torch; clang with
-# libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh); qemu, busybox, cpio and kmod
+# libFuzzer runs the short fuzz pass (fuzz_smoke, scripts/fuzz.sh); ccache compiles each source
+# once for the several builds below; qemu, busybox, cpio and kmod
 # boot the RDMA guests (tests/rdma/guest.sh, which downloads Debian's kernel package itself with
 # apt-get download: the lists from the apt-get update below), rdma-core's packages run RDMA in them.
-[ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev ninja-build)
+[ "$mode" = test ] && packages+=(python3-dev python3-venv python3-torch libtorch-dev pybind11-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev ninja-build ccache)
 [ "$mode" = test ] && packages+=(qemu-system-x86 rdma-core ibverbs-utils libibverbs-dev busybox-static cpio kmod)
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
   missing=()
@@ -48,6 +49,15 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 build=${BUILD_DIR:-build}
+# ccache (Debian's), for the test command: it compiles the same sources more than once (this
+# build; pip's build of the same tree in pip_install; the Debian torch build and its pip build),
+# and every compile after the first with the same flags is a cache hit. CMake takes
+# CMAKE_<LANG>_COMPILER_LAUNCHER from the environment when it configures a new build tree,
+# scikit-build-core's included. No CCACHE_BASEDIR: the builds sit at different depths below the
+# source tree, so only its absolute paths are the same in each.
+if [ "$mode" = test ] && command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 mkdir -p "$build"
 torch_args=()
 if [ "$mode" = test ]; then
@@ -108,19 +118,32 @@ if [ "$mode" = bench ]; then
   bash scripts/bench_verdict.sh "$build" "$table"
   exit 0
 fi
-echo "== running every test"
-ctest --test-dir "$build" --output-on-failure --timeout 1800
+# Side by side: one more test than cores, the heavy ones (PROCESSORS 2) beside one other and the
+# ones that time a failure alone (RUN_SERIAL), longest first (tests/CMakeLists.txt). Each pass
+# leaves ctest's JUnit report, which scripts/suite_times.py writes into tests/README.md.
+jobs=$(($(nproc) + 1))
+echo "== running every test (ctest -j$jobs)"
+ctest --test-dir "$build" --output-on-failure --timeout 1800 -j"$jobs" \
+  --output-junit "$(cd "$build" && pwd)/ctest-main.xml"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INTERPRETER" 2>/dev/null)" != /usr/bin/python3 ]; then
   echo "== torch_hccl again on Debian's torch (/usr/bin/python3), in $build/debian-torch"
-  # Not the C test programs (HCCL_C_TESTS=OFF): the pass above ran them, and none is run here.
-  # Not torch_suite_4 and torch_ops_allocator_off: what torch 1.13 changes is torch_hccl's
-  # binding (csrc/compat.hpp, the TORCH_VERSION_MAJOR and TORCH_HCCL_BACKEND_API branches),
-  # which torch_suite_2 (the same list of torch 1.13's own tests), torch_ops and torch_ddp run
-  # here; 4 ranks and the ring path (torch's allocator) are libhccl's, the same on either
-  # torch, and run in the pass above.
+  # What torch 1.13 changes is torch_hccl's binding (csrc/compat.hpp, the TORCH_VERSION_MAJOR and
+  # TORCH_HCCL_BACKEND_API branches: process_group, errors, allocator, ops_gather, ops_reduce,
+  # reduce_route) and the installs; so this pass builds it and runs the tests of those: install,
+  # pip_install (the 1.13 path: no entry points), torch_ops, torch_errors, torch_allocator,
+  # torch_init, torch_ddp, torch_migrate (torch 1.x's spellings) and torch_suite_2 (torch 1.13's
+  # own distributed tests). Not again here, each run by the pass above on torch 2.13, where what
+  # they test is the same: the C test programs (HCCL_C_TESTS=OFF: none is built); torch_suite_4
+  # and torch_ops_allocator_off (4 ranks and the ring path are libhccl's); torch_spawn (a
+  # rank's variables are read by libhccl), torch_example (DDP, as torch_ddp here), torch_harness
+  # (torch's harness, which torch_suite_2 here runs under), torch_allocator_fork and
+  # torch_allocator_zcopy (the regions and the zero-copy path are libhccl's; the allocator's
+  # 1.13 branch is torch_allocator's); and the clients that skip on 1.13 (accelerate,
+  # bf16_clients, deepspeed_zero, hf_trainer, lightning, shrink, torch2).
   cmake -S . -B "$build/debian-torch" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
     -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF -DHCCL_C_TESTS=OFF >/dev/null
   cmake --build "$build/debian-torch" -j"$(nproc)"
-  ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 \
-    -R '^(torch_|install$|pip_install$)' -E '^(torch_suite_4|torch_ops_allocator_off)$'
+  ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 -j"$jobs" \
+    -R '^(install|pip_install|torch_(ops|errors|allocator|init|ddp|migrate|suite_2))$' \
+    --output-junit "$(cd "$build" && pwd)/ctest-debian.xml"
 fi

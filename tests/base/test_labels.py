@@ -11,7 +11,10 @@ when:
   - a row names a test that neither this build nor tests/CMakeLists.txt knows;
   - a test source file (every .c .h .cpp .py .sh below tests/, the fuzz corpus aside) has no
     row in tests/README.md's file table (`| file | what it covers |`), or two, or a row that
-    says nothing, or a row names no file.
+    says nothing, or a row names no file;
+  - a test has no row in tests/README.md's time table (between `<!-- suite-times: begin -->`
+    and `<!-- suite-times: end -->`, written by scripts/suite_times.py from ctest's JUnit
+    reports), or a row there names no test of this build or of tests/CMakeLists.txt.
 
     test_labels.py --build BUILD_DIR --root SOURCE_DIR [--ctest CTEST]
 """
@@ -46,6 +49,8 @@ def readme_rows(path):
     for line in open(path, encoding="utf-8"):
         if line.startswith("| test |"):
             in_tests = True
+        elif in_tests and not line.startswith("|"):
+            break  # the table ended (the time table further down has rows of its own)
         m = ROW.match(line.strip())
         if not in_tests or not m:
             continue
@@ -93,6 +98,18 @@ def file_errors(root):
     return errors
 
 
+TIME_ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)`\s*\|\s*([0-9.]+|-)\s*\|")
+
+
+def time_rows(path):
+    """The tests of tests/README.md's time table (None when the table is missing)."""
+    text = open(path, encoding="utf-8").read()
+    if "<!-- suite-times: begin -->" not in text or "<!-- suite-times: end -->" not in text:
+        return None
+    body = text.split("<!-- suite-times: begin -->", 1)[1].split("<!-- suite-times: end -->")[0]
+    return [m.group(1) for m in map(TIME_ROW.match, body.splitlines()) if m]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", required=True)
@@ -117,6 +134,17 @@ def main():
         elif len(rows[name]) < 10:
             errors.append("tests/README.md: the row of %s says too little: '%s'"
                           % (name, rows[name]))
+    times = time_rows(os.path.join(a.root, "tests", "README.md"))
+    if times is None:
+        errors.append("tests/README.md: no time table (<!-- suite-times: begin --> ... end)")
+    else:
+        for name in sorted(set(tests) - set(times)):
+            errors.append("%s: no row in tests/README.md's time table; run the suite and "
+                          "scripts/suite_times.py --main BUILD/ctest-main.xml" % name)
+        for name in sorted(set(times) - set(tests)):
+            if name not in cmake:
+                errors.append("tests/README.md: time row for '%s', which is no test of this "
+                              "build or of tests/CMakeLists.txt" % name)
     have_sources = set()
     for dirpath, _, files in os.walk(os.path.join(a.root, "tests")):
         for f in files:
