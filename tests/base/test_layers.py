@@ -349,6 +349,8 @@ def main():
     ap.add_argument("--root", default=os.path.join(here, "..", ".."))
     ap.add_argument("--readme")
     ap.add_argument("-v", action="store_true")
+    ap.add_argument("--stats", action="store_true",
+                    help="also print the include graph's counts (files, includes, circles)")
     a = ap.parse_args()
     src = os.path.join(a.root, "hccl", "src")
     readme = a.readme or os.path.join(src, "README.md")
@@ -611,6 +613,22 @@ def main():
 
     for p in problems:
         print(p)
+    if a.stats:
+        circles = sum(1 for p in problems if "circle" in p)
+        def count(prefix):
+            files = [r for r in includes if r.startswith(prefix)]
+            edges = [(r, h) for r in files for _, h, _ in includes[r]]
+            up = [(r, h) for r, h in edges
+                  if rule_breaks(layer(r), layer(home[h]), h) or room_breaks(r.rsplit("/", 1)[0], h)]
+            return len(files), len(edges), len(up)
+        for prefix in ("", "transport", "core"):
+            f, e, u = count(prefix)
+            print(f"stats hccl/src/{prefix}: {f} files, {e} includes of the library's headers, "
+                  f"{u} against the layer table")
+        core_t = sorted({f"{r} -> {home[h]}/{h}" for r in includes if r.startswith("core/")
+                         for _, h, _ in includes[r] if home[h].startswith("transport")})
+        print(f"stats core/ -> transport/: {len(core_t)} includes: " + "; ".join(core_t))
+        print(f"stats circles: {circles}")
     print(f"{len(problems)} problem(s); {len(seen_exc)} named exception(s) in use",
           file=sys.stderr)
     return 1 if problems else 0
