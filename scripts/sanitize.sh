@@ -29,7 +29,7 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1}
 # and checks of the tree (the build without a sanitizer runs each): help (each program's --help;
 # the parsers of the perf flags and the launcher's options stay covered by perf, perf_data and
 # launcher here), labels, layers, components, bench_verdict, perf_flags. Side by side as in
-# scripts/quickstart.sh (tests/CMakeLists.txt's PROCESSORS and RUN_SERIAL hold here too).
+# scripts/quickstart.sh (tests/CMakeLists.txt's RUN_SERIAL holds here too).
 jobs=$(($(nproc) + 1))
 exec ctest --test-dir "build-$name" --output-on-failure --timeout 1800 -j"$jobs" \
   -E '^(help|labels|layers|components|bench_verdict|perf_flags)$' \
