@@ -30,7 +30,9 @@ struct hccl_request {
    * on the waiting thread (then returns true; the lock is held again on return). NULL: none. */
   bool (*help)(struct hccl_request *q);
   HcclResult result;
-  char message[256]; /* the failing call's message, for the waiter's thread */
+  /* The failing call's message, for the waiter's thread: as long as base/log.c's last error
+   * (256 bytes cut a mismatch naming each rank's call, seen through torch 1.13's async path). */
+  char message[1024];
   int done;
 };
 
