@@ -474,10 +474,10 @@ ALGO_TEST(test_sweep_3_tree, 3, sweep_body, tree)
  * moved types at the small counts (0, 1, 7, 33333: empty and unequal blocks), in place and
  * not, every root; no large or streamed messages, which the power-of-two runs and 3 ranks
  * cover, to keep the suite's time. */
-/* In a sanitizer's build (HCCL_TEST_LEAN=1, from tests/CMakeLists.txt) 6 and 7 ranks are left
+/* In a sanitizer's build (SUITE_LEAN=1, from tests/CMakeLists.txt) 6 and 7 ranks are left
  * to the build without one: 3 and 5 ranks keep the odd counts there, and under ASan this test
  * took 505 s with them (2026-12-06). */
-static int lean_skip(int n) { return (n == 6 || n == 7) && getenv("HCCL_TEST_LEAN") != NULL; }
+static int lean_skip(int n) { return (n == 6 || n == 7) && getenv("SUITE_LEAN") != NULL; }
 
 #define SMALL_TEST(name, n, which)                                                                 \
   static void name(void **st) {                                                                    \

@@ -126,12 +126,12 @@ check_uneven() {
 }
 
 sweep="-b 1 -e 1M -f 32 -c 1 -n 2 -w 1"
-# In a sanitizer's build (HCCL_TEST_LEAN=1, from tests/CMakeLists.txt) every type runs with sum
+# In a sanitizer's build (SUITE_LEAN=1, from tests/CMakeLists.txt) every type runs with sum
 # alone: a collective's path across servers is the same for every op, the ops' kernels are
 # test_reduce's and test_coll's there, and every op still runs here in the build without one.
 # Under ASan this test took 619 s with every op (2026-12-06), the longest of that pass.
 ops=all
-[ "${HCCL_TEST_LEAN:-0}" = 1 ] && ops=sum
+[ "${SUITE_LEAN:-0}" = 1 ] && ops=sum
 
 # The issue's case: two servers of four devices, every type and op.
 check two_by_four 2 0,1,2,3 "" -- "$bin/allreduce_perf" $sweep -d all -o $ops
