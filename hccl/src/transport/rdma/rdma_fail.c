@@ -56,7 +56,7 @@ void hccl__rdma_link_fail(struct rdma_state *st, struct rdma_link *l, enum ibv_w
     snprintf(why, sizeof(why),
              "network fault between server %s and server %s (rank %u): RDMA retry count "
              "exceeded, no acknowledgement after %d tries of %.1f ms (HCCL_RDMA_RETRY_CNT, "
-             "HCCL_RDMA_TIMEOUT): a cut cable, a port down or a dead host",
+             "HCCL_RDMA_TIMEOUT): a cut cable, a port down, a dead host or a process ended",
              me, them, peer, cfg->rdma_retry_cnt + 1, 4.096e-3 * (double)(1u << cfg->rdma_timeout));
   else if (status == IBV_WC_RNR_RETRY_EXC_ERR)
     snprintf(why, sizeof(why), "rank %u (server %s) posted no receive for this rank's RDMA "

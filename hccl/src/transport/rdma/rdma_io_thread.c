@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -27,6 +28,10 @@
 #include "wait.h"
 
 enum { TAG_RECV = 0, TAG_SEND = 1, TAG_CTL_RECV = 2, TAG_CTL_SEND = 3 };
+
+/* A link someone waits on with nothing in flight is probed this often: a waiting receiver has
+ * no work request of its own that could fail when the wire is cut or the peer's host dies. */
+#define PROBE_MS 1000
 
 static void on_ctl(struct rdma_state *st, const struct ibv_wc *wc) {
   uint32_t i = (uint32_t)(wc->wr_id >> 2);
@@ -126,11 +131,43 @@ static void on_async(struct rdma_state *st) {
   }
 }
 
+/* Probes each link that a thread waits on (a receive, a send's window, a drain) and that has
+ * nothing in flight: an RDMA WRITE of no bytes, which the peer's adapter acknowledges without
+ * telling its software. A cut wire, a port down or a dead host then ends in retry count
+ * exceeded on this side too, within (HCCL_RDMA_RETRY_CNT + 1) x the timeout, named as a network
+ * fault (rdma_fail.c), instead of the waiter's HCCL_EXEC_TIMEOUT. */
+static void probe_waited(struct rdma_state *st, int64_t now, int64_t *last) {
+  if (now - *last < PROBE_MS * 1000000LL) return;
+  *last = now;
+  int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    struct rdma_link *l = st->all[i];
+    if (!atomic_load(&l->ready) || atomic_load(&l->failed) ||
+        atomic_load(&st->peers[l->base.peer].dead))
+      continue;
+    if (!atomic_load(&l->recv_waiting) && !atomic_load(&l->send_waiting)) continue;
+    if (atomic_load(&l->sq_posted) != atomic_load(&l->sq_done)) continue; /* those will tell */
+    struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | TAG_SEND,
+                             .sg_list = NULL,
+                             .num_sge = 0,
+                             .opcode = IBV_WR_RDMA_WRITE,
+                             .send_flags = IBV_SEND_SIGNALED},
+                       *bad;
+    wr.wr.rdma.remote_addr = l->raddr;
+    wr.wr.rdma.rkey = l->rkey;
+    atomic_fetch_add(&l->sq_posted, 1);
+    int e = ibv_post_send(l->qp, &wr, &bad);
+    if (e) atomic_fetch_sub(&l->sq_posted, 1);
+    HCCL_DEBUG("RDMA rank %u: probing the link to rank %u channel %d (a waiter, nothing in "
+               "flight): %s", st->tx->rank, l->base.peer, l->channel, e ? strerror(e) : "posted");
+  }
+}
+
 void *hccl__rdma_io_main(void *arg) {
   struct rdma_state *st = arg;
   hccl__log_bind(st->tx->log);
   struct ibv_wc wc[32];
-  int64_t idle_since = 0;
+  int64_t idle_since = 0, probed = 0;
   bool armed = false;
   while (!atomic_load(&st->stop)) {
     int n = ibv_poll_cq(st->cq, 32, wc);
@@ -146,6 +183,7 @@ void *hccl__rdma_io_main(void *arg) {
     }
     int64_t now = hccl__now_ns();
     bool pending = hccl__rdma_resend_hellos(st, now);
+    probe_waited(st, now, &probed);
     if (!idle_since) idle_since = now;
     if (now - idle_since < st->spin_ns) continue;
     if (!armed) {
