@@ -29,6 +29,7 @@
  * rest (rdma resource show is as before).
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,29 @@ static void state_free(struct rdma_state *st) {
   free(st);
 }
 
+/* Registers and frees one link's slots: where the locked-memory limit is too low for them
+ * (ulimit -l: 64 KiB for a user by default), RDMA is refused now, so that HCCL_NET=auto falls
+ * back to TCP instead of failing at the first link. */
+static HcclResult try_register(struct rdma_state *st, char *why, size_t len) {
+  size_t bytes = 2 * (size_t)RDMA_NSLOTS * hccl__rdma_stride(st->slot_bytes);
+  void *mem = NULL;
+  if (posix_memalign(&mem, 4096, bytes) != 0) {
+    snprintf(why, len, "out of memory for one link's slots (%zu bytes)", bytes);
+    return HCCL_E_MEMORY;
+  }
+  memset(mem, 0, bytes);
+  struct ibv_mr *mr =
+      st->v->reg_mr(st->pd, mem, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  int e = errno;
+  if (mr) st->v->dereg_mr(mr);
+  free(mem);
+  if (mr) return HCCL_SUCCESS;
+  snprintf(why, len, "%s cannot register one link's slots (%zu bytes): %s; raise the locked-memory "
+           "limit (ulimit -l, memlock in /etc/security/limits.conf) or lower HCCL_BUFFSIZE",
+           st->dev_name, bytes, strerror(e));
+  return HCCL_E_ROCE_CONNECT;
+}
+
 static HcclResult rdma_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
   const struct hccl_settings *cfg = tx->cfg;
   memset(self->conn[HCCL_TRANSPORT_RDMA], 0, HCCL_CONN_BYTES);
@@ -104,6 +128,7 @@ static HcclResult rdma_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) 
       r = hccl__fail(HCCL_E_MEMORY, "out of memory for the RDMA transport");
   }
   if (r == HCCL_SUCCESS) r = hccl__rdma_ctl_init(st);
+  if (r == HCCL_SUCCESS) r = try_register(st, why, sizeof(why));
   if (r != HCCL_SUCCESS) {
     if (!why[0]) snprintf(why, sizeof(why), "%s", HcclGetLastErrorMessage());
     state_free(st);

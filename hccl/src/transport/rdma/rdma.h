@@ -80,7 +80,7 @@ struct rdma_link {
 struct rdma_peer {
   struct rdma_link *_Atomic link[HCCL_NCHANNELS];
   struct rdma_blob blob;
-  bool blob_ok;
+  _Atomic int blob_state; /* 0 not read yet, 1 an RDMA peer, 2 not (hccl__rdma_can_connect) */
   struct ibv_ah *ah; /* to its control QP, made on first use (under st->ctl_lock) */
   _Atomic int downing, dead;
   char reason[400]; /* "is unreachable: retry count exceeded ...", written before dead */
@@ -165,7 +165,7 @@ void hccl__rdma_dev_close(struct rdma_state *st);
 /* ---- rdma_conn.c ---- */
 
 /* Whether this transport joins this rank to peer: another server's rank, both with an active
- * port (their blobs), and HCCL_NET not tcp. */
+ * port (their blobs), and HCCL_NET not tcp. Takes st->lock the first time for a peer. */
 bool hccl__rdma_can_connect(const struct hccl_tctx *tx, uint32_t peer);
 /* Makes the link to (peer, channel), its queue pair at INIT, and publishes it. Under st->lock;
  * logged on failure. */

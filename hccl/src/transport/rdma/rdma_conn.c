@@ -24,9 +24,19 @@ bool hccl__rdma_can_connect(const struct hccl_tctx *tx, uint32_t peer) {
   struct rdma_state *st = hccl__rdma_state_of(tx);
   if (!st || tx->cfg->net == HCCL_NET_TCP || !remote(tx, peer)) return false;
   struct rdma_peer *p = &st->peers[peer];
-  if (!p->blob_ok) p->blob_ok = hccl__rdma_blob_decode(tx->peers[peer].conn[HCCL_TRANSPORT_RDMA],
-                                                      &p->blob);
-  return p->blob_ok;
+  int known = atomic_load_explicit(&p->blob_state, memory_order_acquire);
+  if (known == 0) {
+    /* Decoded once, by whichever thread asks first (links.c's, or this transport's own when a
+     * hello comes first); the others read it after the release. */
+    pthread_mutex_lock(&st->lock);
+    known = atomic_load(&p->blob_state);
+    if (known == 0) {
+      known = hccl__rdma_blob_decode(tx->peers[peer].conn[HCCL_TRANSPORT_RDMA], &p->blob) ? 1 : 2;
+      atomic_store_explicit(&p->blob_state, known, memory_order_release);
+    }
+    pthread_mutex_unlock(&st->lock);
+  }
+  return known == 1;
 }
 
 void hccl__rdma_send_hello(struct rdma_state *st, struct rdma_link *l) {

@@ -209,7 +209,7 @@ void hccl__rdma_ctl_repost(struct rdma_state *st, uint32_t i) {
 bool hccl__rdma_ctl_send(struct rdma_state *st, uint32_t peer, const struct rdma_msg *m,
                          const char *text) {
   struct rdma_peer *p = &st->peers[peer];
-  if (!p->blob_ok || !st->ud) return false;
+  if (atomic_load_explicit(&p->blob_state, memory_order_acquire) != 1 || !st->ud) return false;
   bool mine = st->thread_started && pthread_equal(pthread_self(), st->thread);
   int64_t end = hccl__now_ns() + 1000000000LL;
   pthread_mutex_lock(&st->ctl_lock);
