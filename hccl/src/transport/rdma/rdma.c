@@ -61,6 +61,10 @@ static void state_free(struct rdma_state *st) {
     hccl__rdma_qp_free(st, st->all[i]);
     free(st->all[i]);
   }
+  if (st->reg_inited) {
+    hccl__rdma_reg_free(st);
+    pthread_mutex_destroy(&st->reg_lock);
+  }
   hccl__rdma_dev_close(st);
   if (st->evfd >= 0) close(st->evfd);
   free(st->peers);
@@ -106,6 +110,7 @@ static HcclResult rdma_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) 
   st->tx = tx;
   st->ops = &hccl__transport_rdma;
   st->evfd = -1;
+  st->reg_watch = -1;
   pthread_mutex_init(&st->lock, NULL);
   pthread_mutex_init(&st->ctl_lock, NULL);
   st->slot_bytes = hccl__rdma_slot_bytes(cfg->buffsize, nremote);
@@ -129,6 +134,10 @@ static HcclResult rdma_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) 
   }
   if (r == HCCL_SUCCESS) r = hccl__rdma_ctl_init(st);
   if (r == HCCL_SUCCESS) r = try_register(st, why, sizeof(why));
+  if (r == HCCL_SUCCESS) {
+    hccl__rdma_reg_init(st);
+    st->reg_inited = true;
+  }
   if (r != HCCL_SUCCESS) {
     if (!why[0]) snprintf(why, sizeof(why), "%s", HcclGetLastErrorMessage());
     state_free(st);
@@ -210,12 +219,23 @@ static HcclResult rdma_connect(struct hccl_tctx *tx, uint32_t peer, int channel,
 
 static void rdma_abort(struct hccl_tctx *tx, uint32_t origin, HcclResult code) {
   struct rdma_state *st = hccl__rdma_state_of(tx);
-  if (!st || atomic_load(&st->abort_origin) != 0) return;
+  if (!st) return;
+  /* Marked already when the abort came from a peer (the thread passed it on). */
   const char *reason = HcclGetLastErrorMessage();
-  if (hccl__rdma_mark_abort(st, origin, code,
+  if (atomic_load(&st->abort_origin) == 0 &&
+      hccl__rdma_mark_abort(st, origin, code,
                             reason && *reason ? reason : HcclGetErrorString(code))) {
     hccl__rdma_send_aborts(st);
     hccl__rdma_wake_all(st);
+  }
+  /* The failed call's buffers are the caller's again when this returns: every queue pair goes
+   * to the error state, so the adapter reads no more of a send_ref's source (the peers learn
+   * of the abort from the ABORT datagrams above). */
+  int n = atomic_load_explicit(&st->nlinks, memory_order_acquire);
+  for (int i = 0; i < n; i++) {
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+    atomic_store(&st->all[i]->failed, 1);
+    st->v->modify_qp(st->all[i]->qp, &a, IBV_QP_STATE);
   }
 }
 
@@ -256,9 +276,10 @@ static void rdma_teardown(struct hccl_tctx *tx) {
   }
   uint64_t sent = atomic_load(&st->bytes_sent), copied = atomic_load(&st->bytes_copied);
   HCCL_INFO("RDMA transport: rank %u sent %llu bytes over %d links, %llu of them copied into a "
-            "slot (%.2f copies per byte sent)",
+            "slot (%.2f copies per byte sent; the rest from %d registered HcclMemAlloc "
+            "regions, %u dropped on HcclMemFree)",
             tx->rank, (unsigned long long)sent, n, (unsigned long long)copied,
-            sent ? (double)copied / (double)sent : 0.0);
+            sent ? (double)copied / (double)sent : 0.0, st->nreg, atomic_load(&st->reg_evicted));
   state_free(st);
   tx->state[HCCL_TRANSPORT_RDMA] = NULL;
 }
@@ -278,9 +299,10 @@ const struct hccl_transport_ops hccl__transport_rdma = {
     .send_commit = hccl__rdma_send_commit,
     .recv_acquire = hccl__rdma_recv_acquire,
     .recv_release = hccl__rdma_recv_release,
-    /* The staged path: the caller copies into a registered slot (zero copy comes later). */
-    .send_ref = NULL,
-    .send_flush = NULL,
+    /* send_ref writes from an HcclMemAlloc region without a copy (rdma_reg.c), from other
+     * memory through a slot; a receive lands in a slot (recv_post: not yet). */
+    .send_ref = hccl__rdma_send_ref,
+    .send_flush = hccl__rdma_send_flush,
     .recv_post = NULL,
     .send_ready = hccl__rdma_send_ready,
     .recv_ready = hccl__rdma_recv_ready,

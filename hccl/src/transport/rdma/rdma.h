@@ -17,10 +17,11 @@
  * rdma_fail.c a peer marked down and the wake-ups; rdma_dev.c the device, its port and GID, the
  * control queue pair and each link's queue pair; rdma_verbs.c libibverbs loaded at run time;
  * rdma_wire.c the pure steps (blob, messages, immediates, slot arithmetic, choices).
+ * rdma_reg.c is the registration cache of HcclMemAlloc regions, which send_ref writes from.
  * Who calls whom: rdma.c -> rdma_conn.c, rdma_data.c, rdma_io_thread.c, rdma_fail.c,
- * rdma_dev.c; rdma_io_thread.c -> rdma_conn.c, rdma_fail.c, rdma_dev.c; rdma_conn.c ->
- * rdma_fail.c, rdma_dev.c; rdma_data.c -> rdma_fail.c; rdma_dev.c -> rdma_verbs.c; all ->
- * rdma_wire.c; never back.
+ * rdma_reg.c, rdma_dev.c; rdma_io_thread.c -> rdma_conn.c, rdma_fail.c, rdma_dev.c;
+ * rdma_conn.c -> rdma_fail.c, rdma_dev.c; rdma_data.c -> rdma_fail.c, rdma_reg.c; rdma_dev.c
+ * -> rdma_verbs.c; all -> rdma_wire.c; never back.
  */
 #ifndef HCCL_RDMA_H
 #define HCCL_RDMA_H
@@ -44,7 +45,25 @@
 #define RDMA_RECV_WR (2 * RDMA_NSLOTS + 4) /* per link: 8 messages + 8 credits, and slack */
 #define RDMA_SEND_WR (4 * RDMA_NSLOTS)     /* per link: messages and credits in flight */
 #define RDMA_HELLO_RESEND_MS 200
+#define RDMA_REG_MAX 64 /* HcclMemAlloc regions registered at once (rdma_reg.c) */
 
+/* wr_id tags (the low 3 bits; a link's address is 16-byte aligned, calloc's): a link's receive
+ * (the link's address), a link's send (| RDMA_TAG_DATA for a message, whose completion means
+ * its source was read), a control receive (its index << 3), a control send. */
+enum {
+  RDMA_TAG_RECV = 0,
+  RDMA_TAG_SEND = 1,
+  RDMA_TAG_CTL_RECV = 2,
+  RDMA_TAG_CTL_SEND = 3,
+  RDMA_TAG_DATA = 4,
+  RDMA_TAG_MASK = 7
+};
+
+/* One HcclMemAlloc region registered (rdma_reg.c). */
+struct rdma_reg {
+  uint64_t serial;
+  struct ibv_mr *mr;
+};
 struct rdma_state;
 
 struct rdma_link {
@@ -71,6 +90,8 @@ struct rdma_link {
   _Atomic uint32_t acked; /* the peer's released count (credits); send waits sleep on it */
   _Atomic uint32_t send_waiting;
   _Atomic uint32_t sq_posted, sq_done; /* work requests posted / completed on the send queue */
+  _Atomic uint32_t written; /* messages whose write completed (its source read); flush waits */
+  _Atomic uint32_t flush_waiting;
   /* Receive side: message m in receive slot m % RDMA_NSLOTS, its header first. */
   uint32_t received;
   _Atomic uint32_t arrived; /* published by the thread; receive waits sleep on it */
@@ -122,8 +143,15 @@ struct rdma_state {
   _Atomic int stop, sleeping;
   int64_t spin_ns;
   _Atomic int port_down;
-  /* Bytes committed, and of those copied into a slot by the caller (no zero copy yet: all). */
+  /* Bytes sent, and of those copied into a slot first (the rest went from the caller's
+   * registered memory: send_ref from an HcclMemAlloc region). */
   _Atomic uint64_t bytes_sent, bytes_copied;
+  /* The registration cache (rdma_reg.c), under reg_lock. */
+  pthread_mutex_t reg_lock;
+  struct rdma_reg reg[RDMA_REG_MAX];
+  int nreg, reg_watch;
+  bool reg_warned, reg_inited;
+  _Atomic uint32_t reg_evicted;
   /* The abort mark. */
   _Atomic uint32_t abort_origin; /* origin + 1; 0 = none */
   _Atomic int32_t abort_code;
@@ -161,6 +189,16 @@ int hccl__rdma_post_recv(struct rdma_link *l);
 void hccl__rdma_qp_free(struct rdma_state *st, struct rdma_link *l);
 /* Frees the control QP, the address handles, the queue, the channel, the domain, the device. */
 void hccl__rdma_dev_close(struct rdma_state *st);
+
+/* ---- rdma_reg.c ---- */
+
+/* Starts the cache and its watch of HcclMemFree. */
+void hccl__rdma_reg_init(struct rdma_state *st);
+/* Whether [buf, buf + bytes) lies in an HcclMemAlloc region, registered now if it was not; its
+ * key in *lkey. false: send it through a slot. Any thread. */
+bool hccl__rdma_reg_find(struct rdma_state *st, const void *buf, size_t bytes, uint32_t *lkey);
+/* Stops the watch and drops every registration (teardown). */
+void hccl__rdma_reg_free(struct rdma_state *st);
 
 /* ---- rdma_conn.c ---- */
 
@@ -203,6 +241,9 @@ void hccl__rdma_poke(struct rdma_state *st, bool always);
 /* ---- rdma_data.c: the ops of the same names (transport.h gives their contracts) ---- */
 
 HcclResult hccl__rdma_wait_check(void *arg, const struct hccl_wait *w, uint32_t peer);
+HcclResult hccl__rdma_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
+                               const struct hccl_stamp *stamp, const struct hccl_wait *w);
+HcclResult hccl__rdma_send_flush(struct hccl_link *base, const struct hccl_wait *w);
 HcclResult hccl__rdma_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w);
 void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
                             const struct hccl_stamp *stamp);

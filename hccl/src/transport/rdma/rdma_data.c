@@ -24,7 +24,6 @@
 #include "rdma.h"
 #include "wait.h"
 
-enum { TAG_SEND = 1 };
 
 HcclResult hccl__rdma_wait_check(void *arg, const struct hccl_wait *w, uint32_t peer) {
   struct rdma_link *l = arg;
@@ -94,7 +93,7 @@ void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
   struct ibv_sge sge = {.addr = (uintptr_t)(l->mem + off),
                         .length = (uint32_t)(RDMA_HDR + bytes),
                         .lkey = l->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | TAG_SEND,
+  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
                            .sg_list = &sge,
                            .num_sge = 1,
                            .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
@@ -106,6 +105,50 @@ void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
   l->sent++;
   atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(&l->st->bytes_copied, bytes, memory_order_relaxed);
+}
+
+/* From the caller's buffer: without a copy when it lies in an HcclMemAlloc region (the
+ * registration cache, rdma_reg.c): the slot's header and the payload gathered into one RDMA
+ * WRITE with immediate; else through the slot, as acquire + copy + commit. */
+HcclResult hccl__rdma_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
+                               const struct hccl_stamp *stamp, const struct hccl_wait *w) {
+  struct rdma_link *l = (struct rdma_link *)base;
+  HCCL_TRY(send_window(l, w));
+  size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
+  uint32_t lkey;
+  if (!hccl__rdma_reg_find(l->st, buf, bytes, &lkey)) {
+    memcpy(l->mem + off + RDMA_HDR, buf, bytes);
+    hccl__rdma_send_commit(base, bytes, stamp);
+    return HCCL_SUCCESS;
+  }
+  struct rdma_slot_hdr h = {.size = (uint32_t)bytes, .seq = l->sent, .stamp = *stamp};
+  memcpy(l->mem + off, &h, sizeof(h));
+  struct ibv_sge sge[2] = {{.addr = (uintptr_t)(l->mem + off), .length = RDMA_HDR,
+                            .lkey = l->mr->lkey},
+                           {.addr = (uintptr_t)buf, .length = (uint32_t)bytes, .lkey = lkey}};
+  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
+                           .sg_list = sge,
+                           .num_sge = 2,
+                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .imm_data = htonl(hccl__rdma_imm_data(l->sent))};
+  wr.wr.rdma.remote_addr = l->raddr + off;
+  wr.wr.rdma.rkey = l->rkey;
+  post(l, &wr);
+  l->sent++;
+  atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
+  return HCCL_SUCCESS;
+}
+
+/* Until every message's write completed: the adapter has read its source. */
+HcclResult hccl__rdma_send_flush(struct hccl_link *base, const struct hccl_wait *w) {
+  struct rdma_link *l = (struct rdma_link *)base;
+  for (;;) {
+    uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
+    if (written == l->sent) return HCCL_SUCCESS;
+    HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w,
+                               hccl__rdma_wait_check, l));
+  }
 }
 
 HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
@@ -134,7 +177,7 @@ HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, siz
 void hccl__rdma_recv_release(struct hccl_link *base) {
   struct rdma_link *l = (struct rdma_link *)base;
   l->received++;
-  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | TAG_SEND,
+  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
                            .sg_list = NULL,
                            .num_sge = 0,
                            .opcode = IBV_WR_SEND_WITH_IMM,

@@ -19,9 +19,6 @@
 #include "settings.h"
 #include "wait.h"
 
-/* wr_id tags (low 2 bits): a link's receive (the link's address), a link's send, a control
- * receive (its index << 2), a control send. */
-enum { TAG_RECV = 0, TAG_SEND = 1, TAG_CTL_RECV = 2, TAG_CTL_SEND = 3 };
 
 static void gid_str(const uint8_t *g, char *buf, size_t len) {
   if (hccl__rdma_gid_ipv4(g))
@@ -199,7 +196,7 @@ void hccl__rdma_ctl_repost(struct rdma_state *st, uint32_t i) {
   struct ibv_sge sge = {.addr = (uintptr_t)(st->ctl_mem + (size_t)i * (RDMA_GRH + RDMA_CTL_MAX)),
                         .length = RDMA_GRH + RDMA_CTL_MAX,
                         .lkey = st->ctl_mr->lkey};
-  struct ibv_recv_wr wr = {.wr_id = ((uint64_t)i << 2) | TAG_CTL_RECV, .sg_list = &sge,
+  struct ibv_recv_wr wr = {.wr_id = ((uint64_t)i << 3) | RDMA_TAG_CTL_RECV, .sg_list = &sge,
                            .num_sge = 1},
                      *bad;
   if (ibv_post_recv(st->ud, &wr, &bad) != 0)
@@ -232,7 +229,7 @@ bool hccl__rdma_ctl_send(struct rdma_state *st, uint32_t peer, const struct rdma
     h.from = st->tx->rank;
     size_t n = hccl__rdma_msg_encode(&h, text, buf, st->ctl_max);
     struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = (uint32_t)n, .lkey = st->ctl_mr->lkey};
-    struct ibv_send_wr wr = {.wr_id = TAG_CTL_SEND, .sg_list = &sge, .num_sge = 1,
+    struct ibv_send_wr wr = {.wr_id = RDMA_TAG_CTL_SEND, .sg_list = &sge, .num_sge = 1,
                              .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED},
                        *bad;
     wr.wr.ud.ah = p->ah;
@@ -246,7 +243,7 @@ bool hccl__rdma_ctl_send(struct rdma_state *st, uint32_t peer, const struct rdma
 }
 
 int hccl__rdma_post_recv(struct rdma_link *l) {
-  struct ibv_recv_wr wr = {.wr_id = (uintptr_t)l | TAG_RECV, .sg_list = NULL, .num_sge = 0}, *bad;
+  struct ibv_recv_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_RECV, .sg_list = NULL, .num_sge = 0}, *bad;
   return ibv_post_recv(l->qp, &wr, &bad);
 }
 
@@ -272,7 +269,7 @@ HcclResult hccl__rdma_qp_new(struct rdma_state *st, struct rdma_link *l) {
                                 .qp_type = IBV_QPT_RC,
                                 .cap = {.max_send_wr = RDMA_SEND_WR,
                                         .max_recv_wr = RDMA_RECV_WR,
-                                        .max_send_sge = 1,
+                                        .max_send_sge = 2, /* a slot's header, the payload */
                                         .max_recv_sge = 1}};
   l->qp = v->create_qp(st->pd, &ia);
   if (!l->qp)

@@ -24,6 +24,7 @@ void hccl__rdma_poke(struct rdma_state *st, bool always) {
 static void wake_link(struct rdma_link *l) {
   hccl__wake_all(&l->acked);
   hccl__wake_all(&l->arrived);
+  hccl__wake_all(&l->written);
 }
 
 void hccl__rdma_wake_all(struct rdma_state *st) {

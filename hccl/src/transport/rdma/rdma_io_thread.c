@@ -27,14 +27,13 @@
 #include "rdma.h"
 #include "wait.h"
 
-enum { TAG_RECV = 0, TAG_SEND = 1, TAG_CTL_RECV = 2, TAG_CTL_SEND = 3 };
 
 /* A link someone waits on with nothing in flight is probed this often: a waiting receiver has
  * no work request of its own that could fail when the wire is cut or the peer's host dies. */
 #define PROBE_MS 1000
 
 static void on_ctl(struct rdma_state *st, const struct ibv_wc *wc) {
-  uint32_t i = (uint32_t)(wc->wr_id >> 2);
+  uint32_t i = (uint32_t)(wc->wr_id >> 3);
   if (wc->status != IBV_WC_SUCCESS) {
     if (wc->status != IBV_WC_WR_FLUSH_ERR) hccl__rdma_ctl_repost(st, i);
     return;
@@ -53,22 +52,24 @@ static void on_ctl(struct rdma_state *st, const struct ibv_wc *wc) {
 
 static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   int tag = (int)(wc->wr_id & 3);
-  if (tag == TAG_CTL_SEND) {
+  if (tag == RDMA_TAG_CTL_SEND) {
     atomic_fetch_add(&st->ctl_done, 1);
     return;
   }
-  if (tag == TAG_CTL_RECV) {
+  if (tag == RDMA_TAG_CTL_RECV) {
     on_ctl(st, wc);
     return;
   }
-  struct rdma_link *l = (struct rdma_link *)(uintptr_t)(wc->wr_id & ~(uint64_t)3);
-  if (tag == TAG_SEND) atomic_fetch_add(&l->sq_done, 1);
+  struct rdma_link *l = (struct rdma_link *)(uintptr_t)(wc->wr_id & ~(uint64_t)RDMA_TAG_MASK);
+  if (tag == RDMA_TAG_SEND) atomic_fetch_add(&l->sq_done, 1);
+  if (tag == RDMA_TAG_SEND && (wc->wr_id & RDMA_TAG_DATA) && wc->status == IBV_WC_SUCCESS)
+    hccl__post(&l->written, &l->flush_waiting, atomic_load(&l->written) + 1);
   if (wc->status != IBV_WC_SUCCESS) {
     /* The first error names the fault; what the queue pair flushes after it says nothing new. */
     if (!(wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&l->failed))) hccl__rdma_link_fail(st, l, wc->status);
     return;
   }
-  if (tag == TAG_SEND) return;
+  if (tag == RDMA_TAG_SEND) return;
   if (hccl__rdma_post_recv(l) != 0) hccl__rdma_link_fail(st, l, IBV_WC_GENERAL_ERR);
   uint32_t imm = ntohl(wc->imm_data);
   char why[400];
@@ -147,7 +148,7 @@ static void probe_waited(struct rdma_state *st, int64_t now, int64_t *last) {
       continue;
     if (!atomic_load(&l->recv_waiting) && !atomic_load(&l->send_waiting)) continue;
     if (atomic_load(&l->sq_posted) != atomic_load(&l->sq_done)) continue; /* those will tell */
-    struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | TAG_SEND,
+    struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
                              .sg_list = NULL,
                              .num_sge = 0,
                              .opcode = IBV_WR_RDMA_WRITE,
