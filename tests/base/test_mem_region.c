@@ -12,6 +12,8 @@
  *   threads     fork while another thread holds the regions' lock most of the time (it asks
  *               about a pointer in none of 400 regions, in a loop): the child can still
  *               allocate (the lock was not inherited held)
+ *   watch       HcclMemFree tells a watcher (a registration cache) the region's serial before
+ *               it unmaps it, and nothing once the watch is gone
  * Every child runs under an alarm; the whole program under another.
  */
 #include <pthread.h>
@@ -177,12 +179,40 @@ static void test_threads(void **state) {
     assert_int_equal(HcclMemFree(many[i]), HCCL_SUCCESS);
 }
 
+/* HcclMemFree tells each watcher the region's serial before it unmaps it (a transport's
+ * registration cache drops it then), and nothing after hccl__mem_unwatch. */
+static uint64_t g_seen[4];
+static int g_nseen;
+static void seen(void *arg, uint64_t serial) {
+  (void)arg;
+  if (g_nseen < 4) g_seen[g_nseen++] = serial;
+}
+
+static void test_watch(void **state) {
+  (void)state;
+  void *a, *b;
+  struct hccl_window w;
+  assert_int_equal(HcclMemAlloc(&a, 4096), HCCL_SUCCESS);
+  assert_int_equal(HcclMemAlloc(&b, 4096), HCCL_SUCCESS);
+  assert_true(hccl__mem_window(a, 1, &w));
+  uint64_t serial_a = w.serial;
+  g_nseen = 0;
+  int id = hccl__mem_watch(seen, NULL);
+  assert_true(id >= 0);
+  assert_int_equal(HcclMemFree(a), HCCL_SUCCESS);
+  assert_int_equal(g_nseen, 1);
+  assert_int_equal(g_seen[0], serial_a);
+  hccl__mem_unwatch(id);
+  assert_int_equal(HcclMemFree(b), HCCL_SUCCESS);
+  assert_int_equal(g_nseen, 1);
+}
+
 int main(void) {
   alarm(120);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_private),    cmocka_unit_test(test_child_new),
       cmocka_unit_test(test_grandchild), cmocka_unit_test(test_shows),
-      cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_threads),    cmocka_unit_test(test_watch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

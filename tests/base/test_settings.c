@@ -432,7 +432,8 @@ static void test_closest_name(void **state) {
       {"HCCL_ALOG", "HCCL_ALGO"},
       {"HCCL_TOPO", NULL},
       {"HCCL_TIMEOUT", NULL},
-      {"HCCL_RDMA_TC", NULL},
+      {"HCCL_RDMA_TCC", "HCCL_RDMA_TC"},
+      {"HCCL_RDMA_QOS", NULL},
       {"HCCL_FROBNICATE_WIDGETS", NULL},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

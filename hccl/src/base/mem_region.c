@@ -44,6 +44,37 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct region *regions;
 static unsigned long long next_serial = 1;
 
+/* Who watches frees (hccl__mem_watch), under their own mutex: a watcher's call may take its
+ * own locks, and the thread that looks a buffer up (hccl__mem_window, under mu) may hold
+ * those. */
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  void (*fn)(void *arg, uint64_t serial);
+  void *arg;
+} watchers[HCCL_MEM_WATCHERS];
+
+int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial), void *arg) {
+  pthread_mutex_lock(&watch_mu);
+  for (int i = 0; i < HCCL_MEM_WATCHERS; i++)
+    if (!watchers[i].fn) {
+      watchers[i].fn = fn;
+      watchers[i].arg = arg;
+      pthread_mutex_unlock(&watch_mu);
+      return i;
+    }
+  pthread_mutex_unlock(&watch_mu);
+  HCCL_WARN("%d watchers of HcclMemFree are in use: one more is not kept", HCCL_MEM_WATCHERS);
+  return -1;
+}
+
+void hccl__mem_unwatch(int id) {
+  if (id < 0 || id >= HCCL_MEM_WATCHERS) return;
+  pthread_mutex_lock(&watch_mu);
+  watchers[id].fn = NULL;
+  watchers[id].arg = NULL;
+  pthread_mutex_unlock(&watch_mu);
+}
+
 static void fork_prepare(void) {
   pthread_mutex_lock(&mu);
 }
@@ -129,6 +160,10 @@ HcclResult hccl__mem_free(void *ptr) {
   if (!r)
     return hccl__fail(HCCL_E_PARA, "HcclMemFree: %p was not returned by HcclMemAlloc (or was "
                                    "freed already)", ptr);
+  pthread_mutex_lock(&watch_mu);
+  for (int i = 0; i < HCCL_MEM_WATCHERS; i++)
+    if (watchers[i].fn) watchers[i].fn(watchers[i].arg, r->serial);
+  pthread_mutex_unlock(&watch_mu);
   munmap(r->base, r->bytes);
   close(r->fd);
   free(r);

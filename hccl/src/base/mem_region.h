@@ -34,6 +34,15 @@ struct hccl_window {
  * inherited through fork (copy-on-write here, so not what a peer would map). */
 bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w);
 
+/* Watching frees (a transport's registration cache, transport/rdma/rdma_reg.c, drops what it
+ * registered of a region before its pages go): fn(arg, serial) is called for each region
+ * HcclMemFree frees from now on, after the region left the list and before it is unmapped, on
+ * the freeing thread, until hccl__mem_unwatch. Returns the watch's id, or -1 (logged) when
+ * HCCL_MEM_WATCHERS are in use. _unwatch returns once no call of that watch runs. */
+#define HCCL_MEM_WATCHERS 64
+int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial), void *arg);
+void hccl__mem_unwatch(int id);
+
 /* The name every region's memfd carries, "hccl-mem-<serial>": a peer that opened the
  * descriptor through /proc checks it names the region it was told about. */
 #define HCCL_MEM_NAME_FMT "hccl-mem-%llu"

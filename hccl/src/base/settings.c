@@ -111,6 +111,61 @@ bad:
                     text);
 }
 
+HcclResult hccl__settings_parse_net(const char *text, enum hccl_net *out) {
+  static const struct {
+    const char *word;
+    enum hccl_net net;
+  } words[] = {{"auto", HCCL_NET_AUTO}, {"rdma", HCCL_NET_RDMA}, {"ib", HCCL_NET_RDMA},
+               {"roce", HCCL_NET_RDMA}, {"tcp", HCCL_NET_TCP},   {"socket", HCCL_NET_TCP}};
+  for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+    if (strcasecmp(text, words[i].word) == 0) {
+      *out = words[i].net;
+      return HCCL_SUCCESS;
+    }
+  return hccl__fail(HCCL_E_PARA,
+                    "HCCL_NET='%s' is not valid: use auto (RDMA between servers whose ranks both "
+                    "have an active RDMA port, else TCP), rdma (also IB or RoCE: RDMA or an "
+                    "error) or tcp (also Socket)",
+                    text);
+}
+
+/* The RDMA settings (transport/rdma/): HCCL's four knobs with HCCL's ranges and defaults
+ * (CANN's environment variable reference), and the device and GID index NCCL users set with
+ * NCCL_IB_HCA and NCCL_IB_GID_INDEX. */
+static HcclResult load_rdma(struct hccl_settings *s) {
+  const char *net = getenv("HCCL_NET");
+  s->net = HCCL_NET_AUTO;
+  if (net && *net) HCCL_TRY(hccl__settings_parse_net(net, &s->net));
+  int64_t v = 20;
+  HCCL_TRY(env_int_unit("HCCL_RDMA_TIMEOUT", 5, 20, "(the QP's timeout: 4.096 us x 2^value)",
+                        &v, NULL));
+  s->rdma_timeout = (int)v;
+  v = 7;
+  HCCL_TRY(env_int_unit("HCCL_RDMA_RETRY_CNT", 1, 7, "retries", &v, NULL));
+  s->rdma_retry_cnt = (int)v;
+  v = 132;
+  HCCL_TRY(env_int_unit("HCCL_RDMA_TC", 0, 255, "(DSCP x 4)", &v, NULL));
+  if (v % 4 != 0)
+    return hccl__fail(HCCL_E_PARA,
+                      "HCCL_RDMA_TC='%s' is not valid: it must be a multiple of 4 from 0 to 255 "
+                      "(the DSCP x 4: the low 2 bits of the traffic class are ECN's)",
+                      getenv("HCCL_RDMA_TC"));
+  s->rdma_tc = (int)v;
+  v = 4;
+  HCCL_TRY(env_int_unit("HCCL_RDMA_SL", 0, 7, "(the service level)", &v, NULL));
+  s->rdma_sl = (int)v;
+  v = -1;
+  HCCL_TRY(env_int_unit("HCCL_RDMA_GID_INDEX", 0, 255, "(an index of the port's GID table)", &v,
+                        NULL));
+  s->rdma_gid_index = (int)v;
+  const char *dev = getenv("HCCL_RDMA_DEVICE");
+  if (dev && strlen(dev) >= sizeof(s->rdma_device))
+    return hccl__fail(HCCL_E_PARA, "HCCL_RDMA_DEVICE='%s' is too long: at most %zu characters",
+                      dev, sizeof(s->rdma_device) - 1);
+  env_str("HCCL_RDMA_DEVICE", s->rdma_device, sizeof(s->rdma_device));
+  return HCCL_SUCCESS;
+}
+
 /* Every HCCL_* variable some part of this project reads or sets, the one list of them: a name
  * in the environment that starts with HCCL_ and is not here draws a warning (warn_unknown).
  * Each is documented in docs/settings.md; tests/base/test_settings.c greps the sources for a
@@ -122,6 +177,8 @@ const char *const hccl__settings_known[] = {
     "HCCL_TOPO_FILE", "HCCL_IF_IP", "HCCL_SOCKET_IFNAME", "HCCL_TRACE_FILE",
     "HCCL_FLIGHT_RECORDER_DIR", "HCCL_FLIGHT_RECORDER_ENTRIES", "HCCL_JOB_TOKEN",
     "HCCL_WHITELIST_DISABLE", "HCCL_WHITELIST_FILE", "HCCL_IF_BASE_PORT", "HCCL_LOG_LEVEL",
+    "HCCL_NET", "HCCL_RDMA_TIMEOUT", "HCCL_RDMA_RETRY_CNT", "HCCL_RDMA_TC", "HCCL_RDMA_SL",
+    "HCCL_RDMA_DEVICE", "HCCL_RDMA_GID_INDEX",
     /* npu-launch reads and sets for its ranks only HCCL_TOPO_FILE and HCCL_JOB_TOKEN (above);
      * torch_hccl, ddp and the perf programs read none. The build and the test suite: */
     "HCCL_BIN_DIR", "HCCL_TEST_INIT", "HCCL_TEST_SHARED", "HCCL_REDUCE_BENCH",
@@ -401,7 +458,7 @@ static HcclResult load_common(struct hccl_settings *s) {
   v = 60000;
   HCCL_TRY(env_int("HCCL_IF_BASE_PORT", 1, 65535, &v, NULL));
   s->base_port = (uint16_t)v;
-  return HCCL_SUCCESS;
+  return load_rdma(s);
 }
 
 HcclResult hccl__settings_load(struct hccl_settings *s) {

@@ -33,6 +33,17 @@ struct hccl_algo_setting {
   enum hccl_algo_choice level[2];
 };
 
+/* HCCL_NET: which transport carries the links between servers. */
+enum hccl_net {
+  HCCL_NET_AUTO = 0, /* RDMA when both ranks have an active port, else TCP */
+  HCCL_NET_RDMA = 1, /* RDMA or an error naming what was found */
+  HCCL_NET_TCP = 2   /* TCP only: no RDMA device is opened */
+};
+
+/* Parses an HCCL_NET value: auto; rdma (or NCCL_NET's IB, and RoCE); tcp (or NCCL_NET's
+ * Socket); case ignored. HCCL_E_PARA, logged, for anything else. */
+HcclResult hccl__settings_parse_net(const char *text, enum hccl_net *out);
+
 struct hccl_settings {
   int64_t connect_timeout_ms;    /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
   int64_t exec_timeout_ms;       /* HCCL_EXEC_TIMEOUT, seconds in the variable */
@@ -50,6 +61,15 @@ struct hccl_settings {
   char job_token[129];           /* HCCL_JOB_TOKEN, "" = none (bootstrap/trust.h) */
   bool whitelist_on;             /* HCCL_WHITELIST_DISABLE=0 */
   char whitelist_file[512];      /* HCCL_WHITELIST_FILE */
+  /* Between servers (transport/rdma/rdma.h): HCCL_NET chooses RDMA or TCP; the rest are the
+   * RDMA queue pairs' knobs, with HCCL's names, ranges and defaults where HCCL has them. */
+  enum hccl_net net;             /* HCCL_NET */
+  int rdma_timeout;              /* HCCL_RDMA_TIMEOUT: 4.096 us x 2^t per try, 5-20 */
+  int rdma_retry_cnt;            /* HCCL_RDMA_RETRY_CNT: 1-7 */
+  int rdma_tc;                   /* HCCL_RDMA_TC: traffic class (DSCP x 4), 0-255 */
+  int rdma_sl;                   /* HCCL_RDMA_SL: service level, 0-7 */
+  int rdma_gid_index;            /* HCCL_RDMA_GID_INDEX, -1 = RoCE v2 over IPv4, found */
+  char rdma_device[64];          /* HCCL_RDMA_DEVICE: "name" or "name:port", "" = first active */
 
   /* Rank variables; have_rank is false when none is set (a one-rank job). */
   bool have_rank;

@@ -25,9 +25,9 @@
  * info (base/peer.h) holds one blob of HCCL_CONN_BYTES per transport (conn[index]), which only
  * that transport writes (setup, listen_early) and reads (connect); the core copies blobs whole
  * and never reads one. Its layout is in the transport's own headers, which only its room
- * (transport/shm/, transport/tcp/) includes: the core sees transports through this header and
- * links.h alone, and asks what it needs before a communicator exists (the address a listener
- * binds, a listener opened early) through ops too.
+ * (transport/shm/, transport/tcp/, transport/rdma/) includes: the core sees transports through
+ * this header and links.h alone, and asks what it needs before a communicator exists (the
+ * address a listener binds, a listener opened early) through ops too.
  *
  * A transport never sees the communicator: it is given a transport context (struct
  * hccl_tctx), as NCCL hands a transport its connector and UCX an endpoint: this rank, the
@@ -53,7 +53,11 @@
 struct hccl_wait;
 struct sockaddr_storage;
 
-enum hccl_transport_index { HCCL_TRANSPORT_SHM = 0, HCCL_TRANSPORT_TCP = 1 };
+enum hccl_transport_index {
+  HCCL_TRANSPORT_SHM = 0,
+  HCCL_TRANSPORT_TCP = 1,
+  HCCL_TRANSPORT_RDMA = 2 /* built where <infiniband/verbs.h> was found (HCCL_HAVE_RDMA) */
+};
 
 /* The bytes of a conn blob an early listener writes (the op listen_early): a split's parent
  * round carries them for each split of every rank, so they are few; the rest of that blob is
@@ -247,6 +251,7 @@ extern const struct hccl_transport_ops *const hccl__transports[];
     } else
 extern const struct hccl_transport_ops hccl__transport_shm;
 extern const struct hccl_transport_ops hccl__transport_tcp;
+extern const struct hccl_transport_ops hccl__transport_rdma;
 
 /* The body of every transport's check_abort, over its abort mark: origin (the failed rank + 1;
  * 0: none), ready (reason written) and reason. Returns HCCL_SUCCESS when no abort is marked;

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# test_rdma_guest.sh - libhccl's RDMA transport on rxe0 (the kernel's software RoCE v2) in qemu
+# guests (tests/rdma/guest.sh), the links between servers forced onto RDMA (HCCL_NET=rdma), so a
+# rank that cannot use it fails instead of falling back to TCP.
+#
+#   one guest   pretend servers (tests/rdma/rdma_ranks.sh: a UTS namespace and hostname each):
+#               allreduce at 2 x 1, 2 x 2 and 4 x 1, every type x sum/prod/max/min/avg, out of
+#               place and in place, counts 1, odd and larger, each result checked (-c 1); every
+#               other collective program at 2 x 2; an allreduce of 4 MiB + 1 byte with
+#               HCCL_BUFFSIZE=1; `rdma resource show` after each job as before it (no QP, CQ or
+#               MR left). Then a rank killed (SIGKILL) in the middle of a 2 x 1 run: the other
+#               server's rank must fail within 30 s naming the network fault and its server.
+#   two guests  a 2 x 1 run over the wire between them, cut from the host (qemu's monitor:
+#               set_link n0 off) 25 s after the guests start: both ranks must fail naming the
+#               fault between hccl-guest0 and hccl-guest1 within HCCL_EXEC_TIMEOUT.
+#
+# The faults run with HCCL_RDMA_TIMEOUT=14 (67 ms a try) and HCCL_RDMA_RETRY_CNT=6: rxe takes a
+# retry count of 7 (HCCL's default) as "retry forever", which no hardware adapter does, so a
+# waiter there would only end at its HCCL_EXEC_TIMEOUT.
+# Skipped (77) where the guests cannot run (guest.sh says what to install), or where
+# tests/rdma/guest.sh is not in the tree.
+#
+#   bash tests/rdma/test_rdma_guest.sh BUILD_DIR
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+
+# ---- inside a guest: bash test_rdma_guest.sh --in-guest CASE BUILD ----
+if [ "${1:-}" = "--in-guest" ]; then
+  what=$2 build=$3
+  b=$build/bin
+  fails=0
+  run() {
+    local name=$1
+    shift
+    echo "## $name"
+    RDMA_RANKS_PEEK=1 bash "$here/rdma_ranks.sh" "$build" "$@" >/tmp/case.out 2>&1
+    local st=$?
+    grep -E "exited|Out of bounds|FAIL|ERROR" /tmp/case.out | sed 's/^/   /'
+    [ $st = 0 ] || { fails=$((fails + 1)); tail -40 /tmp/case.out; }
+    echo "## $name: status $st"
+  }
+  if [ "$what" = cases ]; then
+    run "2 x 1 allreduce, all types x ops" 2 1 -- "$b/allreduce_perf" -b 4 -e 3M -f 9 -n 1 -w 0 -d all -o all
+    run "2 x 2 allreduce, all types x ops" 2 2 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
+    run "4 x 1 allreduce, all types x ops" 4 1 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
+    for p in all_gather_perf alltoall_perf broadcast_perf reduce_perf reduce_scatter_perf sendrecv_perf; do
+      [ -x "$b/$p" ] && run "2 x 2 $p" 2 2 -- "$b/$p" -b 8 -e 1M -f 32 -n 1 -w 0 -d all -o all
+    done
+    HCCL_BUFFSIZE=1 run "2 x 1 allreduce of 4 MiB + 1 with HCCL_BUFFSIZE=1" 2 1 -- \
+      "$b/allreduce_perf" -b 4194305 -e 4194305 -n 2 -w 0 -d int8 -o all
+    # A rank killed: server 1's rank runs under timeout -s KILL.
+    echo "## a rank killed"
+    port=$((29700 + RANDOM % 200))
+    start=$(date +%s)
+    for k in 0 1; do
+      pre=()
+      [ $k = 1 ] && pre=(timeout -s KILL 8)
+      HCCL_NET=rdma HCCL_IF_IP=$GUEST_ADDR HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=6 \
+        HCCL_EXEC_TIMEOUT=60 unshare -u sh -c 'hostname "$0"; exec "$@"' "rdma-server$k" \
+        timeout 100 "$b/npu-launch" --nnodes 2 --node-rank $k --master-addr "$GUEST_ADDR" \
+        --master-port $port --device-list 0 -- "${pre[@]}" "$b/allreduce_perf" -b 256K \
+        -e 256K -n 100000 -w 0 -c 0 >/tmp/kill$k 2>&1 &
+    done
+    wait
+    took=$(($(date +%s) - start))
+    grep -h "ERROR" /tmp/kill0 | head -1 | sed 's/^/   /'
+    if grep -q "network fault between server rdma-server0 and server rdma-server1" /tmp/kill0 &&
+      [ $took -le 40 ]; then
+      echo "## a rank killed: named within ${took} s"
+    else
+      echo "## a rank killed: FAIL (${took} s)"
+      cat /tmp/kill0 /tmp/kill1
+      fails=$((fails + 1))
+    fi
+  else # cut: one server of a 2 x 1 run in each guest of a pair, until the wire is cut
+    master=$GUEST_ADDR
+    [ "$GUEST_ID" = 0 ] || master=$GUEST_PEER
+    HCCL_NET=rdma HCCL_IF_IP=$GUEST_ADDR HCCL_RDMA_TIMEOUT=14 HCCL_RDMA_RETRY_CNT=6 \
+      HCCL_EXEC_TIMEOUT=60 HCCL_CONNECT_TIMEOUT=60 timeout 150 "$b/npu-launch" --nnodes 2 \
+      --node-rank "$GUEST_ID" --master-addr "$master" --master-port 29611 --device-list 0 -- \
+      "$b/allreduce_perf" -b 256K -e 256K -n 100000 -w 0 -c 0 >/tmp/cut.out 2>&1
+    echo "status $?"
+    grep -h "ERROR" /tmp/cut.out | head -1
+    other=hccl-guest$((1 - GUEST_ID))
+    grep -q "network fault between server hccl-guest$GUEST_ID and server $other" /tmp/cut.out ||
+      fails=1
+  fi
+  exit $fails
+fi
+
+# ---- on the host ----
+build=$(cd "${1:?usage: test_rdma_guest.sh BUILD_DIR}" && pwd)
+if [ ! -f "$here/guest.sh" ]; then
+  echo "SKIP: tests/rdma/guest.sh (the qemu guests with rxe) is not in this tree"
+  exit 77
+fi
+# shellcheck source=tests/rdma/guest.sh
+. "$here/guest.sh"
+guest_check || exit 77
+guest_prepare "$build"
+rc=$?
+[ $rc = 0 ] || exit $rc
+fail=0
+
+echo "# one guest: pretend servers"
+guest_run "$build" -t 900 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
+
+echo "# two guests: the wire cut 25 s after they start"
+since=$(date +%s)
+(
+  for ((i = 0; i < 120; i++)); do
+    sock=$(find "$build/rdma-guest" -path "*/g0/monitor.sock" -newermt "@$since" 2>/dev/null | head -1)
+    [ -n "$sock" ] && break
+    sleep 0.5
+  done
+  sleep 25
+  python3 -c 'import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"set_link n0 off\n"); time.sleep(0.5)' "$sock" &&
+    echo "host: set_link n0 off"
+) &
+cutter=$!
+out=$(guest_pair "$build" -t 300 -- bash "$here/test_rdma_guest.sh" --in-guest cut "$build" 2>&1)
+st=$?
+wait $cutter
+echo "$out"
+[ $st = 0 ] || fail=$((fail + 1))
+[ $fail = 0 ] && echo "PASS" || echo "FAIL: $fail part(s)"
+exit $fail
