@@ -211,9 +211,10 @@ typedef struct {
   int64_t execTimeoutMs;    /* HCCL_EXEC_TIMEOUT, in milliseconds: one deadline per call, from
                              * the moment it starts running, for all of its waits */
   char commName[64];        /* shown in this communicator's log lines ("" = none) */
-  /* Where execTimeoutMs came from, as the user set it: a timeout's message names it so the
-   * user knows what to raise ("timeout= of init_process_group", torch_hccl's). "" names the
-   * field itself, "HcclCommConfig.execTimeoutMs". Read only with a non-zero execTimeoutMs. */
+  /* Where connectTimeoutMs and execTimeoutMs came from, as the user set them: a timeout's
+   * message names it so the user knows what to raise ("timeout= of init_process_group",
+   * torch_hccl's). "" names the field itself ("HcclCommConfig.execTimeoutMs" or
+   * ".connectTimeoutMs"). Read only for a timeout set non-zero here. */
   char timeoutSource[64];
 } HcclCommConfig;
 

@@ -462,7 +462,8 @@ static int never_joins_body(int rank, int nranks, void *argp) {
   RANK_CHECK(rc == HCCL_E_TIMEOUT && comm == NULL, "init returned %d (%s), want HCCL_E_TIMEOUT", rc,
              msg);
   RANK_CHECK(dt >= 1.5 && dt <= 4.0, "HCCL_CONNECT_TIMEOUT=2 but init gave up after %.2f s", dt);
-  RANK_CHECK(msg[0] != 0, "no message");
+  RANK_CHECK(strstr(msg, "(HCCL_CONNECT_TIMEOUT)"), "the message does not name the setting: %s",
+             msg);
   return 0;
 }
 
@@ -601,6 +602,7 @@ static void test_timeout_source(void **st) {
   struct hccl_settings s;
   memset(&s, 0, sizeof(s));
   snprintf(s.exec_timeout_src, sizeof(s.exec_timeout_src), "HCCL_EXEC_TIMEOUT");
+  snprintf(s.connect_timeout_src, sizeof(s.connect_timeout_src), "HCCL_CONNECT_TIMEOUT");
   HcclCommConfig cf;
   HcclCommConfigInit(&cf);
   assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
@@ -612,10 +614,19 @@ static void test_timeout_source(void **st) {
   assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
   assert_string_equal(s.exec_timeout_src, "timeout= of init_process_group");
   assert_int_equal(s.exec_timeout_ms, 3000);
+  assert_string_equal(s.connect_timeout_src, "HCCL_CONNECT_TIMEOUT"); /* not set: unchanged */
+  cf.connectTimeoutMs = 4000;
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_string_equal(s.connect_timeout_src, "timeout= of init_process_group");
+  assert_int_equal(s.connect_timeout_ms, 4000);
+  cf.timeoutSource[0] = 0;
+  assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
+  assert_string_equal(s.connect_timeout_src, "HcclCommConfig.connectTimeoutMs");
   /* Not NUL-terminated: the first 63 bytes. */
   memset(cf.timeoutSource, 'x', sizeof(cf.timeoutSource));
   assert_int_equal(hccl__comm_config_apply(&cf, &s), HCCL_SUCCESS);
   assert_int_equal(strlen(s.exec_timeout_src), sizeof(s.exec_timeout_src) - 1);
+  assert_int_equal(strlen(s.connect_timeout_src), sizeof(s.connect_timeout_src) - 1);
 }
 
 static void test_missing_peer(void **st) {

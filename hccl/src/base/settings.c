@@ -412,6 +412,7 @@ static HcclResult load_common(struct hccl_settings *s) {
   int64_t v = 120;
   HCCL_TRY(env_int_unit("HCCL_CONNECT_TIMEOUT", 1, 7200, "seconds", &v, NULL));
   s->connect_timeout_ms = v * 1000;
+  snprintf(s->connect_timeout_src, sizeof(s->connect_timeout_src), "HCCL_CONNECT_TIMEOUT");
   v = 1836;
   HCCL_TRY(env_int_unit("HCCL_EXEC_TIMEOUT", 1, 2147483, "seconds", &v, NULL));
   s->exec_timeout_ms = v * 1000;

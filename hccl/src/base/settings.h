@@ -46,6 +46,8 @@ HcclResult hccl__settings_parse_net(const char *text, enum hccl_net *out);
 
 struct hccl_settings {
   int64_t connect_timeout_ms;    /* HCCL_CONNECT_TIMEOUT, seconds in the variable */
+  char connect_timeout_src[64];  /* where connect_timeout_ms came from, as the user set it: the
+                                  * variable, or HcclCommConfig's timeoutSource */
   int64_t exec_timeout_ms;       /* HCCL_EXEC_TIMEOUT, seconds in the variable */
   char exec_timeout_src[64];     /* where exec_timeout_ms came from, as the user set it: the
                                   * variable, or HcclCommConfig's timeoutSource */

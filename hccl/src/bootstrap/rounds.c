@@ -626,7 +626,8 @@ void hccl__round_finish(struct hccl_rounds *rd, bool all_joined, bool failed) {
       hccl__log_quiet(0);
       free(val);
       if (res != HCCL_SUCCESS) {
-        HCCL_WARN("rank %u did not finish bootstrap within HCCL_CONNECT_TIMEOUT", r);
+        HCCL_WARN("rank %u did not finish bootstrap within %s", r,
+                  rd->timeout_name ? rd->timeout_name : "HCCL_CONNECT_TIMEOUT");
         break;
       }
     }

@@ -39,8 +39,11 @@ struct hccl_rounds {
   /* This rank's sockets to its tree parent and children: made by the first round, closed by
    * hccl__round_finish unless hccl__round_keep_tree took them. NULL until then. */
   struct hccl_tree *tree;
-  /* Set for a round over a kept tree (no store: store NULL): the setting whose value
-   * connect_timeout_ms holds, for the timeout message ("HCCL_EXEC_TIMEOUT"), and a check asked
+  /* The setting whose value connect_timeout_ms holds, as the user set it, for the timeout
+   * message: HCCL_CONNECT_TIMEOUT, a framework's own (torch's timeout=, HcclCommConfig's
+   * timeoutSource), "HCCL_EXEC_TIMEOUT" for a round over a kept tree; NULL: HCCL_CONNECT_TIMEOUT
+   * (or "the connect timeout" with an external store). Set for a round over a kept tree (no
+   * store: store NULL): a check asked
    * every 100 ms of a wait and after a peer's socket closes, whose failure (logged by it: the
    * communicator's abort, say) ends the round with its result. */
   const char *timeout_name;

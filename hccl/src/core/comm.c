@@ -284,6 +284,7 @@ static struct hccl_rounds rounds_of(const struct hccl_comm *c) {
                               .rank = c->rank,
                               .nranks = c->nranks,
                               .connect_timeout_ms = c->cfg.connect_timeout_ms,
+                              .timeout_name = c->cfg.connect_timeout_src,
                               .bind = bind};
 }
 

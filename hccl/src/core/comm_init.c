@@ -182,9 +182,9 @@ HcclResult hccl__comm_store_join(struct hccl_comm *c, const char *host, uint16_t
   }
   return hccl__fail(HCCL_E_TIMEOUT,
                     "rank %u could not join communicator '%s' at %s:%u within %lld s "
-                    "(HCCL_CONNECT_TIMEOUT): rank 0 never served it",
+                    "(%s): rank 0 never served it",
                     c->rank, c->key_prefix, host, port,
-                    (long long)(c->cfg.connect_timeout_ms / 1000));
+                    (long long)(c->cfg.connect_timeout_ms / 1000), c->cfg.connect_timeout_src);
 }
 
 /* Whether host names this machine: one of its interface addresses, or its host name. */
@@ -350,15 +350,20 @@ HcclResult hccl__comm_config_apply(const HcclCommConfig *cf, struct hccl_setting
         cf->connectTimeoutMs < 0 ? "connectTimeoutMs" : "execTimeoutMs",
         (long long)(cf->connectTimeoutMs < 0 ? cf->connectTimeoutMs : cf->execTimeoutMs));
   if (cf->bufferSizeMB) cfg->buffsize = (size_t)cf->bufferSizeMB << 20;
-  if (cf->connectTimeoutMs) cfg->connect_timeout_ms = cf->connectTimeoutMs;
+  /* Each timeout named as the user set it: the caller's timeoutSource (a framework's setting,
+   * as torch's timeout= sets both), else the field. */
+  size_t n = strnlen(cf->timeoutSource, sizeof(cf->timeoutSource));
+  if (cf->connectTimeoutMs) {
+    cfg->connect_timeout_ms = cf->connectTimeoutMs;
+    snprintf(cfg->connect_timeout_src, sizeof(cfg->connect_timeout_src), "%.*s",
+             n ? (int)n : (int)strlen("HcclCommConfig.connectTimeoutMs"),
+             n ? cf->timeoutSource : "HcclCommConfig.connectTimeoutMs");
+  }
   if (cf->execTimeoutMs) {
     cfg->exec_timeout_ms = cf->execTimeoutMs;
-    /* Named as the user set it: the caller's timeoutSource (a framework's setting), else the
-     * field. */
-    const char *src = cf->timeoutSource;
-    size_t n = strnlen(src, sizeof(cf->timeoutSource));
-    if (n == 0) src = "HcclCommConfig.execTimeoutMs", n = strlen(src);
-    snprintf(cfg->exec_timeout_src, sizeof(cfg->exec_timeout_src), "%.*s", (int)n, src);
+    snprintf(cfg->exec_timeout_src, sizeof(cfg->exec_timeout_src), "%.*s",
+             n ? (int)n : (int)strlen("HcclCommConfig.execTimeoutMs"),
+             n ? cf->timeoutSource : "HcclCommConfig.execTimeoutMs");
   }
   return HCCL_SUCCESS;
 }

@@ -201,13 +201,13 @@ static HcclResult rdma_connect(struct hccl_tctx *tx, uint32_t peer, int channel,
     HCCL_TRY(rdma_check_abort(tx, "connecting over RDMA"));
     if (hccl__now_ns() >= deadline)
       return hccl__fail(HCCL_E_TIMEOUT,
-                        "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (server %s) to "
+                        "rank %u waited %lld s (%s) for rank %u (server %s) to "
                         "answer its RDMA hello (%s port %d, GID %s to the peer's control queue "
                         "pair %u); check that rank %u runs and that the two servers' RDMA ports "
                         "reach each other (HCCL_RDMA_DEVICE, HCCL_RDMA_GID_INDEX choose them; "
                         "HCCL_NET=tcp avoids RDMA)",
-                        tx->rank, (long long)(tx->cfg->connect_timeout_ms / 1000), peer,
-                        tx->peers[peer].host, st->dev_name, st->port, st->gid_str,
+                        tx->rank, (long long)(tx->cfg->connect_timeout_ms / 1000),
+                        tx->cfg->connect_timeout_src, peer, tx->peers[peer].host, st->dev_name, st->port, st->gid_str,
                         p->blob.ud_qpn, peer);
     usleep(200);
   }

@@ -312,10 +312,11 @@ static HcclResult tcp_connect(struct hccl_tctx *tx, uint32_t peer, int channel, 
   } else if (hccl__now_ns() >= deadline) {
     hccl__tcp_peer_addr(st, peer, &(struct sockaddr_storage){0});
     r = hccl__fail(HCCL_E_TIMEOUT,
-                   "rank %u waited %lld s (HCCL_CONNECT_TIMEOUT) for rank %u (host %s) to "
+                   "rank %u waited %lld s (%s) for rank %u (host %s) to "
                    "connect to %s; check that rank %u runs and that its server reaches this "
                    "address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
-                   tx->rank, (long long)(tx->cfg->connect_timeout_ms / 1000), peer,
+                   tx->rank, (long long)(tx->cfg->connect_timeout_ms / 1000),
+                   tx->cfg->connect_timeout_src, peer,
                    tx->peers[peer].host, st->peers[tx->rank].addr, peer);
   }
 out:

@@ -63,10 +63,11 @@ HcclResult hccl__tcp_dial(struct tcp_state *st, uint32_t peer, uint32_t channel,
   if (hccl__tcp_connect(&to, deadline, &fd, &err) != HCCL_SUCCESS)
     return hccl__fail(HCCL_E_TCP_CONNECT,
                       "rank %u cannot connect to rank %u (host %s) at %s within %lld s "
-                      "(HCCL_CONNECT_TIMEOUT): %s; check that the servers reach each other at "
+                      "(%s): %s; check that the servers reach each other at "
                       "that address (HCCL_IF_IP / HCCL_SOCKET_IFNAME choose it)",
                       tx->rank, peer, tx->peers[peer].host, addr,
-                      (long long)(tx->cfg->connect_timeout_ms / 1000), strerror(err));
+                      (long long)(tx->cfg->connect_timeout_ms / 1000),
+                      tx->cfg->connect_timeout_src, strerror(err));
   struct hccl_tcp_hello h = st->acc.expect; /* the same ids, this rank, the channel */
   h.channel = channel;
   if (hccl__tcp_write_all(fd, &h, sizeof(h), deadline) != HCCL_SUCCESS) {
