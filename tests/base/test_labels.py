@@ -14,7 +14,8 @@ when:
     says nothing, or a row names no file;
   - a test has no row in tests/README.md's time table (between `<!-- suite-times: begin -->`
     and `<!-- suite-times: end -->`, written by scripts/suite_times.py from ctest's JUnit
-    reports), or a row there names no test of this build or of tests/CMakeLists.txt.
+    reports), or a row there names no test of this build or of tests/CMakeLists.txt;
+  - README.md's count of the quick set ("the quick set (N tests") is not this build's.
 
     test_labels.py --build BUILD_DIR --root SOURCE_DIR [--ctest CTEST]
 """
@@ -157,9 +158,17 @@ def main():
             continue
         errors.append("tests/README.md: row for '%s', which is no test of this build or of "
                       "tests/CMakeLists.txt" % name)
+    counts = {s: sum(1 for l in tests.values() if s in l) for s in SPEEDS}
+    said = re.findall(r"the quick set \((\d+) tests",
+                      open(os.path.join(a.root, "README.md"), encoding="utf-8").read())
+    if not said:
+        errors.append("README.md: no count of the quick set ('the quick set (N tests')")
+    for n in said:
+        if int(n) != counts["quick"]:
+            errors.append("README.md says the quick set has %s tests; this build has %d"
+                          % (n, counts["quick"]))
     for e in errors:
         print("FAIL:", e)
-    counts = {s: sum(1 for l in tests.values() if s in l) for s in SPEEDS}
     print("%d tests: %s" % (len(tests), ", ".join("%d %s" % (counts[s], s) for s in SPEEDS)))
     return 1 if errors else 0
 
