@@ -22,7 +22,8 @@
 # 10.233.0.1 and 10.233.0.2/24, a virtio-net pair joined by qemu's socket netdev on the host's
 # loopback. Those addresses live only inside the guests: no guest has a device to the outside
 # (-nic none), and the wire's listening end is bound to 127.0.0.1. Writable in a guest: /tmp,
-# /run, /var/tmp, /dev/shm (memory of its own) and GUEST_OUT (BUILD/rdma-guest/run.*/gK, kept
+# /run, /var/tmp, /dev/shm (memory of its own; the build and source trees stay visible, read-only,
+# when they lie under the host's /tmp, as a clone there does) and GUEST_OUT (BUILD/rdma-guest/run.*/gK, kept
 # when the command fails, else removed).
 #
 # cmd's output is printed after the guest stops (each line with "[gK] " in `pair`), then one
@@ -138,8 +139,12 @@ while read -r ko args; do
   insmod "/lib/modules/$ko" $args || echo "init: insmod $ko failed"
 done </modules
 run=
+keep=
 for a in $(cat /proc/cmdline); do
-  case $a in hccl.run=*) run=${a#hccl.run=} ;; esac
+  case $a in
+    hccl.run=*) run=${a#hccl.run=} ;;
+    hccl.keep=*) keep=${a#hccl.keep=} ;;
+  esac
 done
 r=/root
 if mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroot $r; then
@@ -148,7 +153,13 @@ if mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize=512000,cache=loose host
   mount -t devtmpfs dev $r/dev
   mkdir -p $r/dev/pts $r/dev/shm
   mount -t devpts devpts $r/dev/pts
+  # The host's folders under /tmp the command needs (hccl.keep=, colon-separated: a clone or
+  # build tree there) stay visible through the guest's own /tmp, read-only as the rest.
+  mkdir -p /hosttmp && mount -o bind $r/tmp /hosttmp
   for m in /dev/shm /tmp /run /var/tmp; do mount -t tmpfs -o mode=1777 tmpfs $r$m; done
+  for d in $(echo "$keep" | tr : ' '); do
+    mkdir -p "$r$d" && mount -o bind "/hosttmp${d#/tmp}" "$r$d" || echo "init: cannot show $d"
+  done
   mkdir -p "$r$run"
   if mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out "$r$run"; then
     chroot $r /bin/bash "$run/guest-run.sh" </dev/null
@@ -213,13 +224,18 @@ EOF
 # IO-APIC timer check and panic at boot ("IO-APIC + timer doesn't work!", seen 2026-12-06 with
 # the suite running beside it); the check is for broken hardware, not for an emulated board.
 guest_qemu() {
-  local dir=$1 out=$2 t=$3
+  local dir=$1 out=$2 t=$3 keep="" p
   shift 3
+  # What lies under the host's /tmp (a clone there: CI's, a user's) is shown in the guest too.
+  for p in "$dir/.." "$(dirname "$GUEST_SELF")/../.." "$PWD"; do
+    p=$(cd "$p" && pwd -P)
+    case $p in /tmp/*) keep="$keep${keep:+:}$p" ;; esac
+  done
   timeout -k 10 "$t" qemu-system-x86_64 -accel tcg,thread=multi -cpu max \
     -smp "${GUEST_SMP:-2}" -m "${GUEST_MEM:-2048}" -nographic -no-reboot \
     -serial "file:$out/console.log" -monitor "unix:$out/monitor.sock,server=on,wait=off" \
     -kernel "$dir/kernel/boot/vmlinuz-$(cat "$dir/kver")" -initrd "$dir/initrd.gz" \
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check hccl.run=$out" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check hccl.run=$out${keep:+ hccl.keep=$keep}" \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
     "$@" </dev/null >"$out/qemu.log" 2>&1 &
