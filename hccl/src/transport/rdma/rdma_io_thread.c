@@ -107,10 +107,8 @@ static void on_async(struct rdma_state *st) {
       atomic_store(&st->port_down, 1);
       for (uint32_t r = 0; r < tx->nranks; r++) {
         if (!atomic_load(&st->peers[r].link[0]) && !atomic_load(&st->peers[r].link[1])) continue;
-        snprintf(why, sizeof(why), "network fault between server %s and server %s (rank %u): %s "
-                 "port %d of server %s (%s)", tx->peers[tx->rank].host, tx->peers[r].host, r,
-                 st->dev_name, st->port, tx->peers[tx->rank].host,
-                 t == IBV_EVENT_PORT_ERR ? "went down" : "failed: device fatal error");
+        hccl__rdma_port_why(st, r, t == IBV_EVENT_PORT_ERR ? "went down" :
+                                "failed (device fatal error)", why, sizeof(why));
         hccl__rdma_peer_down(st, r, why);
       }
     } else if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
@@ -126,6 +124,7 @@ static void on_async(struct rdma_state *st) {
         hccl__rdma_peer_down(st, l->base.peer, why);
       }
     } else if (t == IBV_EVENT_PORT_ACTIVE) {
+      atomic_store(&st->port_down, 0);
       HCCL_INFO("RDMA rank %u: %s port %d is active again", tx->rank, st->dev_name, st->port);
     }
     st->v->ack_async_event(&ev);
