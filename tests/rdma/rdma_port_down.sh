@@ -25,7 +25,7 @@ mkdir -p "$out"
 port=$((29800 + RANDOM % 100))
 pids=()
 for k in 0 1; do
-  HCCL_NET=rdma HCCL_IF_IP=$GUEST_ADDR HCCL_EXEC_TIMEOUT=$limit HCCL_CONNECT_TIMEOUT=60 \
+  HCCL_NET=${HCCL_NET:-rdma} HCCL_IF_IP=$GUEST_ADDR HCCL_EXEC_TIMEOUT=$limit HCCL_CONNECT_TIMEOUT=60 \
     unshare -u sh -c 'hostname "$0"; exec "$@"' "rdma-server$k" \
     timeout -k 5 200 "$b/npu-launch" --nnodes 2 --node-rank $k --master-addr "$GUEST_ADDR" \
     --master-port $port --device-list 0,1 --on-failure continue --log-dir "$out/server$k" -- \
