@@ -41,11 +41,11 @@ sleep 2
 echo "   queue pairs up after ~$((i / 2)) s: $(rdma resource show qp | grep -c 'type RC') RC"
 cut=$(date +%s.%N)
 ip link set "$dev" down
-echo "   ip link set $dev down; rdma link: $(rdma link show rxe0/1 | grep -o 'state [A-Z]*')"
+echo "   ip link set $dev down; rdma link: $(rdma link show rxe0/1 | grep -o '^link [^ ]* state [A-Z]*')"
 for p in "${pids[@]}"; do wait "$p"; done
 took=$(awk -v a="$cut" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 ip link set "$dev" up
-echo "   every launcher ended ${took} s after the cut; $dev up again: $(rdma link show rxe0/1 | grep -o 'state [A-Z]*')"
+echo "   every launcher ended ${took} s after the cut; $dev up again: $(rdma link show rxe0/1 | grep -o '^link [^ ]* state [A-Z]*')"
 fails=0
 for k in 0 1; do
   for r in $((2 * k)) $((2 * k + 1)); do
