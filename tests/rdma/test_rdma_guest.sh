@@ -115,7 +115,7 @@ rc=$?
 fail=0
 
 echo "# one guest: pretend servers"
-guest_run "$build" -t 900 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
+guest_run "$build" -t 1400 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
 
 echo "# two guests: the wire cut 25 s after they start"
 since=$(date +%s)
