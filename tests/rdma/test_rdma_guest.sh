@@ -10,6 +10,9 @@
 #               HCCL_BUFFSIZE=1; `rdma resource show` after each job as before it (no QP, CQ or
 #               MR left). Then a rank killed (SIGKILL) in the middle of a 2 x 1 run: the other
 #               server's rank must fail within 30 s naming the network fault and its server.
+#               torch DDP at 2 x 1 over RDMA equal to gloo's bit for bit (rdma_torch.sh; 77
+#               there without torch counts as passed). The port going down under every rank
+#               of a 2 x 2 run: each names it within HCCL_EXEC_TIMEOUT (rdma_port_down.sh).
 #   two guests  a 2 x 1 run over the wire between them, cut from the host (qemu's monitor:
 #               set_link n0 off) 25 s after the guests start: both ranks must fail naming the
 #               fault between hccl-guest0 and hccl-guest1 within HCCL_EXEC_TIMEOUT.
@@ -72,6 +75,15 @@ if [ "${1:-}" = "--in-guest" ]; then
       cat /tmp/kill0 /tmp/kill1
       fails=$((fails + 1))
     fi
+    # Cases in files of their own (each header says what it checks); the port down last, as it
+    # takes the guest's port down (and up again).
+    for c in rdma_torch.sh rdma_port_down.sh; do
+      echo "## $c"
+      bash "$here/$c" "$build"
+      st=$?
+      [ $st = 0 ] || [ $st = 77 ] || fails=$((fails + 1))
+      echo "## $c: status $st"
+    done
   else # cut: one server of a 2 x 1 run in each guest of a pair, until the wire is cut
     master=$GUEST_ADDR
     [ "$GUEST_ID" = 0 ] || master=$GUEST_PEER
@@ -103,7 +115,7 @@ rc=$?
 fail=0
 
 echo "# one guest: pretend servers"
-guest_run "$build" -t 900 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
+guest_run "$build" -t 1400 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
 
 echo "# two guests: the wire cut 25 s after they start"
 since=$(date +%s)

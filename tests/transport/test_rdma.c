@@ -6,7 +6,8 @@
  * wraps), the MTU agreed, the GID chosen (RoCE v2 over IPv4 first), the device chosen and the
  * message naming what was found. Where the build has the transport (HCCL_HAVE_RDMA): a missing
  * libibverbs named, and on a host without an RDMA device (this one) the error of a rank that
- * asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and tcp quietly leave the links to TCP.
+ * asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and tcp quietly leave the links to TCP;
+ * the words naming a peer lost to this server's own port going down.
  * The data path itself runs only on a device: tests/rdma/ (a guest with soft-RoCE).
  */
 #include <setjmp.h>
@@ -404,6 +405,27 @@ static void test_asked_for_rdma(void **state) {
     o->teardown(&t.tx);
   }
 }
+
+/* A peer lost because this server's own port went down is named as a network fault between
+ * the two servers that says whose port it was (rdma_fail.c; the async event's words and a
+ * failed work request's while the port is down; tests/rdma/rdma_port_down.sh on a device). */
+static void test_port_why(void **state) {
+  (void)state;
+  struct two t;
+  two_servers(&t, HCCL_NET_RDMA);
+  struct rdma_state st;
+  memset(&st, 0, sizeof(st));
+  st.tx = &t.tx;
+  st.port = 1;
+  snprintf(st.dev_name, sizeof(st.dev_name), "rxe0");
+  char why[400];
+  hccl__rdma_port_why(&st, 1, "went down", why, sizeof(why));
+  assert_string_equal(why, "network fault between server server0 and server server1 (rank 1): "
+                           "rxe0 port 1 of server server0 went down");
+  char small[40];
+  hccl__rdma_port_why(&st, 1, "went down", small, sizeof(small));
+  assert_int_equal(strlen(small), sizeof(small) - 1);
+}
 #endif
 
 int main(void) {
@@ -417,6 +439,7 @@ int main(void) {
 #ifdef HCCL_HAVE_RDMA
       cmocka_unit_test_setup(test_no_library, clean_env),
       cmocka_unit_test_setup(test_asked_for_rdma, clean_env),
+      cmocka_unit_test(test_port_why),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -231,6 +231,10 @@ void *hccl__rdma_io_main(void *arg);
 
 /* A work request of l failed with status: l failed, its peer down with the fault named. */
 void hccl__rdma_link_fail(struct rdma_state *st, struct rdma_link *l, enum ibv_wc_status status);
+/* why = "network fault between server <this> and server <peer's> (rank <peer>): <dev> port <p>
+ * of server <this> <what>": a peer lost because this server's own port went down or failed. */
+void hccl__rdma_port_why(const struct rdma_state *st, uint32_t peer, const char *what, char *why,
+                         size_t len);
 /* The peer is gone or unreachable: records why once, wakes every waiter on its links. */
 void hccl__rdma_peer_down(struct rdma_state *st, uint32_t peer, const char *why);
 /* Wakes every waiter on every link (an abort). */

@@ -1,11 +1,14 @@
 /*
  * rdma_fail.c - the RDMA transport's failures and wake-ups: a peer marked down once, with its
  * reason (a failed work request named as a fault: retry count exceeded is a network fault
- * between the two servers, as TCP names one), every waiter on its links woken; every link's
+ * between the two servers, as TCP names one; any failure while this server's own port is down is
+ * that port going down, in the words of the port's async event), every waiter on its links
+ * woken; every link's
  * waiters woken (an abort); the completion thread woken. The floor of the room's calls: called
  * by rdma.c, rdma_conn.c, rdma_data.c and rdma_io_thread.c, calling none of them.
  */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -45,6 +48,24 @@ void hccl__rdma_peer_down(struct rdma_state *st, uint32_t peer, const char *why)
   }
 }
 
+void hccl__rdma_port_why(const struct rdma_state *st, uint32_t peer, const char *what, char *why,
+                         size_t len) {
+  const struct hccl_tctx *tx = st->tx;
+  const char *me = tx->peers[tx->rank].host;
+  snprintf(why, len, "network fault between server %s and server %s (rank %u): %s port %d of "
+           "server %s %s", me, tx->peers[peer].host, peer, st->dev_name, st->port, me, what);
+}
+
+/* Whether this server's port is down now. A work request that fails while it is (on rxe: a
+ * local QP operation error, as the route through the netdev under it is gone) is named as the
+ * port going down, whichever of the two the completion thread reads first: it reads the async
+ * event only when idle, and the failed completion, queued at the same moment, comes first. */
+static bool port_is_down(struct rdma_state *st) {
+  if (atomic_load(&st->port_down)) return true;
+  struct ibv_port_attr pa;
+  return st->v->query_port(st->ctx, (uint8_t)st->port, &pa) == 0 && pa.state != IBV_PORT_ACTIVE;
+}
+
 /* A work request of l failed: the peer is down, with the fault named. */
 void hccl__rdma_link_fail(struct rdma_state *st, struct rdma_link *l, enum ibv_wc_status status) {
   struct hccl_tctx *tx = st->tx;
@@ -53,7 +74,12 @@ void hccl__rdma_link_fail(struct rdma_state *st, struct rdma_link *l, enum ibv_w
   const char *me = tx->peers[tx->rank].host, *them = tx->peers[peer].host;
   char why[400];
   atomic_store(&l->failed, 1);
-  if (status == IBV_WC_RETRY_EXC_ERR)
+  if (port_is_down(st)) {
+    hccl__rdma_port_why(st, peer, "went down", why, sizeof(why));
+    size_t n = strlen(why);
+    snprintf(why + n, sizeof(why) - n, " (a work request failed: %s)",
+             st->v->wc_status_str(status));
+  } else if (status == IBV_WC_RETRY_EXC_ERR)
     snprintf(why, sizeof(why),
              "network fault between server %s and server %s (rank %u): RDMA retry count "
              "exceeded, no acknowledgement after %d tries of %.1f ms (HCCL_RDMA_RETRY_CNT, "

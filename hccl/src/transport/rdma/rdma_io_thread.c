@@ -14,7 +14,9 @@
  *
  * A failed work request names the fault: retry count exceeded is a network fault between the
  * two servers (a cut cable, a port down, a dead host), as TCP names one; the peer is marked down
- * with it and every waiter on its links woken, so each wait fails naming the server.
+ * with it and every waiter on its links woken, so each wait fails naming the server. A local
+ * error waits up to 200 ms for the port's async event first, so that a port going down is named
+ * as such (on rxe the failed send comes before the event).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -50,6 +52,24 @@ static void on_ctl(struct rdma_state *st, const struct ibv_wc *wc) {
   hccl__rdma_ctl_repost(st, i);
 }
 
+static void on_async(struct rdma_state *st);
+
+/* Whether a failed completion is the adapter's own (local) error: what a port going down gives
+ * on rxe (the route through the netdev under it fails before the port's event is raised). */
+static bool local_error(enum ibv_wc_status s) {
+  return s == IBV_WC_LOC_QP_OP_ERR || s == IBV_WC_LOC_LEN_ERR || s == IBV_WC_LOC_PROT_ERR ||
+         s == IBV_WC_LOC_EEC_OP_ERR || s == IBV_WC_GENERAL_ERR;
+}
+
+/* Before a local error is named: the port's async event, if it comes within 200 ms, names
+ * every peer first (rdma_fail.c also asks the port's state; this covers the moment between
+ * the route's failure and the port's state changing). Errors end the job, so the wait is paid
+ * once. */
+static void await_port_event(struct rdma_state *st) {
+  struct pollfd pf = {.fd = st->ctx->async_fd, .events = POLLIN};
+  if (poll(&pf, 1, 200) > 0) on_async(st);
+}
+
 static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   int tag = (int)(wc->wr_id & 3);
   if (tag == RDMA_TAG_CTL_SEND) {
@@ -66,7 +86,9 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
     hccl__post(&l->written, &l->flush_waiting, atomic_load(&l->written) + 1);
   if (wc->status != IBV_WC_SUCCESS) {
     /* The first error names the fault; what the queue pair flushes after it says nothing new. */
-    if (!(wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&l->failed))) hccl__rdma_link_fail(st, l, wc->status);
+    if (wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&l->failed)) return;
+    if (local_error(wc->status) && !atomic_load(&st->port_down)) await_port_event(st);
+    hccl__rdma_link_fail(st, l, wc->status);
     return;
   }
   if (tag == RDMA_TAG_SEND) return;
@@ -107,10 +129,8 @@ static void on_async(struct rdma_state *st) {
       atomic_store(&st->port_down, 1);
       for (uint32_t r = 0; r < tx->nranks; r++) {
         if (!atomic_load(&st->peers[r].link[0]) && !atomic_load(&st->peers[r].link[1])) continue;
-        snprintf(why, sizeof(why), "network fault between server %s and server %s (rank %u): %s "
-                 "port %d of server %s (%s)", tx->peers[tx->rank].host, tx->peers[r].host, r,
-                 st->dev_name, st->port, tx->peers[tx->rank].host,
-                 t == IBV_EVENT_PORT_ERR ? "went down" : "failed: device fatal error");
+        hccl__rdma_port_why(st, r, t == IBV_EVENT_PORT_ERR ? "went down" :
+                                "failed (device fatal error)", why, sizeof(why));
         hccl__rdma_peer_down(st, r, why);
       }
     } else if (t == IBV_EVENT_QP_FATAL || t == IBV_EVENT_QP_REQ_ERR ||
@@ -126,6 +146,7 @@ static void on_async(struct rdma_state *st) {
         hccl__rdma_peer_down(st, l->base.peer, why);
       }
     } else if (t == IBV_EVENT_PORT_ACTIVE) {
+      atomic_store(&st->port_down, 0);
       HCCL_INFO("RDMA rank %u: %s port %d is active again", tx->rank, st->dev_name, st->port);
     }
     st->v->ack_async_event(&ev);
