@@ -1,7 +1,7 @@
 /*
  * comm.c - a communicator's life: made (hccl__comm_alloc), bootstrapped, aborted, destroyed,
- * and its getters. The entry points that make one (root info, environment, rank table, the
- * caller's store) are comm_init.c's. The order of the bootstrap: the rounds through the store
+ * and its getters (a transport's counters too). The entry points that make one (root info,
+ * environment, rank table, the caller's store) are comm_init.c's. The order of the bootstrap: the rounds through the store
  * (bootstrap/rounds.c), the settings every rank must share, the placement on servers, devices
  * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
@@ -483,3 +483,32 @@ GETTER(HcclGetRankId, uint32_t, comm->rank)
 GETTER(HcclGetDeviceId, int32_t, comm->device)
 GETTER(HcclGetLocalRankSize, uint32_t, comm->local_nranks)
 GETTER(HcclGetLocalRankId, uint32_t, comm->local_rank)
+
+/* The transport of that name in the priority table (hccl__transports) answers; the names the
+ * table may hold are known even where one was not built. */
+HcclResult HcclGetCommTransportStats(HcclComm comm, const char *transport,
+                                     HcclTransportStats *stats) {
+  if (!comm || !transport || !stats)
+    return hccl__fail(HCCL_E_PTR, "HcclGetCommTransportStats: %s is NULL",
+                      !comm ? "comm" : !transport ? "transport" : "stats");
+  static const char *const known[] = {"shm", "tcp", "rdma"};
+  bool named = false;
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    named = named || strcmp(transport, known[i]) == 0;
+  if (!named)
+    return hccl__fail(HCCL_E_PARA, "HcclGetCommTransportStats: no transport is called '%s': "
+                      "use rdma, tcp or shm", transport);
+  for (const struct hccl_transport_ops *const *t = hccl__transports; *t; t++) {
+    if (strcmp((*t)->name, transport) != 0) continue;
+    if (!(*t)->stats) break;
+    HcclTransportStats s = {0};
+    (*t)->stats(&comm->tx, &s);
+    *stats = s;
+    return HCCL_SUCCESS;
+  }
+  return hccl__fail(HCCL_E_NOT_SUPPORT, "HcclGetCommTransportStats: the %s transport %s",
+                    transport,
+                    strcmp(transport, "rdma") == 0 ? "was not built into this libhccl (no "
+                                                     "<infiniband/verbs.h> at build time)"
+                                                   : "keeps no counters");
+}

@@ -251,6 +251,16 @@ static void rdma_connected(struct hccl_tctx *tx) {
               atomic_load(&st->nlinks));
 }
 
+/* The counters (rdma.h), for HcclGetCommTransportStats; zeros where RDMA is not used. */
+static void rdma_stats(const struct hccl_tctx *tx, HcclTransportStats *out) {
+  struct rdma_state *st = hccl__rdma_state_of(tx);
+  if (!st) return;
+  out->links = (uint32_t)atomic_load(&st->nlinks);
+  out->bytesSent = atomic_load(&st->bytes_sent);
+  out->bytesCopiedSend = atomic_load(&st->bytes_copied_send);
+  out->bytesCopiedRecv = atomic_load(&st->bytes_copied_recv);
+}
+
 static void rdma_close(struct hccl_link *base) {
   (void)base; /* links live until teardown, which stops the thread first */
 }
@@ -322,6 +332,7 @@ const struct hccl_transport_ops hccl__transport_rdma = {
     .wait_check = hccl__rdma_wait_check,
     .close = rdma_close,
     .teardown = rdma_teardown,
+    .stats = rdma_stats,
     /* A model, not a measurement (no RDMA NIC here): a few microseconds a hop and 100 Gb/s. */
     .alpha_ns = 5000.0,
     .beta_ns = 0.08,
