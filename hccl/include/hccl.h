@@ -501,10 +501,11 @@ typedef struct {
  * the algorithm receives in place: a broadcast, an allgather of two ranks, HcclRecv); other
  * memory, or an algorithm step that reduces, goes through slots: (bytesCopiedSend +
  * bytesCopiedRecv) / bytesSent, summed over ranks, is about 2 then. All zero where the
- * transport is not used by comm. HCCL_E_NOT_SUPPORT for a transport that counts nothing (tcp,
- * where the kernel copies anyway, and shm, whose slots are the transfer) or was not built
- * (rdma without <infiniband/verbs.h>); HCCL_E_PARA for another name; HCCL_E_PTR for a NULL
- * argument. Never waits; may be called from any thread while calls run. */
+ * transport is not used by comm (rdma: one server, HCCL_NET=tcp, no port, or a libhccl built
+ * without <infiniband/verbs.h>). HCCL_E_NOT_SUPPORT for a transport that counts nothing (tcp,
+ * where the kernel copies anyway, and shm, whose slots are the transfer); HCCL_E_PARA for
+ * another name; HCCL_E_PTR for a NULL argument. Never waits; may be called from any thread
+ * while calls run. */
 HCCL_API HcclResult HcclGetCommTransportStats(HcclComm comm, const char *transport,
                                               HcclTransportStats *stats);
 
