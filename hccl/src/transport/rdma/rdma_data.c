@@ -20,7 +20,9 @@
  * id + 1) and its payload straight into the receiver's buffer with the immediate, and
  * recv_acquire returns that place, so the caller's copy to it is none. Messages the sender wrote
  * before it read the entry stay in their slots (post = 0): the header says which, message by
- * message, so both kinds keep their order.
+ * message, so both kinds keep their order. Once a message went into a posted receive, the next
+ * one no entry covers waits a little for the receiver's next entry (wait_post), so a stream of
+ * posted receives stays zero copy although each is announced when its receive starts.
  *
  * recv_release returns a credit: a SEND with immediate {released count}, no payload, posted by
  * the releasing thread; the sender's thread publishes it as `acked`. A sender has at most 8
@@ -138,6 +140,53 @@ static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t
   }
 }
 
+/* Whether a message with bytes should wait for the receiver's next posted receive: the last
+ * one went into a posted receive, and no entry read covers this one (l->sent). */
+static bool post_expected(const struct rdma_link *l) {
+  return l->expect_post && !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->sent));
+}
+
+/* How long message l->sent may wait for a posted receive: 4 times what such waits took lately,
+ * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS (rdma.h). */
+static int64_t post_limit(const struct rdma_link *l) {
+  int64_t limit = 4 * l->post_wait_ns;
+  if (l->post_wait_ns == 0 || limit > RDMA_POST_WAIT_NS) limit = RDMA_POST_WAIT_NS;
+  return limit < RDMA_POST_WAIT_MIN_NS ? RDMA_POST_WAIT_MIN_NS : limit;
+}
+
+/* When message l->sent began to wait (now, on its first look). */
+static int64_t wait_began(struct rdma_link *l, int64_t now) {
+  if (l->wait_seq != l->sent || l->wait_since == 0) {
+    l->wait_seq = l->sent;
+    l->wait_since = now;
+  }
+  return l->wait_since;
+}
+
+/* A short rendezvous: where the receiver has been posting its buffers, the next entry is
+ * usually on its way (the receiver posts when its receive starts, and the sender may start
+ * first), and a message written before it comes lands in a slot the receiver copies out of.
+ * So message l->sent waits for it, from its first look (send_ready's, or here) up to
+ * post_limit, and goes to its slot after that, or at once when the link or the communicator
+ * fails. Returns place_of's answer. */
+static bool wait_post(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
+                      uint32_t *post) {
+  struct rdma_state *st = l->st;
+  int64_t t0 = wait_began(l, hccl__now_ns()), limit = post_limit(l);
+  for (;;) {
+    if (place_of(l, bytes, addr, rkey, post)) {
+      int64_t took = hccl__now_ns() - t0;
+      l->post_wait_ns = l->post_wait_ns ? (3 * l->post_wait_ns + took) / 4 : took;
+      return true;
+    }
+    if (!post_expected(l) || atomic_load(&l->failed) ||
+        atomic_load(&st->peers[l->base.peer].dead) || atomic_load(&st->abort_origin))
+      return false;
+    if (hccl__now_ns() - t0 >= limit) return false;
+    sched_yield();
+  }
+}
+
 /* Writes message l->sent: its header (in send slot l->sent % 8, written here) and `bytes` of
  * payload from src (lkey): the send slot's own payload or a registered caller's buffer. Into
  * the peer's receive slot, header and payload as one RDMA WRITE with immediate; or, where a
@@ -150,6 +199,9 @@ static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp
   uint64_t addr = 0;
   uint32_t rkey = 0, post = 0;
   bool placed = place_of(l, bytes, &addr, &rkey, &post);
+  if (!placed && bytes > 0 && post_expected(l)) placed = wait_post(l, bytes, &addr, &rkey, &post);
+  if (bytes > 0) l->expect_post = placed;
+  l->wait_since = 0;
   struct rdma_slot_hdr h = {.size = (uint32_t)bytes,
                             .seq = l->sent,
                             .post = post,
@@ -313,11 +365,23 @@ void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_
   post_wr(l, &wr, 1);
 }
 
+/* Not ready while the next message waits for a posted receive (wait_post, up to post_limit
+ * from its first look): an engine that progresses several ops (the p2p engine) takes its
+ * receives meanwhile, and so posts them, instead of blocking in this send while its peer,
+ * sending too, waits for that post. (An empty message waits for nothing; it is ready once the
+ * engine sends anyway.) */
 bool hccl__rdma_send_ready(struct hccl_link *base) {
   struct rdma_link *l = (struct rdma_link *)base;
-  if (hccl__rdma_window_open(l->sent, l->acked_seen)) return true;
-  l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return hccl__rdma_window_open(l->sent, l->acked_seen);
+  if (!hccl__rdma_window_open(l->sent, l->acked_seen)) {
+    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
+    if (!hccl__rdma_window_open(l->sent, l->acked_seen)) return false;
+  }
+  if (!post_expected(l)) return true;
+  uint64_t addr;
+  uint32_t rkey, post;
+  if (place_of(l, 1, &addr, &rkey, &post) || !post_expected(l)) return true;
+  int64_t now = hccl__now_ns();
+  return now - wait_began(l, now) >= post_limit(l);
 }
 
 bool hccl__rdma_recv_ready(struct hccl_link *base) {
