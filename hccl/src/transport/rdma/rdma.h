@@ -49,11 +49,11 @@
  * flight. */
 #define RDMA_SEND_WR (4 * RDMA_NSLOTS + RDMA_NPOSTS)
 #define RDMA_HELLO_RESEND_MS 200
-/* How long a message waits for the receiver's posted receive where the last one went into one
- * (rdma_data.c's wait_post): 4 times what such waits took lately, from 200 us to 10 ms (an entry
- * takes one trip across; under emulation milliseconds). A receiver that stopped posting
+/* How long a message waits for the receiver's posted receive where the last one was covered by
+ * one (rdma_data.c's wait_post): 8 times what such waits took lately, from 1 ms to 10 ms (an
+ * entry takes one trip across; under emulation milliseconds). A receiver that stopped posting
  * (another algorithm's steps, other memory) costs its sender this once. */
-#define RDMA_POST_WAIT_MIN_NS 200000LL
+#define RDMA_POST_WAIT_MIN_NS 1000000LL
 #define RDMA_POST_WAIT_NS 10000000LL
 #define RDMA_REG_MAX 64 /* registrations of HcclMemAlloc regions at once (rdma_reg.c) */
 /* A registration covers the region's pages around a buffer in steps of this many bytes (the
@@ -119,10 +119,12 @@ struct rdma_link {
   uint32_t posts_seen;
   bool have_cur;
   struct rdma_post cur;
-  /* The last message with bytes went into a posted receive: the receiver has been posting, so
-   * a message no entry covers waits a little for one (rdma_data.c's wait_post) rather than land
-   * in a slot the receiver would copy out of. */
-  bool expect_post;
+  /* The last message with bytes (last_seq, while have_last) was covered by a posted receive
+   * (last_covered: it went into one, or an entry read later covered it): the receiver has been
+   * posting, so a message no entry covers waits a little for one (rdma_data.c's wait_post)
+   * rather than land in a slot the receiver would copy out of. */
+  bool have_last, last_covered;
+  uint32_t last_seq;
   int64_t post_wait_ns; /* how long such waits took lately (0: none yet) */
   uint32_t wait_seq;    /* the message whose wait began at wait_since (0: none) */
   int64_t wait_since;

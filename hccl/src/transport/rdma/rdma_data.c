@@ -20,9 +20,10 @@
  * id + 1) and its payload straight into the receiver's buffer with the immediate, and
  * recv_acquire returns that place, so the caller's copy to it is none. Messages the sender wrote
  * before it read the entry stay in their slots (post = 0): the header says which, message by
- * message, so both kinds keep their order. Once a message went into a posted receive, the next
- * one no entry covers waits a little for the receiver's next entry (wait_post), so a stream of
- * posted receives stays zero copy although each is announced when its receive starts.
+ * message, so both kinds keep their order. Once a message was covered by a posted receive (it
+ * went into one, or an entry read later covered it), the next one no entry covers waits a
+ * little for the receiver's next entry (wait_post), so a stream of posted receives stays zero
+ * copy although each is announced when its receive starts.
  *
  * recv_release returns a credit: a SEND with immediate {released count}, no payload, posted by
  * the releasing thread; the sender's thread publishes it as `acked`. A sender has at most 8
@@ -137,19 +138,22 @@ static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t
     }
     l->posts_seen++;
     l->have_cur = true;
+    if (l->have_last && !l->last_covered && l->last_seq - l->cur.first < l->cur.n)
+      l->last_covered = true; /* it came too late for that message, but the receiver posts */
   }
 }
 
 /* Whether a message with bytes should wait for the receiver's next posted receive: the last
- * one went into a posted receive, and no entry read covers this one (l->sent). */
+ * one was covered by a posted receive, and no entry read covers this one (l->sent). */
 static bool post_expected(const struct rdma_link *l) {
-  return l->expect_post && !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->sent));
+  return l->have_last && l->last_covered &&
+         !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->sent));
 }
 
-/* How long message l->sent may wait for a posted receive: 4 times what such waits took lately,
+/* How long message l->sent may wait for a posted receive: 8 times what such waits took lately,
  * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS (rdma.h). */
 static int64_t post_limit(const struct rdma_link *l) {
-  int64_t limit = 4 * l->post_wait_ns;
+  int64_t limit = 8 * l->post_wait_ns;
   if (l->post_wait_ns == 0 || limit > RDMA_POST_WAIT_NS) limit = RDMA_POST_WAIT_NS;
   return limit < RDMA_POST_WAIT_MIN_NS ? RDMA_POST_WAIT_MIN_NS : limit;
 }
@@ -200,7 +204,11 @@ static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp
   uint32_t rkey = 0, post = 0;
   bool placed = place_of(l, bytes, &addr, &rkey, &post);
   if (!placed && bytes > 0 && post_expected(l)) placed = wait_post(l, bytes, &addr, &rkey, &post);
-  if (bytes > 0) l->expect_post = placed;
+  if (bytes > 0) {
+    l->have_last = true;
+    l->last_seq = l->sent;
+    l->last_covered = placed;
+  }
   l->wait_since = 0;
   struct rdma_slot_hdr h = {.size = (uint32_t)bytes,
                             .seq = l->sent,
