@@ -468,6 +468,13 @@ HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
  * that mapped it keep their mapping until their communicator is destroyed or needs the room
  * (at most 8 per peer), so the pages are returned to the system then. */
 HCCL_API HcclResult HcclMemFree(void *ptr);
+/* Gives the whole pages inside [ptr, ptr + size) of one HcclMemAlloc region back to the system
+ * (a caching allocator's free blocks: torch_hccl's empty_cache); they read as zeros when next
+ * touched, here and in the peers that mapped the region. Use it rather than madvise on such
+ * memory: the RDMA transport registers these regions with the device, which keeps the old
+ * pages, and this drops those registrations first. HCCL_E_PARA for a range outside one region
+ * (or in one a fork made private); HCCL_E_SYSCALL when the system refuses. */
+HCCL_API HcclResult HcclMemDiscard(void *ptr, size_t size);
 
 /* ---- introspection (tests and tools) ---- */
 

@@ -7,8 +7,8 @@
  * -R 1 buffers: one registration each): torch_hccl's allocator carves every tensor out of
  * arenas of 1 GiB and more (torch_hccl/csrc/allocator.cpp), mostly untouched, and registering
  * one whole would pin all of its pages. Later buffers inside a registered part cost a lookup.
- * HcclMemFree tells the cache (the watch of base/mem_region.h) before the region's pages go,
- * and its registrations are dropped then; teardown drops the rest. Other memory (malloc'd) is
+ * HcclMemFree and HcclMemDiscard tell the cache (the watch of base/mem_region.h) before the
+ * pages go, and the registrations of them are dropped then; teardown drops the rest. Other memory (malloc'd) is
  * not registered here: registering each buffer on every call would cost more than the copy
  * into a slot it saves. With RDMA_REG_MAX parts registered, further buffers go through slots.
  * Called by rdma_data.c (send_ref, recv_post) and rdma.c (setup, teardown); calls no file of
@@ -21,12 +21,15 @@
 #include "mem_region.h"
 #include "rdma.h"
 
-/* The watch's call, on the thread that frees: the region's registrations go. */
-static void evict(void *arg, uint64_t serial) {
+/* The watch's call, on the thread that frees or discards: the registrations of the region's
+ * bytes [off, off + len) go (a registration keeps the pages it pinned, which those addresses
+ * no longer show). */
+static void evict(void *arg, uint64_t serial, uint64_t off, uint64_t len) {
   struct rdma_state *st = arg;
   pthread_mutex_lock(&st->reg_lock);
   for (int i = 0; i < st->nreg;)
-    if (st->reg[i].serial == serial) {
+    if (st->reg[i].serial == serial && st->reg[i].off < off + len &&
+        off < st->reg[i].off + st->reg[i].len) {
       st->v->dereg_mr(st->reg[i].mr);
       st->reg[i] = st->reg[--st->nreg];
       atomic_fetch_add(&st->reg_evicted, 1);
