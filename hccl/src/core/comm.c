@@ -1,9 +1,9 @@
 /*
- * comm.c - a communicator's life: made (hccl__comm_alloc), bootstrapped, aborted, destroyed,
- * and its getters (a transport's counters too). The entry points that make one (root info,
- * environment, rank table, the caller's store) are comm_init.c's. The order of the bootstrap: the rounds through the store
- * (bootstrap/rounds.c), the settings every rank must share, the placement on servers, devices
- * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
+ * comm.c - a communicator's life: made (hccl__comm_alloc), bootstrapped, aborted, destroyed, and
+ * its getters (a transport's counters too). The entry points that make one (root info, environment,
+ * rank table, the caller's store) are comm_init.c's. The order of the bootstrap: the rounds through
+ * the store (bootstrap/rounds.c), the settings every rank must share, the placement on servers,
+ * devices and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
  * Bootstrap rounds, each an allgather over the tree of sockets the store introduces (rounds.h):

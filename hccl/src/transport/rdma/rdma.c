@@ -20,13 +20,13 @@
  * lost); HCCL_CONNECT_TIMEOUT bounds the wait. Neither side waits for the other's algorithm
  * threads, so links asked for in any order, on first use as TCP's, never deadlock.
  *
- * Data path: rdma_data.c (slots, send by reference, receives posted in place). Failure: a work request that fails (retry count exceeded: a cut cable
- * or a dead host; a queue pair in error; an async event saying the port went down) marks its
- * peer down with the reason, naming both servers, and wakes every waiter on its links
- * (rdma_io_thread.c). abort() sends ABORT {origin, code, reason} to every linked peer's control
- * QP; the first one a rank hears goes on to its own linked peers. Teardown waits (at most 1 s)
- * for its last work requests, sends BYE, stops the thread and destroys every QP, MR, CQ and the
- * rest (rdma resource show is as before).
+ * Data path: rdma_data.c (slots, send by reference, receives posted in place). Failure: a work
+ * request that fails (retry count exceeded: a cut cable or a dead host; a queue pair in error; an
+ * async event saying the port went down) marks its peer down with the reason, naming both servers,
+ * and wakes every waiter on its links (rdma_io_thread.c). abort() sends ABORT {origin, code,
+ * reason} to every linked peer's control QP; the first one a rank hears goes on to its own linked
+ * peers. Teardown waits (at most 1 s) for its last work requests, sends BYE, stops the thread and
+ * destroys every QP, MR, CQ and the rest (rdma resource show is as before).
  */
 #define _GNU_SOURCE
 #include <errno.h>

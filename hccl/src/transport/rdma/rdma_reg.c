@@ -1,18 +1,17 @@
 /*
- * rdma_reg.c - the RDMA transport's registration cache (NCCL's is the model): the caller's
- * buffers that lie in an HcclMemAlloc region are sent (send_ref) and received (recv_post: the
- * peer writes into them) without a copy, from and into memory registered once per communicator,
- * for local and remote writes. A registration covers the region's pages around the buffer in
- * steps of RDMA_REG_GRAIN (64 MiB), the whole region when it is smaller (the perf programs'
- * -R 1 buffers: one registration each): torch_hccl's allocator carves every tensor out of
- * arenas of 1 GiB and more (torch_hccl/csrc/allocator.cpp), mostly untouched, and registering
- * one whole would pin all of its pages. Later buffers inside a registered part cost a lookup.
- * HcclMemFree and HcclMemDiscard tell the cache (the watch of base/mem_region.h) before the
- * pages go, and the registrations of them are dropped then; teardown drops the rest. Other memory (malloc'd) is
- * not registered here: registering each buffer on every call would cost more than the copy
- * into a slot it saves. With RDMA_REG_MAX parts registered, further buffers go through slots.
- * Called by rdma_data.c (send_ref, recv_post) and rdma.c (setup, teardown); calls no file of
- * the room.
+ * rdma_reg.c - the RDMA transport's registration cache (NCCL's is the model): the caller's buffers
+ * that lie in an HcclMemAlloc region are sent (send_ref) and received (recv_post: the peer writes
+ * into them) without a copy, from and into memory registered once per communicator, for local and
+ * remote writes. A registration covers the region's pages around the buffer in steps of
+ * RDMA_REG_GRAIN (64 MiB), the whole region when it is smaller (the perf programs' -R 1 buffers:
+ * one registration each): torch_hccl's allocator carves every tensor out of arenas of 1 GiB and
+ * more (torch_hccl/csrc/allocator.cpp), mostly untouched, and registering one whole would pin all
+ * of its pages. Later buffers inside a registered part cost a lookup. HcclMemFree and
+ * HcclMemDiscard tell the cache (the watch of base/mem_region.h) before the pages go, and the
+ * registrations of them are dropped then; teardown drops the rest. Other memory (malloc'd) is not
+ * registered here: registering each buffer on every call would cost more than the copy into a slot
+ * it saves. With RDMA_REG_MAX parts registered, further buffers go through slots. Called by
+ * rdma_data.c (send_ref, recv_post) and rdma.c (setup, teardown); calls no file of the room.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /*
  * rdma_wire.c - the RDMA transport's pure steps (rdma_wire.h): the conn blob and the control
- * messages encoded and checked, the slot size, a posted receive's entry and where a message
- * lands under it, the MTU in bytes, and the choice of the GID and of the device. No verbs and no I/O, so it is compiled whether or not <infiniband/verbs.h> is
- * there, and tests/transport/test_rdma.c runs it on machines without an RDMA device.
+ * messages encoded and checked, the slot size, a posted receive's entry and where a message lands
+ * under it, the MTU in bytes, and the choice of the GID and of the device. No verbs and no I/O, so
+ * it is compiled whether or not <infiniband/verbs.h> is there, and tests/transport/test_rdma.c runs
+ * it on machines without an RDMA device.
  */
 #include "rdma_wire.h"
 
