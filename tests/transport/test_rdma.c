@@ -1,14 +1,14 @@
 /*
- * test_rdma.c - the RDMA transport (hccl/src/transport/rdma/) where no RDMA device is needed:
- * its settings (HCCL_NET's words, each HCCL_RDMA_* variable's range and default, refused by
- * name), the conn blob and the control messages (encoded, decoded, each broken rule refused with
- * its reason), the immediates and the slot and credit arithmetic (across the 2^30 and 2^32
- * wraps), the posted receives (where a message lands in the receiver's buffer, when an entry is
- * spent, the entries' window, the link's region), the MTU agreed, the GID chosen (RoCE v2 over IPv4 first), the device chosen and the
- * message naming what was found. Where the build has the transport (HCCL_HAVE_RDMA): a missing
- * libibverbs named, and on a host without an RDMA device (this one) the error of a rank that
- * asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and tcp quietly leave the links to TCP.
- * The data path itself runs only on a device: tests/rdma/ (a guest with soft-RoCE).
+ * test_rdma.c - the RDMA transport (hccl/src/transport/rdma/) where no RDMA device is needed: its
+ * settings (HCCL_NET's words, each HCCL_RDMA_* variable's range and default, refused by name), the
+ * conn blob and the control messages (encoded, decoded, each broken rule refused with its reason),
+ * the immediates and the slot and credit arithmetic (across the 2^30 and 2^32 wraps), the posted
+ * receives (where a message lands in the receiver's buffer, when an entry is spent, the entries'
+ * window, the link's region), the MTU agreed, the GID chosen (RoCE v2 over IPv4 first), the device
+ * chosen and the message naming what was found. Where the build has the transport (HCCL_HAVE_RDMA):
+ * a missing libibverbs named, and on a host without an RDMA device (this one) the error of a rank
+ * that asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and tcp quietly leave the links to
+ * TCP. The data path itself runs only on a device: tests/rdma/ (a guest with soft-RoCE).
  */
 #include <setjmp.h>
 #include <stdarg.h>
