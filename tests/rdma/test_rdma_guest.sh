@@ -82,7 +82,7 @@ if [ "${1:-}" = "--in-guest" ]; then
     # a longer sendrecv run (each rank: its control QP and an RC QP per link).
     echo "## rdma resource show qp during a run"
     RDMA_RANKS_PEEK=1 bash "$here/rdma_ranks.sh" "$build" 2 1 -- "$b/sendrecv_perf" -b 1M -e 1M \
-      -n 400 -w 1 -c 0 -R 1 >/tmp/qp.out 2>&1 &
+      -n 50 -w 1 -c 0 -R 1 >/tmp/qp.out 2>&1 &
     job=$!
     seen=0
     while kill -0 $job 2>/dev/null; do
