@@ -50,11 +50,13 @@
 #define RDMA_SEND_WR (4 * RDMA_NSLOTS + RDMA_NPOSTS)
 #define RDMA_HELLO_RESEND_MS 200
 /* How long a message waits for the receiver's posted receive where the last one was covered by
- * one (rdma_data.c's wait_post): 8 times what such waits took lately, from 1 ms to 10 ms (an
- * entry takes one trip across; under emulation milliseconds). A receiver that stopped posting
- * (another algorithm's steps, other memory) costs its sender this once. */
+ * one (rdma_data.c's wait_post): 8 times what such waits took lately (the entry's trip across,
+ * and the receiver starting its call later), from 1 ms to 100 ms (emulated hosts lag tens of
+ * milliseconds); 10 ms before any such wait. A receiver that stopped posting (another
+ * algorithm's steps, other memory) costs its sender this once. */
 #define RDMA_POST_WAIT_MIN_NS 1000000LL
-#define RDMA_POST_WAIT_NS 10000000LL
+#define RDMA_POST_WAIT_FIRST_NS 10000000LL
+#define RDMA_POST_WAIT_NS 100000000LL
 #define RDMA_REG_MAX 64 /* registrations of HcclMemAlloc regions at once (rdma_reg.c) */
 /* A registration covers the region's pages around a buffer in steps of this many bytes (the
  * whole region when it is smaller): torch_hccl's arenas are regions of 1 GiB and more, mostly
