@@ -151,7 +151,8 @@ static bool post_expected(const struct rdma_link *l) {
 }
 
 /* How long message l->sent may wait for a posted receive: 8 times what such waits took lately,
- * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS; RDMA_POST_WAIT_FIRST_NS before any (rdma.h). */
+ * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS; RDMA_POST_WAIT_FIRST_NS before any
+ * (rdma.h). */
 static int64_t post_limit(const struct rdma_link *l) {
   int64_t limit = 8 * l->post_wait_ns;
   if (l->post_wait_ns == 0) return RDMA_POST_WAIT_FIRST_NS;
