@@ -287,6 +287,11 @@ static void test_posts(void **state) {
   assert_false(hccl__rdma_post_place(&p, 4, 100, &addr));  /* sent before the post */
   assert_false(hccl__rdma_post_place(&p, 8, 100, &addr));  /* after it */
   assert_int_equal(addr, 1);                               /* untouched when false */
+  /* Covers messages 5, 6, 7 only (fitting or not). */
+  assert_false(hccl__rdma_post_covers(&p, 4));
+  assert_true(hccl__rdma_post_covers(&p, 5));
+  assert_true(hccl__rdma_post_covers(&p, 7));
+  assert_false(hccl__rdma_post_covers(&p, 8));
   /* Spent once every message it covers was sent; not before its first. */
   assert_false(hccl__rdma_post_spent(&p, 4));
   assert_false(hccl__rdma_post_spent(&p, 5));
@@ -314,6 +319,12 @@ static void test_posts(void **state) {
   assert_false(hccl__rdma_post_window_open(RDMA_NPOSTS, 0));
   assert_true(hccl__rdma_post_window_open(RDMA_NPOSTS - 3, 0xfffffffeu));
   assert_false(hccl__rdma_post_window_open(RDMA_NPOSTS - 2, 0xfffffffeu));
+  /* The wait for an entry: 8 x the recent waits within [min, max]; `first` before any. */
+  assert_int_equal(hccl__rdma_post_limit(0, 1000, 10000, 100000), 10000);
+  assert_int_equal(hccl__rdma_post_limit(10, 1000, 10000, 100000), 1000);
+  assert_int_equal(hccl__rdma_post_limit(500, 1000, 10000, 100000), 4000);
+  assert_int_equal(hccl__rdma_post_limit(50000, 1000, 10000, 100000), 100000);
+  assert_int_equal(hccl__rdma_post_limit(INT64_MAX / 2, 1000, 10000, 100000), 100000);
   /* The link's region: the slots both ways, then the peer's entries and this side's. */
   assert_int_equal(hccl__rdma_region_bytes(4096), 2 * 8 * 4160 + 2 * 16 * 64);
   assert_true(sizeof(struct rdma_post) <= RDMA_POST_STRIDE);

@@ -138,7 +138,7 @@ static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t
     }
     l->posts_seen++;
     l->have_cur = true;
-    if (l->have_last && !l->last_covered && l->last_seq - l->cur.first < l->cur.n)
+    if (l->have_last && !l->last_covered && hccl__rdma_post_covers(&l->cur, l->last_seq))
       l->last_covered = true; /* it came too late for that message, but the receiver posts */
   }
 }
@@ -154,10 +154,8 @@ static bool post_expected(const struct rdma_link *l) {
  * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS; RDMA_POST_WAIT_FIRST_NS before any
  * (rdma.h). */
 static int64_t post_limit(const struct rdma_link *l) {
-  int64_t limit = 8 * l->post_wait_ns;
-  if (l->post_wait_ns == 0) return RDMA_POST_WAIT_FIRST_NS;
-  if (limit > RDMA_POST_WAIT_NS) limit = RDMA_POST_WAIT_NS;
-  return limit < RDMA_POST_WAIT_MIN_NS ? RDMA_POST_WAIT_MIN_NS : limit;
+  return hccl__rdma_post_limit(l->post_wait_ns, RDMA_POST_WAIT_MIN_NS, RDMA_POST_WAIT_FIRST_NS,
+                               RDMA_POST_WAIT_NS);
 }
 
 /* When message l->sent began to wait (now, on its first look). */

@@ -168,6 +168,19 @@ bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes
  * moves on to the next entry. A p whose first is after seq is not spent (the receiver posted
  * ahead of what was sent: never, but it is not skipped). */
 bool hccl__rdma_post_spent(const struct rdma_post *p, uint32_t seq);
+/* Whether p covers message seq (whether or not it would fit). */
+static inline bool hccl__rdma_post_covers(const struct rdma_post *p, uint32_t seq) {
+  return seq - p->first < p->n;
+}
+/* How long a message may wait for a posted receive (rdma_data.c's wait_post), given what such
+ * waits took lately (an average; 0: none yet): 8 times that, from min_ns to max_ns; first_ns
+ * before any. */
+static inline int64_t hccl__rdma_post_limit(int64_t recent_ns, int64_t min_ns, int64_t first_ns,
+                                            int64_t max_ns) {
+  if (recent_ns <= 0) return first_ns;
+  int64_t limit = recent_ns > max_ns / 8 ? max_ns : 8 * recent_ns;
+  return limit < min_ns ? min_ns : limit;
+}
 /* Whether the receiver may write entry `id` while the sender has read `seen` entries: fewer
  * than RDMA_NPOSTS unread, across the 2^32 wrap. */
 static inline bool hccl__rdma_post_window_open(uint32_t id, uint32_t seen) {
