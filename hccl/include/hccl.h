@@ -505,9 +505,9 @@ typedef struct {
 } HcclTransportStats;
 /* transport: "rdma" (the transport between servers over libibverbs), "tcp" or "shm". Over RDMA
  * a buffer in HcclMemAlloc memory is sent and received without either copy (a receive where
- * the algorithm receives in place: a broadcast, an allgather of two ranks, HcclRecv); other
- * memory, or an algorithm step that reduces, goes through slots: (bytesCopiedSend +
- * bytesCopiedRecv) / bytesSent, summed over ranks, is about 2 then. All zero where the
+ * the algorithm receives in place: a broadcast above one slot, an allgather of two ranks,
+ * HcclRecv); other memory, or an algorithm step that reduces, goes through slots:
+ * (bytesCopiedSend + bytesCopiedRecv) / bytesSent, summed over ranks, is about 2 then. All zero where the
  * transport is not used by comm (rdma: one server, HCCL_NET=tcp, no port, or a libhccl built
  * without <infiniband/verbs.h>). HCCL_E_NOT_SUPPORT for a transport that counts nothing (tcp,
  * where the kernel copies anyway, and shm, whose slots are the transfer); HCCL_E_PARA for
