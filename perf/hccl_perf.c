@@ -23,6 +23,9 @@
  * `mpirun -np 8 allreduce_perf` just works; otherwise it never touches MPI.
  * With -z 0 the timed calls are queued with request handles and waited for together, which
  * is what nccl-tests' non-blocking mode measures; -z 1 (default) passes a NULL request.
+ * Where links between servers ran over RDMA, the line after the table gives the bytes the
+ * timed calls sent over them and the bytes copied per byte sent (HcclGetCommTransportStats:
+ * 0.00 with -R 1 where the algorithm receives in place).
  * PERF_EXCLUDE=r,r,... runs the benchmark on the communicator HcclCommShrink makes without
  * those ranks (the excluded processes leave at once, status 0): the one way to build servers
  * of different counts (4 + 2 + 1 out of 3 x 4), which init refuses (bench/uneven.sh).
@@ -296,6 +299,18 @@ static void hccl_mem_free(void *ptr) {
   HcclMemFree(ptr);
 }
 
+/* RDMA's counters (HcclGetCommTransportStats): zeros where the job has no RDMA link. */
+static int hccl_link_counts(struct perf_link_counts *c) {
+  HcclTransportStats s;
+  if (HcclGetCommTransportStats(comm, "rdma", &s) != HCCL_SUCCESS) return 1;
+  snprintf(c->name, sizeof(c->name), "RDMA");
+  c->links = s.links;
+  c->sent = s.bytesSent;
+  c->copied_send = s.bytesCopiedSend;
+  c->copied_recv = s.bytesCopiedRecv;
+  return 0;
+}
+
 /* Runs the benchmark; see perf_common.h for the exit codes. */
 int main(int argc, char **argv) {
   static const struct perf_backend be = {
@@ -309,6 +324,7 @@ int main(int argc, char **argv) {
       .abort_run = hccl_abort,
       .mem_alloc = hccl_mem_alloc,
       .mem_free = hccl_mem_free,
+      .link_counts = hccl_link_counts,
       .has_avg = HAVE_AVG,
       .by = PERF_BY_HCCL,
   };

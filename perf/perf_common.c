@@ -41,6 +41,7 @@ struct run {
   struct perf_world w;
   unsigned char *send, *recv; /* max_bytes + GUARD_BYTES each */
   signed char asked[PERF_NTYPES][PERF_NOPS]; /* pair_refused: 0 not yet, 1 taken, -1 refused */
+  struct perf_link_counts links; /* this rank's, over the timed calls (link_counts) */
 };
 
 static void __attribute__((noreturn)) call_failed(const struct run *R) {
@@ -143,16 +144,37 @@ static long long case_wrong(const struct run *R, const struct perf_case *k,
   return wrong;
 }
 
+/* The transport's counters before the timed calls (into *at), and after them (the difference
+ * added to R->links). */
+static void links_mark(struct run *R, struct perf_link_counts *at, int after) {
+  struct perf_link_counts now;
+  memset(&now, 0, sizeof(now));
+  if (!R->be->link_counts || R->be->link_counts(&now) != 0) return;
+  if (!after) {
+    *at = now;
+    return;
+  }
+  memcpy(R->links.name, now.name, sizeof(now.name));
+  R->links.links = now.links;
+  R->links.sent += now.sent - at->sent;
+  R->links.copied_send += now.copied_send - at->copied_send;
+  R->links.copied_recv += now.copied_recv - at->copied_recv;
+}
+
 /* Time per call in microseconds, combined across ranks per -a. */
-static double time_calls(const struct run *R, const struct perf_call *c) {
+static double time_calls(struct run *R, const struct perf_call *c) {
   const struct perf_opts *o = R->o;
+  struct perf_link_counts at;
+  memset(&at, 0, sizeof(at));
   for (int i = 0; i < o->warmup; i++)
     run_or_die(R, c, o->blocking);
   if (R->be->wait_all() != 0 || R->be->barrier() != 0) call_failed(R);
+  links_mark(R, &at, 0);
   double t0 = now_s();
   for (int i = 0; i < o->iters; i++)
     run_or_die(R, c, o->blocking);
   if (R->be->wait_all() != 0) call_failed(R);
+  links_mark(R, &at, 1);
   float us = (float)((now_s() - t0) * 1e6 / o->iters), all = us;
   static const perf_op combine[4] = {PERF_SUM, PERF_SUM, PERF_MIN, PERF_MAX};
   struct perf_call comb = {.coll = PERF_ALLREDUCE,
@@ -190,7 +212,7 @@ struct totals {
 };
 
 /* One output line: out-of-place then in-place for (size, t, op, root). */
-static void run_line(const struct run *R, size_t size, perf_type t, perf_op op, int root,
+static void run_line(struct run *R, size_t size, perf_type t, perf_op op, int root,
                      const struct perf_tables *tb, struct totals *tot) {
   const struct perf_coll_desc *d = R->d;
   int p = R->w.nranks;
@@ -315,6 +337,21 @@ static void buffers_free(struct run *R) {
   if (R->recv) f(R->recv);
 }
 
+/* "# RDMA: N bytes sent, R bytes copied per byte sent (...)": the counters of the timed calls
+ * summed over ranks (links, sent, copied into send slots, copied out of receive slots). */
+static void print_links(const char *name, const uint64_t s[4]) {
+  double per = s[1] ? (double)(s[2] + s[3]) / (double)s[1] : 0.0;
+  printf("# %s: %llu bytes sent, %.2f bytes copied per byte sent", name[0] ? name : "network",
+         (unsigned long long)s[1], per);
+  if (s[1] && s[2] + s[3] == 0)
+    printf(" (zero copy)\n");
+  else if (s[1])
+    printf(" (%.2f into send slots, %.2f out of receive slots)\n", (double)s[2] / (double)s[1],
+           (double)s[3] / (double)s[1]);
+  else
+    printf("\n");
+}
+
 int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *be) {
   struct perf_opts o;
   struct run R = {.be = be, .coll = coll, .d = &perf_colls[coll], .o = &o};
@@ -371,6 +408,13 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
     }
   }
 
+  uint64_t links[4] = {0};
+  if (be->link_counts) { /* every rank: the sums are an allreduce */
+    uint64_t mine[4] = {R.links.links, R.links.sent, R.links.copied_send, R.links.copied_recv};
+    struct perf_call c = {.coll = PERF_ALLREDUCE, .send = mine, .recv = links, .count = 4,
+                          .type = PERF_UINT64, .op = PERF_SUM};
+    run_or_die(&R, &c, 1);
+  }
   if (R.w.rank == 0) {
     printf("# Out of bounds values : %lld %s\n", tot.wrong, tot.wrong ? "FAILED" : "OK");
     /* nccl-tests prints "%g %s" here, the word after the number being "" or, with its -G,
@@ -378,6 +422,7 @@ int perf_main(int argc, char **argv, perf_coll coll, const struct perf_backend *
      * after the colon still do (docs/perf_programs.md, "Every line of the output"). */
     printf("# Avg bus bandwidth    : %g GB/s\n",
            tot.nbw ? tot.busbw_sum / (double)tot.nbw : 0.0);
+    if (links[0] > 0) print_links(R.links.name, links);
     printf("#\n");
     fflush(stdout);
   }

@@ -92,6 +92,16 @@ struct perf_world {
   char impl[64]; /* e.g. "libhccl 0.1.0" or "Open MPI 4.1.4", shown in the header */
 };
 
+/* What a network transport moved (struct perf_backend.link_counts): its links, the payload
+ * bytes sent over them, and the bytes copied on their way, into a send slot at the sending end
+ * and out of a receive slot at the receiving end. The benchmark sums them over ranks for the
+ * timed calls and prints, after the table, "# <name>: N bytes sent, R bytes copied per byte
+ * sent" where some links were used. */
+struct perf_link_counts {
+  char name[16]; /* "RDMA" */
+  uint64_t links, sent, copied_send, copied_recv;
+};
+
 /*
  * The communication a benchmark needs. Every function returns 0 on success and non-zero on
  * failure, after which last_error() gives one line naming the call and the reason; the
@@ -131,6 +141,10 @@ struct perf_backend {
   unsigned by;
   /* Optional: lines (without the last newline) printed after the usage, or NULL. */
   const char *usage_note;
+  /* Optional (NULL: none): this rank's counters, so far, of the network transport that copies
+   * bytes on their way (libhccl: RDMA's, HcclGetCommTransportStats), into *c; returns 0, or
+   * non-zero when there are none. Every rank must answer alike (the sums are an allreduce). */
+  int (*link_counts)(struct perf_link_counts *c);
   /* Optional (NULL: every (type, op) is taken): called on every rank before the first line of
    * a reduction's (type, op). Returns 0 when the backend takes it, else non-zero with one line
    * in why ("oneCCL refuses it (...)"); a refused pair is then a "# <type> <op>: skipped: why"

@@ -469,6 +469,13 @@ HCCL_API HcclResult HcclMemAlloc(void **ptr, size_t size);
  * that mapped it keep their mapping until their communicator is destroyed or needs the room
  * (at most 8 per peer), so the pages are returned to the system then. */
 HCCL_API HcclResult HcclMemFree(void *ptr);
+/* Gives the whole pages inside [ptr, ptr + size) of one HcclMemAlloc region back to the system
+ * (a caching allocator's free blocks: torch_hccl's empty_cache); they read as zeros when next
+ * touched, here and in the peers that mapped the region. Use it rather than madvise on such
+ * memory: the RDMA transport registers these regions with the device, which keeps the old
+ * pages, and this drops those registrations first. HCCL_E_PARA for a range outside one region
+ * (or in one a fork made private); HCCL_E_SYSCALL when the system refuses. */
+HCCL_API HcclResult HcclMemDiscard(void *ptr, size_t size);
 
 /* ---- introspection (tests and tools) ---- */
 
@@ -484,6 +491,31 @@ HCCL_API HcclResult HcclMemFree(void *ptr);
  * one of 64 KiB or more of other buffers on 4 or more ranks of a server runs staged ("staged",
  * or "staged inside servers"). */
 HCCL_API const char *HcclAllReduceAlgoName(HcclComm comm, uint64_t bytes);
+
+/* What one transport of comm has moved so far, counted on this rank since the communicator was
+ * made (the perf programs print RDMA's after their table: docs/perf_programs.md). Where the
+ * transport copies bytes on their way, so it can say what zero copy saved: */
+typedef struct {
+  uint32_t links;           /* links this rank has over the transport (a peer and a channel
+                             * each) */
+  uint64_t bytesSent;       /* payload bytes this rank sent over them */
+  uint64_t bytesCopiedSend; /* of those, bytes staged in a send slot first (the caller's copy
+                             * or reduction wrote them there) instead of read from its buffer */
+  uint64_t bytesCopiedRecv; /* payload bytes this rank received into a receive slot, which the
+                             * caller then copied or reduced from, instead of into its buffer */
+} HcclTransportStats;
+/* transport: "rdma" (the transport between servers over libibverbs), "tcp" or "shm". Over RDMA
+ * a buffer in HcclMemAlloc memory is sent and received without either copy (a receive where
+ * the algorithm receives in place: a broadcast above one slot, an allgather of two ranks,
+ * HcclRecv); other memory, or an algorithm step that reduces, goes through slots:
+ * (bytesCopiedSend + bytesCopiedRecv) / bytesSent, summed over ranks, is about 2 then. All zero where the
+ * transport is not used by comm (rdma: one server, HCCL_NET=tcp, no port, or a libhccl built
+ * without <infiniband/verbs.h>). HCCL_E_NOT_SUPPORT for a transport that counts nothing (tcp,
+ * where the kernel copies anyway, and shm, whose slots are the transfer); HCCL_E_PARA for
+ * another name; HCCL_E_PTR for a NULL argument. Never waits; may be called from any thread
+ * while calls run. */
+HCCL_API HcclResult HcclGetCommTransportStats(HcclComm comm, const char *transport,
+                                              HcclTransportStats *stats);
 
 #ifdef __cplusplus
 }

@@ -179,13 +179,18 @@ static void test_threads(void **state) {
     assert_int_equal(HcclMemFree(many[i]), HCCL_SUCCESS);
 }
 
-/* HcclMemFree tells each watcher the region's serial before it unmaps it (a transport's
- * registration cache drops it then), and nothing after hccl__mem_unwatch. */
-static uint64_t g_seen[4];
+/* HcclMemFree tells each watcher the region's serial and whole size before it unmaps it (a
+ * transport's registration cache drops it then), HcclMemDiscard the whole pages it gives back,
+ * and nothing after hccl__mem_unwatch. */
+static uint64_t g_seen[4], g_off[4], g_len[4];
 static int g_nseen;
-static void seen(void *arg, uint64_t serial) {
+static void seen(void *arg, uint64_t serial, uint64_t off, uint64_t len) {
   (void)arg;
-  if (g_nseen < 4) g_seen[g_nseen++] = serial;
+  if (g_nseen < 4) {
+    g_seen[g_nseen] = serial;
+    g_off[g_nseen] = off;
+    g_len[g_nseen++] = len;
+  }
 }
 
 static void test_watch(void **state) {
@@ -202,9 +207,35 @@ static void test_watch(void **state) {
   assert_int_equal(HcclMemFree(a), HCCL_SUCCESS);
   assert_int_equal(g_nseen, 1);
   assert_int_equal(g_seen[0], serial_a);
+  assert_int_equal(g_off[0], 0);
+  assert_int_equal(g_len[0], w.region_bytes);
   hccl__mem_unwatch(id);
   assert_int_equal(HcclMemFree(b), HCCL_SUCCESS);
   assert_int_equal(g_nseen, 1);
+
+  /* HcclMemDiscard: the whole pages inside the range, told first, then zeros. */
+  long page = sysconf(_SC_PAGESIZE);
+  char *c;
+  assert_int_equal(HcclMemAlloc((void **)&c, 4 * (size_t)page), HCCL_SUCCESS);
+  memset(c, 7, 4 * (size_t)page);
+  assert_true(hccl__mem_window(c, 1, &w));
+  g_nseen = 0;
+  id = hccl__mem_watch(seen, NULL);
+  assert_int_equal(HcclMemDiscard(c + 10, 3 * (size_t)page), HCCL_SUCCESS);
+  assert_int_equal(g_nseen, 1);
+  assert_int_equal(g_seen[0], w.serial);
+  assert_int_equal(g_off[0], page);
+  assert_int_equal(g_len[0], 2 * page);
+  assert_int_equal(c[0], 7);
+  assert_int_equal(c[page], 0);
+  assert_int_equal(c[3 * page - 1], 0);
+  assert_int_equal(c[3 * page], 7);
+  assert_int_equal(HcclMemDiscard(c + 10, 100), HCCL_SUCCESS); /* no whole page: nothing */
+  assert_int_equal(g_nseen, 1);
+  assert_int_equal(HcclMemDiscard(c, 5 * (size_t)page), HCCL_E_PARA);
+  assert_non_null(strstr(HcclGetLastErrorMessage(), "HcclMemDiscard"));
+  hccl__mem_unwatch(id);
+  assert_int_equal(HcclMemFree(c), HCCL_SUCCESS);
 }
 
 int main(void) {

@@ -99,6 +99,25 @@ static int check_getters(HcclComm comm, int rank, int nranks, int32_t device) {
              "local rank %u, want %d", v, rank);
   RANK_CHECK(HcclGetDeviceId(comm, &d) == HCCL_SUCCESS && d == device, "device %d, want %d", d,
              device);
+  /* Transport counters: RDMA's are all zero on one server (no RDMA link, or no RDMA transport
+   * built); tcp and shm count nothing; another name or NULL is refused. */
+  HcclTransportStats ts;
+  memset(&ts, 0x55, sizeof(ts));
+  HcclResult rc = HcclGetCommTransportStats(comm, "rdma", &ts);
+  RANK_CHECK(rc == HCCL_SUCCESS && ts.links == 0 && ts.bytesSent == 0 && ts.bytesCopiedSend == 0 &&
+                 ts.bytesCopiedRecv == 0,
+             "rdma stats: %d, links %u, sent %llu", rc, ts.links,
+             (unsigned long long)ts.bytesSent);
+  RANK_CHECK(HcclGetCommTransportStats(comm, "tcp", &ts) == HCCL_E_NOT_SUPPORT &&
+                 strstr(HcclGetLastErrorMessage(), "keeps no counters"),
+             "tcp stats: %s", HcclGetLastErrorMessage());
+  RANK_CHECK(HcclGetCommTransportStats(comm, "shm", &ts) == HCCL_E_NOT_SUPPORT, "shm stats");
+  RANK_CHECK(HcclGetCommTransportStats(comm, "ib", &ts) == HCCL_E_PARA &&
+                 strstr(HcclGetLastErrorMessage(), "'ib'"),
+             "stats of 'ib': %s", HcclGetLastErrorMessage());
+  RANK_CHECK(HcclGetCommTransportStats(comm, NULL, &ts) == HCCL_E_PTR, "stats of NULL");
+  RANK_CHECK(HcclGetCommTransportStats(comm, "rdma", NULL) == HCCL_E_PTR, "stats into NULL");
+  RANK_CHECK(HcclGetCommTransportStats(NULL, "rdma", &ts) == HCCL_E_PTR, "stats of no comm");
   return 0;
 }
 

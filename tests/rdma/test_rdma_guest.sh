@@ -8,11 +8,15 @@
 #               place and in place, counts 1, odd and larger, each result checked (-c 1); every
 #               other collective program at 2 x 2; an allreduce of 4 MiB + 1 byte with
 #               HCCL_BUFFSIZE=1; `rdma resource show` after each job as before it (no QP, CQ or
-#               MR left). Then a rank killed (SIGKILL) in the middle of a 2 x 1 run: the other
-#               server's rank must fail within 30 s naming the network fault and its server.
-#               torch DDP at 2 x 1 over RDMA equal to gloo's bit for bit (rdma_torch.sh; 77
-#               there without torch counts as passed). The port going down under every rank
-#               of a 2 x 2 run: each names it within HCCL_EXEC_TIMEOUT (rdma_port_down.sh).
+#               MR left); zero copy: the perf line "# RDMA: ... bytes copied per byte sent" is
+#               at most 0.05 for sendrecv, all_gather and broadcast at 2 x 1 with -R 1
+#               (HcclMemAlloc), and 1.5 or more with malloc'd buffers (both ends copy); the job's
+#               queue pairs in `rdma resource show qp` while a longer run goes on. Then a rank
+#               killed (SIGKILL) in the middle of a 2 x 1 run: the other server's rank must fail
+#               within 30 s naming the network fault and its server. torch DDP at 2 x 1 over
+#               RDMA equal to gloo's bit for bit (rdma_torch.sh; 77 there without torch counts
+#               as passed). The port going down under every rank of a 2 x 2 run: each names it
+#               within HCCL_EXEC_TIMEOUT (rdma_port_down.sh).
 #   two guests  a 2 x 1 run over the wire between them, cut from the host (qemu's monitor:
 #               set_link n0 off) 25 s after the guests start: both ranks must fail naming the
 #               fault between hccl-guest0 and hccl-guest1 within HCCL_EXEC_TIMEOUT.
@@ -51,6 +55,60 @@ if [ "${1:-}" = "--in-guest" ]; then
     done
     HCCL_BUFFSIZE=1 run "2 x 1 allreduce of 4 MiB + 1 with HCCL_BUFFSIZE=1" 2 1 -- \
       "$b/allreduce_perf" -b 4194305 -e 4194305 -n 2 -w 0 -d int8 -o all
+    # Zero copy (hccl/src/transport/rdma/README.md): the perf programs' line after the table,
+    # "# RDMA: N bytes sent, R bytes copied per byte sent", counts the timed calls' copies at
+    # both ends (into a send slot, out of a receive slot). HcclMemAlloc buffers (-R 1) where
+    # the algorithm receives in place: at most 0.05 (0.00 "(zero copy)" when every posted
+    # receive reached its sender in time; under emulation a few messages miss the short
+    # rendezvous and land in slots: 0.00 to 0.04 seen); malloc'd buffers: both ends copy, 2.00.
+    ratio_case() { # NAME zero|copies|any SERVERS DEVICES -- PROGRAM ARGS
+      local name=$1 want=$2 line ratio
+      shift 2
+      run "$name" "$@"
+      line=$(grep -h "# RDMA:" /tmp/case.out | head -1)
+      echo "   ${line:-(no '# RDMA:' line)}"
+      ratio=$(echo "$line" | sed -n 's/.* bytes sent, \([0-9.]*\) bytes copied per byte sent.*/\1/p')
+      if { [ "$want" = zero ] && [ -n "$ratio" ] && awk -v r="$ratio" 'BEGIN { exit !(r <= 0.05) }'; } ||
+        { [ "$want" = copies ] && [ -n "$ratio" ] && awk -v r="$ratio" 'BEGIN { exit !(r >= 1.5) }'; } ||
+        { [ "$want" = any ] && [ -n "$ratio" ]; }; then
+        echo "## $name: $ratio copied per byte sent"
+      else
+        echo "## $name: FAIL (copied per byte sent '$ratio', want $want)"
+        fails=$((fails + 1))
+      fi
+    }
+    ratio_case "2 x 1 sendrecv_perf -R 1, zero copy" zero 2 1 -- "$b/sendrecv_perf" -b 64K -e 4M -f 4 -n 4 -w 1 -R 1
+    ratio_case "2 x 1 all_gather_perf -R 1, zero copy" zero 2 1 -- "$b/all_gather_perf" -b 64K -e 4M -f 4 -n 4 -w 1 -R 1
+    # (Above one slot: the chain, which receives in place; the binomial tree of smaller ones does
+    # not.)
+    ratio_case "2 x 1 broadcast_perf -R 1, zero copy" zero 2 1 -- "$b/broadcast_perf" -b 1M -e 4M -f 4 -n 4 -w 1 -R 1 -r -1
+    ratio_case "2 x 1 sendrecv_perf, malloc'd buffers copied at both ends" copies 2 1 -- "$b/sendrecv_perf" -b 64K -e 4M -f 4 -n 4 -w 1
+    # Shown, not judged: the ring's reducing steps receive into slots (README, Not yet).
+    ratio_case "2 x 2 allreduce_perf -R 1, reductions through slots" any 2 2 -- "$b/allreduce_perf" -b 1M -e 1M -n 2 -w 1 -R 1
+    # The job's queue pairs in `rdma resource show qp` while it runs: sampled every 0.5 s during
+    # a longer sendrecv run (each rank: its control QP and an RC QP per link).
+    echo "## rdma resource show qp during a run"
+    RDMA_RANKS_PEEK=1 bash "$here/rdma_ranks.sh" "$build" 2 1 -- "$b/sendrecv_perf" -b 1M -e 1M \
+      -n 50 -w 1 -c 0 -R 1 >/tmp/qp.out 2>&1 &
+    job=$!
+    seen=0
+    while kill -0 $job 2>/dev/null; do
+      n=$(rdma resource show qp 2>/dev/null | grep -c "comm sendrecv_perf")
+      [ "$n" -gt "$seen" ] && seen=$n
+      sleep 0.5
+    done
+    wait $job
+    st=$?
+    grep -h "# RDMA:" /tmp/qp.out | head -1 | sed 's/^ */   /'
+    # 2 ranks x (a control QP, and an RC QP for each link made: the collectives' and the p2p
+    # channel's) = 6; at least one link each to count as seen.
+    if [ $st = 0 ] && [ "$seen" -ge 4 ]; then
+      echo "## rdma resource show qp during a run: $seen queue pairs of sendrecv_perf listed"
+    else
+      echo "## rdma resource show qp during a run: FAIL (status $st, at most $seen queue pairs of sendrecv_perf listed)"
+      tail -30 /tmp/qp.out
+      fails=$((fails + 1))
+    fi
     # A rank killed: server 1's rank runs under timeout -s KILL.
     echo "## a rank killed"
     port=$((29700 + RANDOM % 200))

@@ -2,13 +2,14 @@
  * test_rdma.c - the RDMA transport (hccl/src/transport/rdma/) where no RDMA device is needed:
  * its settings (HCCL_NET's words, each HCCL_RDMA_* variable's range and default, refused by
  * name), the conn blob and the control messages (encoded, decoded, each broken rule refused with
- * its reason), the immediates and the slot and credit arithmetic (across the 2^31 and 2^32
- * wraps), the MTU agreed, the GID chosen (RoCE v2 over IPv4 first), the device chosen and the
- * message naming what was found. Where the build has the transport (HCCL_HAVE_RDMA): a missing
- * libibverbs named, and on a host without an RDMA device (this one) the error of a rank that
- * asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and tcp quietly leave the links to TCP;
- * the words naming a peer lost to this server's own port going down.
- * The data path itself runs only on a device: tests/rdma/ (a guest with soft-RoCE).
+ * its reason), the immediates and the slot and credit arithmetic (across the 2^30 and 2^32
+ * wraps), the posted receives (where a message lands in the receiver's buffer, when an entry is
+ * spent, the entries' window, the link's region), the MTU agreed, the GID chosen (RoCE v2 over
+ * IPv4 first), the device chosen and the message naming what was found. Where the build has the
+ * transport (HCCL_HAVE_RDMA): a missing libibverbs named, and on a host without an RDMA device
+ * (this one) the error of a rank that asked for RDMA with HCCL_NET=rdma, while HCCL_NET=auto and
+ * tcp quietly leave the links to TCP; the words naming a peer lost to this server's own port
+ * going down. The data path itself runs only on a device: tests/rdma/ (a guest with soft-RoCE).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -214,16 +215,22 @@ static void test_messages(void **state) {
 
 static void test_arithmetic(void **state) {
   (void)state;
-  /* Immediates: which kind, and the count or sequence mod 2^31, widened back. */
+  /* Immediates: the kind in the top 2 bits, the count or sequence mod 2^30, widened back. */
   assert_int_equal(hccl__rdma_imm_data(5), 5);
-  assert_int_equal(hccl__rdma_imm_data(0x80000005u), 5);
+  assert_int_equal(hccl__rdma_imm_data(0xc0000005u), 5);
+  assert_int_equal(hccl__rdma_imm_data(0x40000005u) & RDMA_IMM_KIND, RDMA_IMM_DATA);
   assert_int_equal(hccl__rdma_imm_credit(5), RDMA_IMM_CREDIT | 5);
-  uint32_t lasts[] = {0, 7, 0x7ffffffau, 0x80000000u, 0xfffffffau};
+  assert_int_equal(hccl__rdma_imm_post(5), RDMA_IMM_POST | 5);
+  assert_int_equal(hccl__rdma_imm_post(0x40000005u), RDMA_IMM_POST | 5);
+  assert_int_equal(hccl__rdma_imm_credit(0xffffffffu) & RDMA_IMM_KIND, RDMA_IMM_CREDIT);
+  uint32_t lasts[] = {0, 7, 0x3ffffffau, 0x7ffffffau, 0x80000000u, 0xfffffffau};
   for (size_t i = 0; i < sizeof(lasts) / sizeof(lasts[0]); i++)
-    for (uint32_t step = 0; step <= 2 * RDMA_NSLOTS; step++) {
+    for (uint32_t step = 0; step <= 2 * RDMA_NSLOTS + RDMA_NPOSTS; step++) {
       uint32_t count = lasts[i] + step;
-      uint32_t imm = hccl__rdma_imm_credit(count);
-      assert_int_equal(hccl__rdma_widen(lasts[i], imm & 0x7fffffffu), count);
+      assert_int_equal(hccl__rdma_widen(lasts[i], hccl__rdma_imm_credit(count) & RDMA_IMM_VALUE),
+                       count);
+      assert_int_equal(hccl__rdma_widen(lasts[i], hccl__rdma_imm_post(count) & RDMA_IMM_VALUE),
+                       count);
     }
   /* The window: at most RDMA_NSLOTS unreleased, across the 2^32 wrap too. */
   assert_true(hccl__rdma_window_open(7, 0));
@@ -256,6 +263,76 @@ static void set_ipv4(struct rdma_gid_entry *g, int type, uint8_t last) {
   g->raw[10] = g->raw[11] = 0xff;
   g->raw[12] = 10, g->raw[15] = last;
   g->type = type;
+}
+
+static void test_posts(void **state) {
+  (void)state;
+  /* 10000 bytes posted in chunks of 4096 from message 5: messages 5, 6, 7 land at +0, +4096,
+   * +8192, the last in at most 1808 bytes. */
+  struct rdma_post p = hccl__rdma_post_make(0x10000, 77, 4096, 10000, 5, 3);
+  assert_int_equal(p.n, 3);
+  assert_int_equal(p.rkey, 77);
+  assert_int_equal(p.id, 3);
+  uint64_t addr = 0;
+  assert_true(hccl__rdma_post_place(&p, 5, 4096, &addr));
+  assert_int_equal(addr, 0x10000);
+  assert_true(hccl__rdma_post_place(&p, 6, 4096, &addr));
+  assert_int_equal(addr, 0x11000);
+  assert_true(hccl__rdma_post_place(&p, 7, 1808, &addr));
+  assert_int_equal(addr, 0x12000);
+  assert_true(hccl__rdma_post_place(&p, 7, 1000, &addr)); /* shorter: its size is checked later */
+  addr = 1;
+  assert_false(hccl__rdma_post_place(&p, 7, 1809, &addr)); /* past the posted bytes */
+  assert_false(hccl__rdma_post_place(&p, 6, 4097, &addr)); /* larger than a chunk */
+  assert_false(hccl__rdma_post_place(&p, 6, 0, &addr));    /* an empty message: its slot */
+  assert_false(hccl__rdma_post_place(&p, 4, 100, &addr));  /* sent before the post */
+  assert_false(hccl__rdma_post_place(&p, 8, 100, &addr));  /* after it */
+  assert_int_equal(addr, 1);                               /* untouched when false */
+  /* Covers messages 5, 6, 7 only (fitting or not). */
+  assert_false(hccl__rdma_post_covers(&p, 4));
+  assert_true(hccl__rdma_post_covers(&p, 5));
+  assert_true(hccl__rdma_post_covers(&p, 7));
+  assert_false(hccl__rdma_post_covers(&p, 8));
+  /* Spent once every message it covers was sent; not before its first. */
+  assert_false(hccl__rdma_post_spent(&p, 4));
+  assert_false(hccl__rdma_post_spent(&p, 5));
+  assert_false(hccl__rdma_post_spent(&p, 7));
+  assert_true(hccl__rdma_post_spent(&p, 8));
+  assert_true(hccl__rdma_post_spent(&p, 1000));
+  /* Across the 2^32 wrap of message numbers. */
+  struct rdma_post w = hccl__rdma_post_make(0x20000, 1, 100, 300, 0xfffffffeu, 0);
+  assert_int_equal(w.n, 3);
+  assert_true(hccl__rdma_post_place(&w, 0xffffffffu, 100, &addr));
+  assert_int_equal(addr, 0x20000 + 100);
+  assert_true(hccl__rdma_post_place(&w, 0, 100, &addr));
+  assert_int_equal(addr, 0x20000 + 200);
+  assert_false(hccl__rdma_post_place(&w, 1, 100, &addr));
+  assert_false(hccl__rdma_post_spent(&w, 0));
+  assert_true(hccl__rdma_post_spent(&w, 1));
+  assert_false(hccl__rdma_post_spent(&w, 0xfffffffdu));
+  /* One chunk covering a whole buffer; bytes a multiple of the chunk. */
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 4096, 0, 0).n, 1);
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 8192, 0, 0).n, 2);
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 1, 0, 0).n, 1);
+  /* The entries' window: at most RDMA_NPOSTS written and not read, across the wrap. */
+  assert_true(hccl__rdma_post_window_open(0, 0));
+  assert_true(hccl__rdma_post_window_open(RDMA_NPOSTS - 1, 0));
+  assert_false(hccl__rdma_post_window_open(RDMA_NPOSTS, 0));
+  assert_true(hccl__rdma_post_window_open(RDMA_NPOSTS - 3, 0xfffffffeu));
+  assert_false(hccl__rdma_post_window_open(RDMA_NPOSTS - 2, 0xfffffffeu));
+  /* The wait for an entry: 8 x the recent waits within [min, max]; `first` before any. */
+  assert_int_equal(hccl__rdma_post_limit(0, 1000, 10000, 100000), 10000);
+  assert_int_equal(hccl__rdma_post_limit(10, 1000, 10000, 100000), 1000);
+  assert_int_equal(hccl__rdma_post_limit(500, 1000, 10000, 100000), 4000);
+  assert_int_equal(hccl__rdma_post_limit(50000, 1000, 10000, 100000), 100000);
+  assert_int_equal(hccl__rdma_post_limit(INT64_MAX / 2, 1000, 10000, 100000), 100000);
+  /* The link's region: the slots both ways, then the peer's entries and this side's. */
+  assert_int_equal(hccl__rdma_region_bytes(4096), 2 * 8 * 4160 + 2 * 16 * 64);
+  assert_true(sizeof(struct rdma_post) <= RDMA_POST_STRIDE);
+  /* The header says where the payload went and how far the sender read. */
+  struct rdma_slot_hdr h = {.size = 1, .seq = 2, .post = 3, .posts_seen = 4};
+  assert_int_equal(sizeof(h), RDMA_HDR);
+  assert_int_equal(offsetof(struct rdma_slot_hdr, stamp), 16);
 }
 
 static void test_gid_pick(void **state) {
@@ -434,6 +511,7 @@ int main(void) {
       cmocka_unit_test(test_blob),
       cmocka_unit_test(test_messages),
       cmocka_unit_test(test_arithmetic),
+      cmocka_unit_test(test_posts),
       cmocka_unit_test(test_gid_pick),
       cmocka_unit_test(test_device_pick),
 #ifdef HCCL_HAVE_RDMA

@@ -246,7 +246,9 @@ size_t Cache::empty_cache() {
     if (mincore(lo, len, in.data()) == 0)
       for (unsigned char c : in)
         resident += c & 1;
-    if (madvise(lo, len, MADV_REMOVE) == 0) given += resident * page;
+    /* HcclMemDiscard, not madvise: libhccl's RDMA transport drops its registrations of these
+     * pages first (a registration keeps the old pages). */
+    if (HcclMemDiscard(lo, len) == HCCL_SUCCESS) given += resident * page;
   }
   released_ += given;
   return given;

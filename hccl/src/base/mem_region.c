@@ -1,5 +1,6 @@
 /*
- * mem_region.c - HcclMemAlloc / HcclMemFree: memory a server's ranks share, as NCCL's ncclMemAlloc.
+ * mem_region.c - HcclMemAlloc / HcclMemFree / HcclMemDiscard: memory a server's ranks share, as
+ * NCCL's ncclMemAlloc, and its pages given back.
  *
  * Each allocation is a memfd of its own named "hccl-mem-<serial>" (serials never repeat in a
  * process), mapped shared; the process keeps the descriptor open while the region lives so
@@ -49,11 +50,19 @@ static unsigned long long next_serial = 1;
  * those. */
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-  void (*fn)(void *arg, uint64_t serial);
+  void (*fn)(void *arg, uint64_t serial, uint64_t off, uint64_t len);
   void *arg;
 } watchers[HCCL_MEM_WATCHERS];
 
-int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial), void *arg) {
+static void tell_watchers(uint64_t serial, uint64_t off, uint64_t len) {
+  pthread_mutex_lock(&watch_mu);
+  for (int i = 0; i < HCCL_MEM_WATCHERS; i++)
+    if (watchers[i].fn) watchers[i].fn(watchers[i].arg, serial, off, len);
+  pthread_mutex_unlock(&watch_mu);
+}
+
+int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial, uint64_t off, uint64_t len),
+                    void *arg) {
   pthread_mutex_lock(&watch_mu);
   for (int i = 0; i < HCCL_MEM_WATCHERS; i++)
     if (!watchers[i].fn) {
@@ -160,13 +169,26 @@ HcclResult hccl__mem_free(void *ptr) {
   if (!r)
     return hccl__fail(HCCL_E_PARA, "HcclMemFree: %p was not returned by HcclMemAlloc (or was "
                                    "freed already)", ptr);
-  pthread_mutex_lock(&watch_mu);
-  for (int i = 0; i < HCCL_MEM_WATCHERS; i++)
-    if (watchers[i].fn) watchers[i].fn(watchers[i].arg, r->serial);
-  pthread_mutex_unlock(&watch_mu);
+  tell_watchers(r->serial, 0, r->bytes);
   munmap(r->base, r->bytes);
   close(r->fd);
   free(r);
+  return HCCL_SUCCESS;
+}
+
+HcclResult hccl__mem_discard(void *ptr, size_t size) {
+  struct hccl_window w;
+  if (!hccl__mem_window(ptr, size, &w))
+    return hccl__fail(HCCL_E_PARA, "HcclMemDiscard: [%p, +%zu) is not inside one region "
+                      "HcclMemAlloc returned (or this process inherited it through fork)", ptr,
+                      size);
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)ptr;
+  uintptr_t lo = (p + page - 1) / page * page, hi = (p + size) / page * page;
+  if (hi <= lo) return HCCL_SUCCESS; /* no whole page */
+  tell_watchers(w.serial, w.offset + (lo - p), hi - lo);
+  if (madvise((void *)lo, hi - lo, MADV_REMOVE) != 0)
+    return hccl__fail(HCCL_E_SYSCALL, "HcclMemDiscard: madvise(MADV_REMOVE) of %zu bytes at "
+                      "%p: %s", (size_t)(hi - lo), (void *)lo, strerror(errno));
   return HCCL_SUCCESS;
 }
 

@@ -34,13 +34,23 @@ struct hccl_window {
  * inherited through fork (copy-on-write here, so not what a peer would map). */
 bool hccl__mem_window(const void *ptr, size_t bytes, struct hccl_window *w);
 
-/* Watching frees (a transport's registration cache, transport/rdma/rdma_reg.c, drops what it
- * registered of a region before its pages go): fn(arg, serial) is called for each region
- * HcclMemFree frees from now on, after the region left the list and before it is unmapped, on
- * the freeing thread, until hccl__mem_unwatch. Returns the watch's id, or -1 (logged) when
- * HCCL_MEM_WATCHERS are in use. _unwatch returns once no call of that watch runs. */
+/* HcclMemDiscard's work: the whole pages inside [ptr, ptr + size), which must lie in one
+ * region, are given back to the system (MADV_REMOVE on its memfd: they read as zeros when next
+ * touched, in every process that maps them), after the watchers were told. HCCL_E_PARA (the
+ * message names HcclMemDiscard) for a range outside one region or in one a fork made private. */
+HcclResult hccl__mem_discard(void *ptr, size_t size);
+
+/* Watching pages going (a transport's registration cache, transport/rdma/rdma_reg.c, drops
+ * what it registered of them first: a registration pins the pages it had, which the addresses
+ * no longer show after this): fn(arg, serial, off, len) is called with bytes [off, off + len)
+ * of region `serial` for each region HcclMemFree frees from now on (its whole size, after the
+ * region left the list and before it is unmapped) and for each range HcclMemDiscard gives back
+ * (before it does), on the calling thread, until hccl__mem_unwatch. Returns the watch's id, or
+ * -1 (logged) when HCCL_MEM_WATCHERS are in use. _unwatch returns once no call of that watch
+ * runs. */
 #define HCCL_MEM_WATCHERS 64
-int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial), void *arg);
+int hccl__mem_watch(void (*fn)(void *arg, uint64_t serial, uint64_t off, uint64_t len),
+                    void *arg);
 void hccl__mem_unwatch(int id);
 
 /* The name every region's memfd carries, "hccl-mem-<serial>": a peer that opened the

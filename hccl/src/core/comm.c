@@ -1,9 +1,9 @@
 /*
- * comm.c - a communicator's life: made (hccl__comm_alloc), bootstrapped, aborted, destroyed,
- * and its getters. The entry points that make one (root info, environment, rank table, the
- * caller's store) are comm_init.c's. The order of the bootstrap: the rounds through the store
- * (bootstrap/rounds.c), the settings every rank must share, the placement on servers, devices
- * and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
+ * comm.c - a communicator's life: made (hccl__comm_alloc), bootstrapped, aborted, destroyed, and
+ * its getters (a transport's counters too). The entry points that make one (root info, environment,
+ * rank table, the caller's store) are comm_init.c's. The order of the bootstrap: the rounds through
+ * the store (bootstrap/rounds.c), the settings every rank must share, the placement on servers,
+ * devices and the ring (topo/place.c), the groups (algo/group.c) and the links (transport/links.c).
  * Each check runs on the same data on every rank, so a bad job fails on every rank, never hangs.
  *
  * Bootstrap rounds, each an allgather over the tree of sockets the store introduces (rounds.h):
@@ -484,3 +484,27 @@ GETTER(HcclGetRankId, uint32_t, comm->rank)
 GETTER(HcclGetDeviceId, int32_t, comm->device)
 GETTER(HcclGetLocalRankSize, uint32_t, comm->local_nranks)
 GETTER(HcclGetLocalRankId, uint32_t, comm->local_rank)
+
+/* The transport of that name in the priority table (hccl__transports) answers; rdma, where it
+ * was not built, is a transport this communicator does not use: zeros. */
+HcclResult HcclGetCommTransportStats(HcclComm comm, const char *transport,
+                                     HcclTransportStats *stats) {
+  if (!comm || !transport || !stats)
+    return hccl__fail(HCCL_E_PTR, "HcclGetCommTransportStats: %s is NULL",
+                      !comm ? "comm" : !transport ? "transport" : "stats");
+  if (strcmp(transport, "shm") != 0 && strcmp(transport, "tcp") != 0 &&
+      strcmp(transport, "rdma") != 0)
+    return hccl__fail(HCCL_E_PARA, "HcclGetCommTransportStats: no transport is called '%s': "
+                      "use rdma, tcp or shm", transport);
+  HcclTransportStats s = {0};
+  for (const struct hccl_transport_ops *const *t = hccl__transports; *t; t++) {
+    if (strcmp((*t)->name, transport) != 0) continue;
+    if (!(*t)->stats)
+      return hccl__fail(HCCL_E_NOT_SUPPORT,
+                        "HcclGetCommTransportStats: the %s transport keeps no counters",
+                        transport);
+    (*t)->stats(&comm->tx, &s);
+  }
+  *stats = s;
+  return HCCL_SUCCESS;
+}

@@ -364,14 +364,21 @@ static void *engine_main(void *arg) {
     bool moved = false;
     HcclResult r = HCCL_SUCCESS;
     int n = eligible(e);
-    for (int i = 0; i < n && r == HCCL_SUCCESS; i++) {
-      bool done;
-      r = progress(e, e->elig[i], &moved, &done);
-      if (r != HCCL_SUCCESS)
-        fail_all(e, r, e->elig[i]);
-      else if (done)
-        finish(e, e->elig[i], HCCL_SUCCESS, NULL);
-    }
+    /* Receives first, then sends: a receive posted in place reaches its peer before this
+     * rank's sends, which that peer may be waiting for before it sends (RDMA's posted receives:
+     * transport/rdma/rdma_data.c). An op taken in the first pass is cleared from elig. */
+    for (int pass = 0; pass < 2 && r == HCCL_SUCCESS; pass++)
+      for (int i = 0; i < n && r == HCCL_SUCCESS; i++) {
+        struct p2p_op *op = e->elig[i];
+        if (!op || (op->kind == P2P_SEND) != (pass == 1)) continue;
+        e->elig[i] = NULL;
+        bool done;
+        r = progress(e, op, &moved, &done);
+        if (r != HCCL_SUCCESS)
+          fail_all(e, r, op);
+        else if (done)
+          finish(e, op, HCCL_SUCCESS, NULL);
+      }
     if (r != HCCL_SUCCESS) continue;
     e->rotate++;
     int64_t now = hccl__now_ns();

@@ -231,6 +231,10 @@ struct hccl_transport_ops {
   void (*close)(struct hccl_link *l);
   /* Frees what setup made. Called once, after every link was closed. */
   void (*teardown)(struct hccl_tctx *tx);
+  /* The transport's counters so far (HcclGetCommTransportStats, hccl.h, says what each
+   * counts), into *out, which the caller zeroed; left zero where the transport has no state.
+   * Never waits. May be NULL: the transport counts nothing. */
+  void (*stats)(const struct hccl_tctx *tx, HcclTransportStats *out);
 
   /* The transport's cost, for the cost model (algo/plan.c), as UCX's iface_query answers
    * it: nanoseconds per message hop (alpha) and per byte (beta). */

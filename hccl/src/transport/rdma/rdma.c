@@ -20,13 +20,13 @@
  * lost); HCCL_CONNECT_TIMEOUT bounds the wait. Neither side waits for the other's algorithm
  * threads, so links asked for in any order, on first use as TCP's, never deadlock.
  *
- * Data path: rdma_data.c. Failure: a work request that fails (retry count exceeded: a cut cable
- * or a dead host; a queue pair in error; an async event saying the port went down) marks its
- * peer down with the reason, naming both servers, and wakes every waiter on its links
- * (rdma_io_thread.c). abort() sends ABORT {origin, code, reason} to every linked peer's control
- * QP; the first one a rank hears goes on to its own linked peers. Teardown waits (at most 1 s)
- * for its last work requests, sends BYE, stops the thread and destroys every QP, MR, CQ and the
- * rest (rdma resource show is as before).
+ * Data path: rdma_data.c (slots, send by reference, receives posted in place). Failure: a work
+ * request that fails (retry count exceeded: a cut cable or a dead host; a queue pair in error; an
+ * async event saying the port went down) marks its peer down with the reason, naming both servers,
+ * and wakes every waiter on its links (rdma_io_thread.c). abort() sends ABORT {origin, code,
+ * reason} to every linked peer's control QP; the first one a rank hears goes on to its own linked
+ * peers. Teardown waits (at most 1 s) for its last work requests, sends BYE, stops the thread and
+ * destroys every QP, MR, CQ and the rest (rdma resource show is as before).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -78,7 +78,7 @@ static void state_free(struct rdma_state *st) {
  * (ulimit -l: 64 KiB for a user by default), RDMA is refused now, so that HCCL_NET=auto falls
  * back to TCP instead of failing at the first link. */
 static HcclResult try_register(struct rdma_state *st, char *why, size_t len) {
-  size_t bytes = 2 * (size_t)RDMA_NSLOTS * hccl__rdma_stride(st->slot_bytes);
+  size_t bytes = hccl__rdma_region_bytes(st->slot_bytes);
   void *mem = NULL;
   if (posix_memalign(&mem, 4096, bytes) != 0) {
     snprintf(why, len, "out of memory for one link's slots (%zu bytes)", bytes);
@@ -251,6 +251,16 @@ static void rdma_connected(struct hccl_tctx *tx) {
               atomic_load(&st->nlinks));
 }
 
+/* The counters (rdma.h), for HcclGetCommTransportStats; zeros where RDMA is not used. */
+static void rdma_stats(const struct hccl_tctx *tx, HcclTransportStats *out) {
+  struct rdma_state *st = hccl__rdma_state_of(tx);
+  if (!st) return;
+  out->links = (uint32_t)atomic_load(&st->nlinks);
+  out->bytesSent = atomic_load(&st->bytes_sent);
+  out->bytesCopiedSend = atomic_load(&st->bytes_copied_send);
+  out->bytesCopiedRecv = atomic_load(&st->bytes_copied_recv);
+}
+
 static void rdma_close(struct hccl_link *base) {
   (void)base; /* links live until teardown, which stops the thread first */
 }
@@ -274,12 +284,15 @@ static void rdma_teardown(struct hccl_tctx *tx) {
     hccl__rdma_poke(st, true);
     pthread_join(st->thread, NULL);
   }
-  uint64_t sent = atomic_load(&st->bytes_sent), copied = atomic_load(&st->bytes_copied);
+  uint64_t sent = atomic_load(&st->bytes_sent), cs = atomic_load(&st->bytes_copied_send),
+           cr = atomic_load(&st->bytes_copied_recv);
   HCCL_INFO("RDMA transport: rank %u sent %llu bytes over %d links, %llu of them copied into a "
-            "slot (%.2f copies per byte sent; the rest from %d registered HcclMemAlloc "
-            "regions, %u dropped on HcclMemFree)",
-            tx->rank, (unsigned long long)sent, n, (unsigned long long)copied,
-            sent ? (double)copied / (double)sent : 0.0, st->nreg, atomic_load(&st->reg_evicted));
+            "send slot, and took %llu bytes out of receive slots (%.2f copies per byte sent; "
+            "the rest from and into %d registered parts of HcclMemAlloc regions, %u dropped on "
+            "HcclMemFree)",
+            tx->rank, (unsigned long long)sent, n, (unsigned long long)cs, (unsigned long long)cr,
+            sent ? (double)(cs + cr) / (double)sent : 0.0, st->nreg,
+            atomic_load(&st->reg_evicted));
   state_free(st);
   tx->state[HCCL_TRANSPORT_RDMA] = NULL;
 }
@@ -300,10 +313,11 @@ const struct hccl_transport_ops hccl__transport_rdma = {
     .recv_acquire = hccl__rdma_recv_acquire,
     .recv_release = hccl__rdma_recv_release,
     /* send_ref writes from an HcclMemAlloc region without a copy (rdma_reg.c), from other
-     * memory through a slot; a receive lands in a slot (recv_post: not yet). */
+     * memory through a slot; recv_post has the sender write straight into an HcclMemAlloc
+     * region, other memory receives through slots. */
     .send_ref = hccl__rdma_send_ref,
     .send_flush = hccl__rdma_send_flush,
-    .recv_post = NULL,
+    .recv_post = hccl__rdma_recv_post,
     .send_ready = hccl__rdma_send_ready,
     .recv_ready = hccl__rdma_recv_ready,
     .send_drained = hccl__rdma_send_drained,
@@ -318,6 +332,7 @@ const struct hccl_transport_ops hccl__transport_rdma = {
     .wait_check = hccl__rdma_wait_check,
     .close = rdma_close,
     .teardown = rdma_teardown,
+    .stats = rdma_stats,
     /* A model, not a measurement (no RDMA NIC here): a few microseconds a hop and 100 Gb/s. */
     .alpha_ns = 5000.0,
     .beta_ns = 0.08,

@@ -17,7 +17,8 @@
  * rdma_fail.c a peer marked down and the wake-ups; rdma_dev.c the device, its port and GID, the
  * control queue pair and each link's queue pair; rdma_verbs.c libibverbs loaded at run time;
  * rdma_wire.c the pure steps (blob, messages, immediates, slot arithmetic, choices).
- * rdma_reg.c is the registration cache of HcclMemAlloc regions, which send_ref writes from.
+ * rdma_reg.c is the registration cache of HcclMemAlloc regions, which send_ref writes from and
+ * recv_post has the peer write into.
  * Who calls whom: rdma.c -> rdma_conn.c, rdma_data.c, rdma_io_thread.c, rdma_fail.c,
  * rdma_reg.c, rdma_dev.c; rdma_io_thread.c -> rdma_conn.c, rdma_fail.c, rdma_dev.c;
  * rdma_conn.c -> rdma_fail.c, rdma_dev.c; rdma_data.c -> rdma_fail.c, rdma_reg.c; rdma_dev.c
@@ -42,26 +43,45 @@
 #define RDMA_NCTL_RECV 64        /* control datagrams posted for receiving */
 #define RDMA_NCTL_SEND 128       /* control datagrams in flight */
 #define RDMA_GRH 40              /* what a UD receive buffer holds before the datagram */
-#define RDMA_RECV_WR (2 * RDMA_NSLOTS + 4) /* per link: 8 messages + 8 credits, and slack */
-#define RDMA_SEND_WR (4 * RDMA_NSLOTS)     /* per link: messages and credits in flight */
+/* Per link: 8 messages, 8 credits, 16 posted receives, and slack. */
+#define RDMA_RECV_WR (2 * RDMA_NSLOTS + RDMA_NPOSTS + 4)
+/* Per link: messages (two writes each into a posted receive), credits and posted receives in
+ * flight. */
+#define RDMA_SEND_WR (4 * RDMA_NSLOTS + RDMA_NPOSTS)
 #define RDMA_HELLO_RESEND_MS 200
-#define RDMA_REG_MAX 64 /* HcclMemAlloc regions registered at once (rdma_reg.c) */
+/* How long a message waits for the receiver's posted receive where the last one was covered by
+ * one (rdma_data.c's wait_post): 8 times what such waits took lately (the entry's trip across,
+ * and the receiver starting its call later), from 1 ms to 100 ms (emulated hosts lag tens of
+ * milliseconds); 10 ms before any such wait. A receiver that stopped posting (another
+ * algorithm's steps, other memory) costs its sender this once. */
+#define RDMA_POST_WAIT_MIN_NS 1000000LL
+#define RDMA_POST_WAIT_FIRST_NS 10000000LL
+#define RDMA_POST_WAIT_NS 100000000LL
+#define RDMA_REG_MAX 64 /* registrations of HcclMemAlloc regions at once (rdma_reg.c) */
+/* A registration covers the region's pages around a buffer in steps of this many bytes (the
+ * whole region when it is smaller): torch_hccl's arenas are regions of 1 GiB and more, mostly
+ * untouched, which registering whole would pin (rdma_reg.c). */
+#define RDMA_REG_GRAIN ((size_t)64 << 20)
 
-/* wr_id tags (the low 3 bits; a link's address is 16-byte aligned, calloc's): a link's receive
- * (the link's address), a link's send (| RDMA_TAG_DATA for a message, whose completion means
- * its source was read), a control receive (its index << 3), a control send. */
+/* wr_id tags (the low 4 bits; a link's address is 64-byte aligned, rdma_conn.c allocates it so):
+ * a link's receive (the link's address), a link's send (| RDMA_TAG_DATA for a message's payload,
+ * whose completion means its source was read; | RDMA_TAG_POST for a posted receive's entry,
+ * whose completion frees its source), a control receive (its index << 3), a control send. The
+ * kind is the low 2 bits. */
 enum {
   RDMA_TAG_RECV = 0,
   RDMA_TAG_SEND = 1,
   RDMA_TAG_CTL_RECV = 2,
   RDMA_TAG_CTL_SEND = 3,
   RDMA_TAG_DATA = 4,
-  RDMA_TAG_MASK = 7
+  RDMA_TAG_POST = 8,
+  RDMA_TAG_MASK = 15
 };
 
-/* One HcclMemAlloc region registered (rdma_reg.c). */
+/* Part of one HcclMemAlloc region registered (rdma_reg.c): bytes [off, off + len) of it. */
 struct rdma_reg {
   uint64_t serial;
+  uint64_t off, len;
   struct ibv_mr *mr;
 };
 struct rdma_state;
@@ -72,8 +92,11 @@ struct rdma_link {
   int channel;
   struct ibv_qp *qp;
   struct ibv_mr *mr;
-  char *mem;   /* send slots, then receive slots: RDMA_NSLOTS strides each */
-  size_t half; /* bytes of each */
+  /* Send slots, then receive slots (RDMA_NSLOTS strides each), then the posted receives the
+   * peer writes here, then the ones this side writes from (RDMA_NPOSTS entries each):
+   * hccl__rdma_region_bytes. */
+  char *mem;
+  size_t half; /* bytes of the send slots, and of the receive slots */
   uint32_t psn;
   /* The peer's queue pair, from its hello (under st->lock). */
   uint32_t rqpn, rkey;
@@ -92,10 +115,35 @@ struct rdma_link {
   _Atomic uint32_t sq_posted, sq_done; /* work requests posted / completed on the send queue */
   _Atomic uint32_t written; /* messages whose write completed (its source read); flush waits */
   _Atomic uint32_t flush_waiting;
+  /* The peer's posted receives: entries its writes completed (published by the thread), those
+   * read (the algorithm's thread), and the one read last (`cur`, while have_cur). */
+  _Atomic uint32_t posts_arrived;
+  uint32_t posts_seen;
+  bool have_cur;
+  struct rdma_post cur;
+  /* The last message with bytes (last_seq, while have_last) was covered by a posted receive
+   * (last_covered: it went into one, or an entry read later covered it): the receiver has been
+   * posting, so a message no entry covers waits a little for one (rdma_data.c's wait_post)
+   * rather than land in a slot the receiver would copy out of. */
+  bool have_last, last_covered;
+  uint32_t last_seq;
+  int64_t post_wait_ns; /* how long such waits took lately (0: none yet) */
+  uint32_t wait_seq;    /* the message whose wait began at wait_since (0: none) */
+  int64_t wait_since;
   /* Receive side: message m in receive slot m % RDMA_NSLOTS, its header first. */
   uint32_t received;
+  uint32_t held_copied; /* the taken message's bytes when it is in its slot (counted at release) */
   _Atomic uint32_t arrived; /* published by the thread; receive waits sleep on it */
   _Atomic uint32_t recv_waiting;
+  /* This side's posted receives (recv_post): entries written to the peer, their writes
+   * completed (the thread's count: an entry's source is free again), the entries the peer
+   * said it had read (its messages' headers), and the last one posted (`mine`, while
+   * have_mine; its addr is this process's pointer). */
+  uint32_t posts_made;
+  _Atomic uint32_t posts_done;
+  uint32_t peer_seen;
+  bool have_mine;
+  struct rdma_post mine;
 };
 
 struct rdma_peer {
@@ -143,9 +191,11 @@ struct rdma_state {
   _Atomic int stop, sleeping;
   int64_t spin_ns;
   _Atomic int port_down;
-  /* Bytes sent, and of those copied into a slot first (the rest went from the caller's
-   * registered memory: send_ref from an HcclMemAlloc region). */
-  _Atomic uint64_t bytes_sent, bytes_copied;
+  /* The counters HcclGetCommTransportStats reads: payload bytes sent; of those, staged in a send
+   * slot (the caller's copy or reduction wrote them there: not send_ref from registered memory);
+   * payload bytes received into a receive slot (not into a posted receive), which the caller
+   * copies or reduces from. */
+  _Atomic uint64_t bytes_sent, bytes_copied_send, bytes_copied_recv;
   /* The registration cache (rdma_reg.c), under reg_lock. */
   pthread_mutex_t reg_lock;
   struct rdma_reg reg[RDMA_REG_MAX];
@@ -194,9 +244,11 @@ void hccl__rdma_dev_close(struct rdma_state *st);
 
 /* Starts the cache and its watch of HcclMemFree. */
 void hccl__rdma_reg_init(struct rdma_state *st);
-/* Whether [buf, buf + bytes) lies in an HcclMemAlloc region, registered now if it was not; its
- * key in *lkey. false: send it through a slot. Any thread. */
-bool hccl__rdma_reg_find(struct rdma_state *st, const void *buf, size_t bytes, uint32_t *lkey);
+/* Whether [buf, buf + bytes) lies in an HcclMemAlloc region, registered now (for local and
+ * remote writes) if that part of it was not; its keys in *lkey and *rkey. false: the bytes go
+ * through a slot. Any thread. */
+bool hccl__rdma_reg_find(struct rdma_state *st, const void *buf, size_t bytes, uint32_t *lkey,
+                         uint32_t *rkey);
 /* Stops the watch and drops every registration (teardown). */
 void hccl__rdma_reg_free(struct rdma_state *st);
 
@@ -254,6 +306,7 @@ void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
 HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                    struct hccl_stamp *stamp, const struct hccl_wait *w);
 void hccl__rdma_recv_release(struct hccl_link *base);
+void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes);
 bool hccl__rdma_send_ready(struct hccl_link *base);
 bool hccl__rdma_recv_ready(struct hccl_link *base);
 bool hccl__rdma_send_drained(struct hccl_link *base);

@@ -1,19 +1,35 @@
 /*
  * rdma_data.c - the RDMA transport's data path, the algorithm's side of a link: send
- * acquire/commit, receive acquire/release, readiness, drain, and the check every wait on an RDMA
- * link makes each sleep slice (its peer down).
+ * acquire/commit and by reference, receive acquire/release and posted in place, readiness,
+ * drain, and the check every wait on an RDMA link makes each sleep slice (its peer down).
  *
  * Each link has 8 send slots and 8 receive slots of slot_bytes (HCCL_BUFFSIZE split as TCP
- * splits it), each led by a 32-byte header {size, sequence, stamp}, registered once when the link
- * is made. The caller fills send slot m % 8 (send_acquire gives it: the one copy, counted in
- * bytes_copied); send_commit writes its header and posts one RDMA WRITE with immediate of header
- * and payload into the peer's receive slot m % 8, the immediate naming m, so the receiver learns
- * which slot filled from its completion (the thread publishes `arrived`). recv_release returns a
- * credit: a SEND with immediate {released count}, no payload, posted by the releasing thread;
- * the sender's thread publishes it as `acked`. A sender has at most 8 messages its receiver has
- * not released (shm's and TCP's rule), so a write always finds its receive slot free, and
- * send_drained = every committed message released. Waits sleep on `arrived` and `acked` with
- * hccl__wait_change, as on shm and TCP.
+ * splits it), each led by a 32-byte header {size, sequence, post, posts_seen, stamp},
+ * registered once when the link is made. The caller fills send slot m % 8 (send_acquire gives
+ * it: a copy, counted in bytes_copied_send) and commits it, or hands its own buffer (send_ref:
+ * no copy where it lies in an HcclMemAlloc region, rdma_reg.c). Message m is one RDMA WRITE
+ * with immediate m of header and payload into the peer's receive slot m % 8; the receiver
+ * learns which slot filled from its completion (the thread publishes `arrived`) and the
+ * payload it takes from a slot counts in bytes_copied_recv.
+ *
+ * Zero copy at the receiving end (NCCL net_ib's FIFO): recv_post, for a buffer in an
+ * HcclMemAlloc region, writes an entry {addr, rkey, chunk, bytes, first, n, id} into the
+ * sender's region (RDMA WRITE with immediate POST id; at most RDMA_NPOSTS ahead of the entries
+ * the sender said, in its headers, it has read). The sender reads the entries in order before
+ * each message; a message an entry covers goes as two writes, its header into its slot (post =
+ * id + 1) and its payload straight into the receiver's buffer with the immediate, and
+ * recv_acquire returns that place, so the caller's copy to it is none. Messages the sender wrote
+ * before it read the entry stay in their slots (post = 0): the header says which, message by
+ * message, so both kinds keep their order. Once a message was covered by a posted receive (it
+ * went into one, or an entry read later covered it), the next one no entry covers waits a
+ * little for the receiver's next entry (wait_post), so a stream of posted receives stays zero
+ * copy although each is announced when its receive starts.
+ *
+ * recv_release returns a credit: a SEND with immediate {released count}, no payload, posted by
+ * the releasing thread; the sender's thread publishes it as `acked`. A sender has at most 8
+ * messages its receiver has not released (shm's and TCP's rule), so a write always finds its
+ * receive slot free, and send_drained = every committed message released. Waits sleep on
+ * `arrived` and `acked` with hccl__wait_change, as on shm and TCP.
  */
 #include <arpa/inet.h>
 #include <sched.h>
@@ -61,20 +77,23 @@ HcclResult hccl__rdma_send_acquire(struct hccl_link *base, void **buf,
   return HCCL_SUCCESS;
 }
 
-/* Posts wr on l's send queue once it has room (its completions are the thread's to reap; a
- * dead peer's never come, and then nothing is posted). */
-static void post(struct rdma_link *l, struct ibv_send_wr *wr) {
+/* Posts the n work requests chained from wr on l's send queue once it has room (their
+ * completions are the thread's to reap; a dead peer's never come, and then nothing is posted). */
+static void post_wr(struct rdma_link *l, struct ibv_send_wr *wr, uint32_t n) {
   struct rdma_peer *p = &l->st->peers[l->base.peer];
-  while (atomic_load(&l->sq_posted) - atomic_load(&l->sq_done) >= RDMA_SEND_WR) {
+  while (atomic_load(&l->sq_posted) - atomic_load(&l->sq_done) + n > RDMA_SEND_WR) {
     if (atomic_load(&p->dead)) return;
     sched_yield();
   }
   if (atomic_load(&p->dead)) return;
-  struct ibv_send_wr *bad;
-  atomic_fetch_add(&l->sq_posted, 1);
+  struct ibv_send_wr *bad = NULL;
+  atomic_fetch_add(&l->sq_posted, n);
   int e = ibv_post_send(l->qp, wr, &bad);
   if (e) {
-    atomic_fetch_sub(&l->sq_posted, 1);
+    uint32_t unposted = 0; /* those from bad on */
+    for (struct ibv_send_wr *at = bad ? bad : wr; at; at = at->next)
+      unposted++;
+    atomic_fetch_sub(&l->sq_posted, unposted);
     char why[400];
     snprintf(why, sizeof(why), "rank %u cannot post an RDMA work request to rank %u (server %s): "
              "%s", l->base.tx->rank, l->base.peer, l->base.tx->peers[l->base.peer].host,
@@ -84,59 +103,176 @@ static void post(struct rdma_link *l, struct ibv_send_wr *wr) {
   }
 }
 
+static void broke(struct rdma_link *l, const char *what, uint32_t a, uint32_t b) {
+  char why[400];
+  snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (%s %u, %u expected)",
+           l->base.peer, l->base.tx->peers[l->base.peer].host, what, a, b);
+  atomic_store(&l->failed, 1);
+  hccl__rdma_peer_down(l->st, l->base.peer, why);
+}
+
+/* Where message l->sent of `bytes` goes in the receiver's own buffer, if a receive it posted
+ * covers it: the posted receives the thread published are read in order (the one read last
+ * kept in l->cur), those whose messages were all sent dropped. false: into its slot. */
+static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
+                     uint32_t *post) {
+  if (bytes == 0) return false;
+  for (;;) {
+    if (l->have_cur) {
+      if (hccl__rdma_post_place(&l->cur, l->sent, bytes, addr)) {
+        *rkey = l->cur.rkey;
+        *post = l->cur.id + 1;
+        return true;
+      }
+      if (!hccl__rdma_post_spent(&l->cur, l->sent)) return false;
+      l->have_cur = false;
+    }
+    uint32_t arrived = atomic_load_explicit(&l->posts_arrived, memory_order_acquire);
+    if (l->posts_seen == arrived) return false;
+    const char *e =
+        l->mem + 2 * l->half + (size_t)(l->posts_seen % RDMA_NPOSTS) * RDMA_POST_STRIDE;
+    memcpy(&l->cur, e, sizeof(l->cur));
+    if (l->cur.id != l->posts_seen || l->cur.n == 0 || l->cur.chunk == 0) {
+      broke(l, "posted receive", l->cur.id, l->posts_seen);
+      return false;
+    }
+    l->posts_seen++;
+    l->have_cur = true;
+    if (l->have_last && !l->last_covered && hccl__rdma_post_covers(&l->cur, l->last_seq))
+      l->last_covered = true; /* it came too late for that message, but the receiver posts */
+  }
+}
+
+/* Whether a message with bytes should wait for the receiver's next posted receive: the last
+ * one was covered by a posted receive, and no entry read covers this one (l->sent). */
+static bool post_expected(const struct rdma_link *l) {
+  return l->have_last && l->last_covered &&
+         !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->sent));
+}
+
+/* How long message l->sent may wait for a posted receive: 8 times what such waits took lately,
+ * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS; RDMA_POST_WAIT_FIRST_NS before any
+ * (rdma.h). */
+static int64_t post_limit(const struct rdma_link *l) {
+  return hccl__rdma_post_limit(l->post_wait_ns, RDMA_POST_WAIT_MIN_NS, RDMA_POST_WAIT_FIRST_NS,
+                               RDMA_POST_WAIT_NS);
+}
+
+/* When message l->sent began to wait (now, on its first look). */
+static int64_t wait_began(struct rdma_link *l, int64_t now) {
+  if (l->wait_seq != l->sent || l->wait_since == 0) {
+    l->wait_seq = l->sent;
+    l->wait_since = now;
+  }
+  return l->wait_since;
+}
+
+/* A short rendezvous: where the receiver has been posting its buffers, the next entry is
+ * usually on its way (the receiver posts when its receive starts, and the sender may start
+ * first), and a message written before it comes lands in a slot the receiver copies out of.
+ * So message l->sent waits for it, from its first look (send_ready's, or here) up to
+ * post_limit, and goes to its slot after that, or at once when the link or the communicator
+ * fails. Returns place_of's answer. */
+static bool wait_post(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
+                      uint32_t *post) {
+  struct rdma_state *st = l->st;
+  int64_t t0 = wait_began(l, hccl__now_ns()), limit = post_limit(l);
+  for (;;) {
+    if (place_of(l, bytes, addr, rkey, post)) {
+      int64_t took = hccl__now_ns() - t0;
+      l->post_wait_ns = l->post_wait_ns ? (3 * l->post_wait_ns + took) / 4 : took;
+      return true;
+    }
+    if (!post_expected(l) || atomic_load(&l->failed) ||
+        atomic_load(&st->peers[l->base.peer].dead) || atomic_load(&st->abort_origin))
+      return false;
+    if (hccl__now_ns() - t0 >= limit) return false;
+    sched_yield();
+  }
+}
+
+/* Writes message l->sent: its header (in send slot l->sent % 8, written here) and `bytes` of
+ * payload from src (lkey): the send slot's own payload or a registered caller's buffer. Into
+ * the peer's receive slot, header and payload as one RDMA WRITE with immediate; or, where a
+ * posted receive covers the message, the header into the slot (an RDMA WRITE) and the payload
+ * into the receiver's buffer (the RDMA WRITE with immediate: RC places the first before the
+ * second completes). */
+static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp *stamp,
+                      const void *src, uint32_t lkey) {
+  size_t off = hccl__rdma_slot_off(l->sent, l->base.slot_bytes);
+  uint64_t addr = 0;
+  uint32_t rkey = 0, post = 0;
+  bool placed = place_of(l, bytes, &addr, &rkey, &post);
+  if (!placed && bytes > 0 && post_expected(l)) placed = wait_post(l, bytes, &addr, &rkey, &post);
+  if (bytes > 0) {
+    l->have_last = true;
+    l->last_seq = l->sent;
+    l->last_covered = placed;
+  }
+  l->wait_since = 0;
+  struct rdma_slot_hdr h = {.size = (uint32_t)bytes,
+                            .seq = l->sent,
+                            .post = post,
+                            .posts_seen = l->posts_seen,
+                            .stamp = *stamp};
+  memcpy(l->mem + off, &h, sizeof(h));
+  bool inline_src = src == l->mem + off + RDMA_HDR; /* the slot: one piece with its header */
+  struct ibv_sge sge[2] = {{.addr = (uintptr_t)(l->mem + off),
+                            .length = (uint32_t)(RDMA_HDR + (inline_src ? bytes : 0)),
+                            .lkey = l->mr->lkey},
+                           {.addr = (uintptr_t)src, .length = (uint32_t)bytes, .lkey = lkey}};
+  struct ibv_send_wr data = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
+                             .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .imm_data = htonl(hccl__rdma_imm_data(l->sent))};
+  if (!placed) {
+    data.sg_list = sge;
+    data.num_sge = inline_src || bytes == 0 ? 1 : 2;
+    data.wr.rdma.remote_addr = l->raddr + off;
+    data.wr.rdma.rkey = l->rkey;
+    post_wr(l, &data, 1);
+  } else {
+    sge[0].length = RDMA_HDR;
+    struct ibv_send_wr hdr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
+                              .next = &data,
+                              .sg_list = &sge[0],
+                              .num_sge = 1,
+                              .opcode = IBV_WR_RDMA_WRITE,
+                              .send_flags = IBV_SEND_SIGNALED};
+    hdr.wr.rdma.remote_addr = l->raddr + off;
+    hdr.wr.rdma.rkey = l->rkey;
+    data.sg_list = &sge[1];
+    data.num_sge = 1;
+    data.wr.rdma.remote_addr = addr;
+    data.wr.rdma.rkey = rkey;
+    post_wr(l, &hdr, 2);
+  }
+  l->sent++;
+  atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
+}
+
 void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
                             const struct hccl_stamp *stamp) {
   struct rdma_link *l = (struct rdma_link *)base;
   size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
-  struct rdma_slot_hdr h = {.size = (uint32_t)bytes, .seq = l->sent, .stamp = *stamp};
-  memcpy(l->mem + off, &h, sizeof(h));
-  struct ibv_sge sge = {.addr = (uintptr_t)(l->mem + off),
-                        .length = (uint32_t)(RDMA_HDR + bytes),
-                        .lkey = l->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-                           .send_flags = IBV_SEND_SIGNALED,
-                           .imm_data = htonl(hccl__rdma_imm_data(l->sent))};
-  wr.wr.rdma.remote_addr = l->raddr + off;
-  wr.wr.rdma.rkey = l->rkey;
-  post(l, &wr);
-  l->sent++;
-  atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&l->st->bytes_copied, bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&l->st->bytes_copied_send, bytes, memory_order_relaxed);
+  write_msg(l, bytes, stamp, l->mem + off + RDMA_HDR, l->mr->lkey);
 }
 
 /* From the caller's buffer: without a copy when it lies in an HcclMemAlloc region (the
- * registration cache, rdma_reg.c): the slot's header and the payload gathered into one RDMA
- * WRITE with immediate; else through the slot, as acquire + copy + commit. */
+ * registration cache, rdma_reg.c); else through the slot, as acquire + copy + commit. */
 HcclResult hccl__rdma_send_ref(struct hccl_link *base, const void *buf, size_t bytes,
                                const struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct rdma_link *l = (struct rdma_link *)base;
   HCCL_TRY(send_window(l, w));
-  size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
-  uint32_t lkey;
-  if (!hccl__rdma_reg_find(l->st, buf, bytes, &lkey)) {
+  uint32_t lkey, rkey;
+  if (!hccl__rdma_reg_find(l->st, buf, bytes, &lkey, &rkey)) {
+    size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
     memcpy(l->mem + off + RDMA_HDR, buf, bytes);
     hccl__rdma_send_commit(base, bytes, stamp);
     return HCCL_SUCCESS;
   }
-  struct rdma_slot_hdr h = {.size = (uint32_t)bytes, .seq = l->sent, .stamp = *stamp};
-  memcpy(l->mem + off, &h, sizeof(h));
-  struct ibv_sge sge[2] = {{.addr = (uintptr_t)(l->mem + off), .length = RDMA_HDR,
-                            .lkey = l->mr->lkey},
-                           {.addr = (uintptr_t)buf, .length = (uint32_t)bytes, .lkey = lkey}};
-  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
-                           .sg_list = sge,
-                           .num_sge = 2,
-                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-                           .send_flags = IBV_SEND_SIGNALED,
-                           .imm_data = htonl(hccl__rdma_imm_data(l->sent))};
-  wr.wr.rdma.remote_addr = l->raddr + off;
-  wr.wr.rdma.rkey = l->rkey;
-  post(l, &wr);
-  l->sent++;
-  atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
+  write_msg(l, bytes, stamp, buf, lkey);
   return HCCL_SUCCESS;
 }
 
@@ -168,7 +304,18 @@ HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, siz
                       "(message %u of %u bytes in the slot of message %u; slots of %zu bytes)",
                       w->what, w->rank, base->peer, base->tx->peers[base->peer].host, h.seq,
                       h.size, l->received, base->slot_bytes);
-  *buf = slot + RDMA_HDR;
+  uint64_t addr = 0;
+  if (h.post != 0 && !(l->have_mine && h.post == l->mine.id + 1 &&
+                       hccl__rdma_post_place(&l->mine, h.seq, h.size, &addr)))
+    return hccl__fail(HCCL_E_REMOTE, "%s on rank %u: rank %u (server %s) broke the RDMA protocol "
+                      "(message %u of %u bytes written to posted receive %u, which %s)",
+                      w->what, w->rank, base->peer, base->tx->peers[base->peer].host, h.seq,
+                      h.size, h.post - 1,
+                      !l->have_mine || h.post != l->mine.id + 1 ? "is not the last one posted"
+                                                                : "does not hold it");
+  if ((int32_t)(h.posts_seen - l->peer_seen) > 0) l->peer_seen = h.posts_seen;
+  *buf = h.post ? (const void *)(uintptr_t)addr : slot + RDMA_HDR;
+  l->held_copied = h.post ? 0 : h.size;
   *bytes = h.size;
   *stamp = h.stamp;
   return HCCL_SUCCESS;
@@ -176,6 +323,9 @@ HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, siz
 
 void hccl__rdma_recv_release(struct hccl_link *base) {
   struct rdma_link *l = (struct rdma_link *)base;
+  if (l->held_copied)
+    atomic_fetch_add_explicit(&l->st->bytes_copied_recv, l->held_copied, memory_order_relaxed);
+  l->held_copied = 0;
   l->received++;
   struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
                            .sg_list = NULL,
@@ -183,14 +333,63 @@ void hccl__rdma_recv_release(struct hccl_link *base) {
                            .opcode = IBV_WR_SEND_WITH_IMM,
                            .send_flags = IBV_SEND_SIGNALED,
                            .imm_data = htonl(hccl__rdma_imm_credit(l->received))};
-  post(l, &wr);
+  post_wr(l, &wr, 1);
 }
 
+/* The next messages from l->received on may land in buf (transport.h): where buf lies in an
+ * HcclMemAlloc region (registered through the cache for the peer's writes), an entry
+ * {addr, rkey, chunk, bytes, first, n, id} goes to the sender with an RDMA WRITE with
+ * immediate. Skipped (the messages come through slots) while the link is not ready, for other
+ * memory, and when RDMA_NPOSTS entries are unread by the sender or not yet written. */
+void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
+  struct rdma_link *l = (struct rdma_link *)base;
+  struct rdma_state *st = l->st;
+  uint32_t id = l->posts_made, lkey, rkey;
+  if (!atomic_load_explicit(&l->ready, memory_order_acquire) || atomic_load(&l->failed) ||
+      atomic_load(&st->peers[base->peer].dead))
+    return;
+  if (!hccl__rdma_post_window_open(id, l->peer_seen) ||
+      !hccl__rdma_post_window_open(id, atomic_load_explicit(&l->posts_done,
+                                                            memory_order_acquire)))
+    return;
+  if (!hccl__rdma_reg_find(st, buf, bytes, &lkey, &rkey)) return;
+  struct rdma_post e = hccl__rdma_post_make((uintptr_t)buf, rkey, chunk, bytes, l->received, id);
+  size_t at = (size_t)(id % RDMA_NPOSTS) * RDMA_POST_STRIDE;
+  char *src = l->mem + 2 * l->half + (size_t)RDMA_NPOSTS * RDMA_POST_STRIDE + at;
+  memcpy(src, &e, sizeof(e));
+  struct ibv_sge sge = {.addr = (uintptr_t)src, .length = sizeof(e), .lkey = l->mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_POST,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .imm_data = htonl(hccl__rdma_imm_post(id))};
+  /* The peer's entries follow its receive slots (raddr) in its region. */
+  wr.wr.rdma.remote_addr = l->raddr + l->half + at;
+  wr.wr.rdma.rkey = l->rkey;
+  l->mine = e;
+  l->have_mine = true;
+  l->posts_made++;
+  post_wr(l, &wr, 1);
+}
+
+/* Not ready while the next message waits for a posted receive (wait_post, up to post_limit
+ * from its first look): an engine that progresses several ops (the p2p engine) takes its
+ * receives meanwhile, and so posts them, instead of blocking in this send while its peer,
+ * sending too, waits for that post. (An empty message waits for nothing; it is ready once the
+ * engine sends anyway.) */
 bool hccl__rdma_send_ready(struct hccl_link *base) {
   struct rdma_link *l = (struct rdma_link *)base;
-  if (hccl__rdma_window_open(l->sent, l->acked_seen)) return true;
-  l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return hccl__rdma_window_open(l->sent, l->acked_seen);
+  if (!hccl__rdma_window_open(l->sent, l->acked_seen)) {
+    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
+    if (!hccl__rdma_window_open(l->sent, l->acked_seen)) return false;
+  }
+  if (!post_expected(l)) return true;
+  uint64_t addr;
+  uint32_t rkey, post;
+  if (place_of(l, 1, &addr, &rkey, &post) || !post_expected(l)) return true;
+  int64_t now = hccl__now_ns();
+  return now - wait_began(l, now) >= post_limit(l);
 }
 
 bool hccl__rdma_recv_ready(struct hccl_link *base) {

@@ -251,19 +251,19 @@ HcclResult hccl__rdma_qp_new(struct rdma_state *st, struct rdma_link *l) {
   const struct hccl_ibv *v = st->v;
   uint32_t peer = l->base.peer;
   l->half = (size_t)RDMA_NSLOTS * hccl__rdma_stride(st->slot_bytes);
-  if (posix_memalign((void **)&l->mem, 4096, 2 * l->half) != 0) {
+  size_t bytes = hccl__rdma_region_bytes(st->slot_bytes);
+  if (posix_memalign((void **)&l->mem, 4096, bytes) != 0) {
     l->mem = NULL;
     return hccl__fail(HCCL_E_MEMORY, "out of memory for an RDMA link to rank %u (%zu bytes)",
-                      peer, 2 * l->half);
+                      peer, bytes);
   }
-  memset(l->mem, 0, 2 * l->half);
-  l->mr = v->reg_mr(st->pd, l->mem, 2 * l->half,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  memset(l->mem, 0, bytes);
+  l->mr = v->reg_mr(st->pd, l->mem, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!l->mr)
     return hccl__fail(HCCL_E_ROCE_CONNECT,
                       "RDMA device %s: cannot register %zu bytes of slots for the link to rank %u: "
                       "%s (ulimit -l may be too low)",
-                      st->dev_name, 2 * l->half, peer, strerror(errno));
+                      st->dev_name, bytes, peer, strerror(errno));
   struct ibv_qp_init_attr ia = {.send_cq = st->cq,
                                 .recv_cq = st->cq,
                                 .qp_type = IBV_QPT_RC,

@@ -1,8 +1,9 @@
 /*
  * rdma_io_thread.c - the RDMA transport's completion thread, one per communicator (gloo's
  * device thread): it reaps the communicator's one completion queue (a message landed in a
- * receive slot: `arrived` published; a credit: `acked` published; a send done; a control
- * datagram: rdma.c's hccl__rdma_on_msg), reposts each receive, resends unanswered hellos, and
+ * receive slot or a posted receive: `arrived` published; the peer's posted receive written
+ * here: `posts_arrived`; a credit: `acked` published; a send done; a control datagram:
+ * rdma.c's hccl__rdma_on_msg), reposts each receive, resends unanswered hellos, and
  * reads the device's async events (a port down, a queue pair in error). The algorithm's threads
  * post their own writes and credits; this thread only listens.
  *
@@ -84,6 +85,8 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   if (tag == RDMA_TAG_SEND) atomic_fetch_add(&l->sq_done, 1);
   if (tag == RDMA_TAG_SEND && (wc->wr_id & RDMA_TAG_DATA) && wc->status == IBV_WC_SUCCESS)
     hccl__post(&l->written, &l->flush_waiting, atomic_load(&l->written) + 1);
+  if (tag == RDMA_TAG_SEND && (wc->wr_id & RDMA_TAG_POST) && wc->status == IBV_WC_SUCCESS)
+    atomic_fetch_add_explicit(&l->posts_done, 1, memory_order_release);
   if (wc->status != IBV_WC_SUCCESS) {
     /* The first error names the fault; what the queue pair flushes after it says nothing new. */
     if (wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&l->failed)) return;
@@ -95,18 +98,30 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   if (hccl__rdma_post_recv(l) != 0) hccl__rdma_link_fail(st, l, IBV_WC_GENERAL_ERR);
   uint32_t imm = ntohl(wc->imm_data);
   char why[400];
-  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+  uint32_t kind = imm & RDMA_IMM_KIND;
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && kind == RDMA_IMM_DATA) {
     uint32_t a = atomic_load_explicit(&l->arrived, memory_order_relaxed);
-    if (!(imm & RDMA_IMM_CREDIT) && imm == hccl__rdma_imm_data(a)) {
+    if (imm == hccl__rdma_imm_data(a)) {
       hccl__post(&l->arrived, &l->recv_waiting, a + 1);
       return;
     }
     snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (message %u "
-             "written, %u expected)", l->base.peer, st->tx->peers[l->base.peer].host, imm, a);
+             "written, %u expected)", l->base.peer, st->tx->peers[l->base.peer].host, imm,
+             hccl__rdma_imm_data(a));
+  } else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && kind == RDMA_IMM_POST) {
+    /* The entry is in this side's region now; the sending thread reads it (rdma_data.c). */
+    uint32_t a = atomic_load_explicit(&l->posts_arrived, memory_order_relaxed);
+    if (imm == hccl__rdma_imm_post(a)) {
+      atomic_store_explicit(&l->posts_arrived, a + 1, memory_order_release);
+      return;
+    }
+    snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (posted receive %u "
+             "written, %u expected)", l->base.peer, st->tx->peers[l->base.peer].host,
+             imm & RDMA_IMM_VALUE, a & RDMA_IMM_VALUE);
   } else if (wc->opcode == IBV_WC_RECV && (wc->wc_flags & IBV_WC_WITH_IMM) &&
-             (imm & RDMA_IMM_CREDIT)) {
+             kind == RDMA_IMM_CREDIT) {
     uint32_t was = atomic_load_explicit(&l->acked, memory_order_relaxed);
-    hccl__post(&l->acked, &l->send_waiting, hccl__rdma_widen(was, imm & 0x7fffffffu));
+    hccl__post(&l->acked, &l->send_waiting, hccl__rdma_widen(was, imm & RDMA_IMM_VALUE));
     return;
   } else {
     snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (a completion of "

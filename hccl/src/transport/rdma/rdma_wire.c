@@ -1,8 +1,9 @@
 /*
  * rdma_wire.c - the RDMA transport's pure steps (rdma_wire.h): the conn blob and the control
- * messages encoded and checked, the slot size, the MTU in bytes, and the choice of the GID and
- * of the device. No verbs and no I/O, so it is compiled whether or not <infiniband/verbs.h> is
- * there, and tests/transport/test_rdma.c runs it on machines without an RDMA device.
+ * messages encoded and checked, the slot size, a posted receive's entry and where a message lands
+ * under it, the MTU in bytes, and the choice of the GID and of the device. No verbs and no I/O, so
+ * it is compiled whether or not <infiniband/verbs.h> is there, and tests/transport/test_rdma.c runs
+ * it on machines without an RDMA device.
  */
 #include "rdma_wire.h"
 
@@ -80,6 +81,33 @@ size_t hccl__rdma_slot_bytes(size_t buffsize, uint32_t nremote) {
   slot = slot / 4096 * 4096;
   if (slot < RDMA_SLOT_MIN) slot = RDMA_SLOT_MIN;
   return slot;
+}
+
+struct rdma_post hccl__rdma_post_make(uint64_t addr, uint32_t rkey, size_t chunk, size_t bytes,
+                                      uint32_t first, uint32_t id) {
+  size_t n = (bytes + chunk - 1) / chunk;
+  return (struct rdma_post){.addr = addr,
+                            .chunk = chunk,
+                            .bytes = bytes,
+                            .rkey = rkey,
+                            .first = first,
+                            .n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
+                            .id = id};
+}
+
+bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes,
+                           uint64_t *addr) {
+  uint32_t k = seq - p->first; /* mod 2^32: messages after first */
+  if (bytes == 0 || k >= p->n || bytes > p->chunk) return false;
+  uint64_t off = (uint64_t)k * p->chunk;
+  if (off + bytes > p->bytes) return false;
+  *addr = p->addr + off;
+  return true;
+}
+
+bool hccl__rdma_post_spent(const struct rdma_post *p, uint32_t seq) {
+  int32_t k = (int32_t)(seq - p->first);
+  return k >= 0 && (uint32_t)k >= p->n;
 }
 
 uint32_t hccl__rdma_mtu_bytes(int mtu) { return mtu >= 1 && mtu <= 5 ? 128u << mtu : 0; }

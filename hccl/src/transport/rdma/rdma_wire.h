@@ -2,8 +2,9 @@
  * rdma_wire.h - the RDMA transport's pure steps: the conn blob a rank publishes (its port's GID,
  * its control queue pair, its MTU) and the control messages ranks send each other over it (a
  * link's hello: the RC queue pair number, PSN, MTU and the receive slots' address and rkey; an
- * abort; a goodbye), their encoding and checks; the immediates that name a slot or return a
- * credit; the slot and credit arithmetic; the MTU agreed; the GID and the device chosen. No
+ * abort; a goodbye), their encoding and checks; the immediates that name a message, a posted
+ * receive or a credit; the slot and credit arithmetic; the posted receives (where a message may
+ * land in the receiver's own buffer); the MTU agreed; the GID and the device chosen. No
  * verbs, no I/O, no state of a communicator: rdma_wire.c implements them whether or not
  * libibverbs is there, and tests/transport/test_rdma.c calls them directly. Internal to the RDMA
  * transport (rdma.h includes it).
@@ -22,9 +23,11 @@
 #define RDMA_SLOT_MIN 4096u
 #define RDMA_SLOT_MAX (512u << 10)
 #define RDMA_HDR 32u           /* a slot's header: struct rdma_slot_hdr */
+#define RDMA_NPOSTS 16         /* posted receives a sender may not have read yet, per link */
+#define RDMA_POST_STRIDE 64u   /* a posted receive's entry in a link's region */
 #define RDMA_BLOB_MAGIC 0x414d4452u /* "RDMA" in little-endian memory */
 #define RDMA_MSG_MAGIC 0x314d4452u  /* "RDM1" */
-#define RDMA_VERSION 1
+#define RDMA_VERSION 2      /* 2: posted receives (zero copy at the receiving end) */
 #define RDMA_CTL_MAX 1024u     /* largest control message (one UD datagram; MTU >= 1024) */
 #define RDMA_CTL_MIN_MTU 256u  /* ... or 256 on a port whose MTU is 256 or 512 */
 
@@ -89,26 +92,40 @@ bool hccl__rdma_msg_decode(const char *buf, size_t len, uint64_t want_comm, uint
 /* ---- the data path's arithmetic ---- */
 
 /* What leads each slot: the sender's byte count, sequence and stamp, written with the payload
- * in the same RDMA WRITE. */
+ * in the same RDMA WRITE, or (a message written into a posted receive) by a WRITE of its own
+ * just before the payload's. post: 0 the payload follows the header in the slot; k + 1 it went
+ * to the place posted receive k gives it. posts_seen: the posted receives the sender had read
+ * when it wrote this message (the receiver writes no more than RDMA_NPOSTS ahead of it). */
 struct rdma_slot_hdr {
   uint32_t size;
   uint32_t seq;
-  uint64_t pad;
+  uint32_t post;
+  uint32_t posts_seen;
   struct hccl_stamp stamp;
 };
 _Static_assert(sizeof(struct rdma_slot_hdr) == RDMA_HDR, "slot header");
 
-/* The immediates: bit 31 says which (0 a message arrived in the slot of sequence seq, 1 the
- * receiver released messages up to a count); the low 31 bits carry seq or count mod 2^31. */
+/* The immediates: the top 2 bits say which, the low 30 bits carry a sequence or a count mod
+ * 2^30. DATA (RDMA WRITE with immediate): message seq landed, its header in its slot. POST
+ * (RDMA WRITE with immediate into the sender's posted-receive entries): posted receive `id`
+ * was written there. CREDIT (SEND with immediate): the receiver released messages up to
+ * `count`. */
+#define RDMA_IMM_KIND 0xc0000000u
+#define RDMA_IMM_DATA 0x00000000u
+#define RDMA_IMM_POST 0x40000000u
 #define RDMA_IMM_CREDIT 0x80000000u
-static inline uint32_t hccl__rdma_imm_data(uint32_t seq) { return seq & 0x7fffffffu; }
-static inline uint32_t hccl__rdma_imm_credit(uint32_t count) {
-  return RDMA_IMM_CREDIT | (count & 0x7fffffffu);
+#define RDMA_IMM_VALUE 0x3fffffffu
+static inline uint32_t hccl__rdma_imm_data(uint32_t seq) { return seq & RDMA_IMM_VALUE; }
+static inline uint32_t hccl__rdma_imm_post(uint32_t id) {
+  return RDMA_IMM_POST | (id & RDMA_IMM_VALUE);
 }
-/* The 32-bit count a 31-bit value names, given the last count known (counts only grow, by
- * less than 2^31 between two values). */
-static inline uint32_t hccl__rdma_widen(uint32_t last, uint32_t v31) {
-  return last + ((v31 - last) & 0x7fffffffu);
+static inline uint32_t hccl__rdma_imm_credit(uint32_t count) {
+  return RDMA_IMM_CREDIT | (count & RDMA_IMM_VALUE);
+}
+/* The 32-bit count a 30-bit value names, given the last count known (counts only grow, by
+ * less than 2^30 between two values). */
+static inline uint32_t hccl__rdma_widen(uint32_t last, uint32_t v30) {
+  return last + ((v30 - last) & RDMA_IMM_VALUE);
 }
 /* A slot's stride in the link's region: the header and slot_bytes, rounded to 64 bytes. */
 static inline size_t hccl__rdma_stride(size_t slot_bytes) {
@@ -122,6 +139,61 @@ static inline size_t hccl__rdma_slot_off(uint32_t seq, size_t slot_bytes) {
 static inline bool hccl__rdma_window_open(uint32_t sent, uint32_t acked) {
   return sent - acked < RDMA_NSLOTS;
 }
+/* ---- posted receives (zero copy at the receiving end, NCCL net_ib's FIFO) ----
+ *
+ * A receiver whose buffer lies in registered memory tells the sender where the next messages
+ * go: posted receive `id` says messages [first, first + n) land at addr + (m - first) * chunk,
+ * in at most chunk bytes each and `bytes` in all, under rkey. It is written (RDMA WRITE with
+ * immediate POST id) into entry id % RDMA_NPOSTS of the sender's region, after its receive
+ * slots. The sender reads the entries in order; a message it writes while an entry covers it
+ * goes there (post = id + 1 in its header), any other into its slot as before. */
+struct rdma_post {
+  uint64_t addr, chunk, bytes;
+  uint32_t rkey;
+  uint32_t first; /* the first message it covers */
+  uint32_t n;     /* messages it covers: ceil(bytes / chunk) */
+  uint32_t id;    /* its number on the link: 0, 1, 2 ... */
+};
+_Static_assert(sizeof(struct rdma_post) <= RDMA_POST_STRIDE, "posted receive entry");
+
+/* The entry of a receive posted at addr for the messages from `first` on (chunk and bytes
+ * non-zero). */
+struct rdma_post hccl__rdma_post_make(uint64_t addr, uint32_t rkey, size_t chunk, size_t bytes,
+                                      uint32_t first, uint32_t id);
+/* Where message seq of `bytes` (> 0) lands under p: true and *addr when p covers seq and the
+ * message fits its chunk (and the posted bytes); false: into its slot. */
+bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes,
+                           uint64_t *addr);
+/* Whether p covers no message from seq on (every message it covers was sent), so the sender
+ * moves on to the next entry. A p whose first is after seq is not spent (the receiver posted
+ * ahead of what was sent: never, but it is not skipped). */
+bool hccl__rdma_post_spent(const struct rdma_post *p, uint32_t seq);
+/* Whether p covers message seq (whether or not it would fit). */
+static inline bool hccl__rdma_post_covers(const struct rdma_post *p, uint32_t seq) {
+  return seq - p->first < p->n;
+}
+/* How long a message may wait for a posted receive (rdma_data.c's wait_post), given what such
+ * waits took lately (an average; 0: none yet): 8 times that, from min_ns to max_ns; first_ns
+ * before any. */
+static inline int64_t hccl__rdma_post_limit(int64_t recent_ns, int64_t min_ns, int64_t first_ns,
+                                            int64_t max_ns) {
+  if (recent_ns <= 0) return first_ns;
+  int64_t limit = recent_ns > max_ns / 8 ? max_ns : 8 * recent_ns;
+  return limit < min_ns ? min_ns : limit;
+}
+/* Whether the receiver may write entry `id` while the sender has read `seen` entries: fewer
+ * than RDMA_NPOSTS unread, across the 2^32 wrap. */
+static inline bool hccl__rdma_post_window_open(uint32_t id, uint32_t seen) {
+  return id - seen < RDMA_NPOSTS;
+}
+/* The bytes of a link's registered region: send slots, receive slots (RDMA_NSLOTS strides
+ * each), the posted receives the peer writes (RDMA_NPOSTS entries), the ones this side writes
+ * from (as many). The peer's entries start right after its receive slots. */
+static inline size_t hccl__rdma_region_bytes(size_t slot_bytes) {
+  return 2 * (size_t)RDMA_NSLOTS * hccl__rdma_stride(slot_bytes) +
+         2 * (size_t)RDMA_NPOSTS * RDMA_POST_STRIDE;
+}
+
 /* The slot size of links to nremote ranks on other servers: HCCL_BUFFSIZE split over them and
  * the 2 channels, 8 slots each (TCP's split), in 4 KiB steps from 4 KiB to 512 KiB. */
 size_t hccl__rdma_slot_bytes(size_t buffsize, uint32_t nremote);
