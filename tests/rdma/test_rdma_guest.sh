@@ -40,14 +40,15 @@ if [ "${1:-}" = "--in-guest" ]; then
     local name=$1
     shift
     echo "## $name"
+    local t0=$SECONDS
     RDMA_RANKS_PEEK=1 bash "$here/rdma_ranks.sh" "$build" "$@" >/tmp/case.out 2>&1
     local st=$?
     grep -E "exited|Out of bounds|FAIL|ERROR" /tmp/case.out | sed 's/^/   /'
     [ $st = 0 ] || { fails=$((fails + 1)); tail -40 /tmp/case.out; }
-    echo "## $name: status $st"
+    echo "## $name: status $st ($((SECONDS - t0)) s)"
   }
   if [ "$what" = cases ]; then
-    run "2 x 1 allreduce, all types x ops" 2 1 -- "$b/allreduce_perf" -b 4 -e 3M -f 9 -n 1 -w 0 -d all -o all
+    run "2 x 1 allreduce, all types x ops" 2 1 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
     run "2 x 2 allreduce, all types x ops" 2 2 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
     run "4 x 1 allreduce, all types x ops" 4 1 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
     for p in all_gather_perf alltoall_perf broadcast_perf reduce_perf reduce_scatter_perf sendrecv_perf; do
@@ -137,10 +138,11 @@ if [ "${1:-}" = "--in-guest" ]; then
     # takes the guest's port down (and up again).
     for c in rdma_torch.sh rdma_port_down.sh; do
       echo "## $c"
+      t0=$SECONDS
       bash "$here/$c" "$build"
       st=$?
       [ $st = 0 ] || [ $st = 77 ] || fails=$((fails + 1))
-      echo "## $c: status $st"
+      echo "## $c: status $st ($((SECONDS - t0)) s)"
     done
   else # cut: one server of a 2 x 1 run in each guest of a pair, until the wire is cut
     master=$GUEST_ADDR
@@ -173,7 +175,9 @@ rc=$?
 fail=0
 
 echo "# one guest: pretend servers"
+t0=$SECONDS
 guest_run "$build" -t 1400 -- bash "$here/test_rdma_guest.sh" --in-guest cases "$build" || fail=$((fail + 1))
+echo "# one guest: $((SECONDS - t0)) s, its boot included"
 
 echo "# two guests: the wire cut 25 s after they start"
 since=$(date +%s)
@@ -192,6 +196,7 @@ out=$(guest_pair "$build" -t 300 -- bash "$here/test_rdma_guest.sh" --in-guest c
 st=$?
 wait $cutter
 echo "$out"
+echo "# two guests: $((SECONDS - since)) s, their boots included"
 [ $st = 0 ] || fail=$((fail + 1))
 [ $fail = 0 ] && echo "PASS" || echo "FAIL: $fail part(s)"
 exit $fail

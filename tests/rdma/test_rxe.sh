@@ -5,7 +5,15 @@
 #   one guest   `ibv_devinfo -d rxe0` shows an active port, and `ibv_rc_pingpong -d rxe0 -g 1
 #               -s 65536 -n 500` passes between a server and a client process of that guest,
 #               over its dummy device's address
-#   two guests  the same pingpong between the guests, over the socket netdev's wire
+#   two guests  a pingpong of 200 x 4 KiB between the guests, over the socket netdev's wire, then
+#               each guest's rxe0 counters (`rdma statistic show`: packets, retries)
+#
+# Why smaller between guests: ibv_rc_pingpong fixes its QP's timeout at 14 (67 ms) and its retry
+# count at 7, which rxe takes as "retry forever". Under emulation a 64 KiB message (64 packets
+# at rxe's MTU of 1024) between two guests often takes longer than 67 ms to be acknowledged, so
+# rxe resends it from its first packet, again and again: 500 x 64 KiB took 14 s with 134 of
+# those resends when it passed, and in 1 of 3 runs on a quiet machine (2026-12-07) it did not
+# end within 120 s. At 4 KiB (4 packets) a resend is short and the pair ends in 9-13 s.
 #
 # Each step's lines of rdma-core's output are printed, and the test fails naming the step.
 # Skipped (77) where the guests cannot run (guest.sh check says what to install).
@@ -25,7 +33,7 @@ rc=$?
 # connect yet (the server or the other guest still starting) tries again, up to 60 times.
 # shellcheck disable=SC2016
 pingpong='
-pp() { timeout 120 ibv_rc_pingpong -d rxe0 -g 1 -s 65536 -n 500 "$@"; }
+pp() { timeout 120 ibv_rc_pingpong -d rxe0 -g 1 ${PP_SIZE:--s 65536 -n 500} "$@"; }
 client() {
   local i
   for ((i = 0; i < 60; i++)); do
@@ -61,13 +69,17 @@ fi
 # Two guests: the server in guest 0, the client in guest 1 to guest 0's eth0 address.
 # shellcheck disable=SC2016
 two=$pingpong'
+PP_SIZE="-s 4096 -n 200"
 if [ "$GUEST_ID" = 0 ]; then
   pp
 else
   client "$GUEST_PEER"
 fi
+st=$?
+echo "rxe0 counters: $(rdma statistic show link rxe0/1 | tr " " "\n" | paste - - | awk "\$2 != 0" | tr "\t\n" "= ")"
+exit $st
 '
-echo "== two guests: ibv_rc_pingpong between them over the socket netdev"
+echo "== two guests: ibv_rc_pingpong (200 x 4 KiB) between them over the socket netdev"
 t0=$SECONDS
 if guest_pair "$build" -t 240 -- bash -c "$two"; then
   echo "ok: two guests ($((SECONDS - t0)) s)"
