@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "credits.h"
 #include "log.h"
 #include "peer.h"
 #include "rdma_wire.h"
@@ -232,11 +233,13 @@ static void test_arithmetic(void **state) {
       assert_int_equal(hccl__rdma_widen(lasts[i], hccl__rdma_imm_post(count) & RDMA_IMM_VALUE),
                        count);
     }
-  /* The window: at most RDMA_NSLOTS unreleased, across the 2^32 wrap too. */
-  assert_true(hccl__rdma_window_open(7, 0));
-  assert_false(hccl__rdma_window_open(8, 0));
-  assert_true(hccl__rdma_window_open(3, 0xfffffffcu));
-  assert_false(hccl__rdma_window_open(4, 0xfffffffcu));
+  /* The window (the link's credits, transport/credits.h, shared with TCP): at most RDMA_NSLOTS
+   * unreleased, across the 2^32 wrap too. */
+  assert_int_equal(RDMA_NSLOTS, HCCL_CREDITS);
+  assert_true(hccl__credits_open(7, 0));
+  assert_false(hccl__credits_open(8, 0));
+  assert_true(hccl__credits_open(3, 0xfffffffcu));
+  assert_false(hccl__credits_open(4, 0xfffffffcu));
   /* Slots: message m in slot m % 8, strides of 64-byte multiples holding the header. */
   assert_int_equal(hccl__rdma_stride(4096), 4096 + 64);
   assert_int_equal(hccl__rdma_stride(4000), 4032);

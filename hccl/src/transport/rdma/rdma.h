@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "credits.h"
 #include "hccl.h"
 #include "rdma_verbs.h"
 #include "rdma_wire.h"
@@ -108,10 +109,11 @@ struct rdma_link {
   int64_t since_ns, hello_ns;
   _Atomic int ready;
   _Atomic int failed; /* its queue pair failed; the peer's reason says why */
+  /* Messages sent and received, the peer's released count (`acked`, from its credits) and the
+   * messages landed (`arrived`), published by the thread; waits sleep on those two
+   * (transport/credits.h). */
+  struct hccl_credits cr;
   /* Send side (the algorithm's thread). */
-  uint32_t sent, acked_seen;
-  _Atomic uint32_t acked; /* the peer's released count (credits); send waits sleep on it */
-  _Atomic uint32_t send_waiting;
   _Atomic uint32_t sq_posted, sq_done; /* work requests posted / completed on the send queue */
   _Atomic uint32_t written; /* messages whose write completed (its source read); flush waits */
   _Atomic uint32_t flush_waiting;
@@ -131,10 +133,7 @@ struct rdma_link {
   uint32_t wait_seq;    /* the message whose wait began at wait_since (0: none) */
   int64_t wait_since;
   /* Receive side: message m in receive slot m % RDMA_NSLOTS, its header first. */
-  uint32_t received;
   uint32_t held_copied; /* the taken message's bytes when it is in its slot (counted at release) */
-  _Atomic uint32_t arrived; /* published by the thread; receive waits sleep on it */
-  _Atomic uint32_t recv_waiting;
   /* This side's posted receives (recv_post): entries written to the peer, their writes
    * completed (the thread's count: an entry's source is free again), the entries the peer
    * said it had read (its messages' headers), and the last one posted (`mine`, while

@@ -28,18 +28,23 @@
  * recv_release returns a credit: a SEND with immediate {released count}, no payload, posted by
  * the releasing thread; the sender's thread publishes it as `acked`. A sender has at most 8
  * messages its receiver has not released (shm's and TCP's rule), so a write always finds its
- * receive slot free, and send_drained = every committed message released. Waits sleep on
- * `arrived` and `acked` with hccl__wait_change, as on shm and TCP.
+ * receive slot free, and send_drained = every committed message released. Those counters and
+ * the waits on them (sleeping on `arrived` and `acked` with hccl__wait_change) are the link's
+ * credits, shared with TCP (transport/credits.h, credits.c); what is RDMA's here is how
+ * messages and credits travel, send_ready's wait for a posted receive, and the check its waits
+ * make.
  */
 #include <arpa/inet.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "credits.h"
 #include "log.h"
 #include "rdma.h"
 #include "wait.h"
 
+_Static_assert(RDMA_NSLOTS == HCCL_CREDITS, "an RDMA link's send window is its receiver's slots");
 
 HcclResult hccl__rdma_wait_check(void *arg, const struct hccl_wait *w, uint32_t peer) {
   struct rdma_link *l = arg;
@@ -51,29 +56,18 @@ HcclResult hccl__rdma_wait_check(void *arg, const struct hccl_wait *w, uint32_t 
   return HCCL_SUCCESS;
 }
 
-/* Waits until message l->sent may be written: fewer than RDMA_NSLOTS unreleased. */
+/* Waits until message l->cr.sent may be written: fewer than RDMA_NSLOTS unreleased, the peer
+ * alive (credits.c). */
 static HcclResult send_window(struct rdma_link *l, const struct hccl_wait *w) {
-  while (!hccl__rdma_window_open(l->sent, l->acked_seen)) {
-    uint32_t acked = atomic_load_explicit(&l->acked, memory_order_acquire);
-    if (acked != l->acked_seen) {
-      l->acked_seen = acked;
-      continue;
-    }
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, l->base.peer, w,
-                               hccl__rdma_wait_check, l));
-  }
-  if (atomic_load_explicit(&l->st->peers[l->base.peer].dead, memory_order_relaxed)) {
-    HCCL_TRY(hccl__wait_aborted(w)); /* an origin's reason wins, as in waits */
-    return hccl__rdma_wait_check(l, w, l->base.peer);
-  }
-  return HCCL_SUCCESS;
+  return hccl__credits_send_wait(&l->cr, l->base.peer, &l->st->peers[l->base.peer].dead, w,
+                                 hccl__rdma_wait_check, l);
 }
 
 HcclResult hccl__rdma_send_acquire(struct hccl_link *base, void **buf,
                                    const struct hccl_wait *w) {
   struct rdma_link *l = (struct rdma_link *)base;
   HCCL_TRY(send_window(l, w));
-  *buf = l->mem + hccl__rdma_slot_off(l->sent, base->slot_bytes) + RDMA_HDR;
+  *buf = l->mem + hccl__rdma_slot_off(l->cr.sent, base->slot_bytes) + RDMA_HDR;
   return HCCL_SUCCESS;
 }
 
@@ -111,7 +105,7 @@ static void broke(struct rdma_link *l, const char *what, uint32_t a, uint32_t b)
   hccl__rdma_peer_down(l->st, l->base.peer, why);
 }
 
-/* Where message l->sent of `bytes` goes in the receiver's own buffer, if a receive it posted
+/* Where message l->cr.sent of `bytes` goes in the receiver's own buffer, if a receive it posted
  * covers it: the posted receives the thread published are read in order (the one read last
  * kept in l->cur), those whose messages were all sent dropped. false: into its slot. */
 static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
@@ -119,12 +113,12 @@ static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t
   if (bytes == 0) return false;
   for (;;) {
     if (l->have_cur) {
-      if (hccl__rdma_post_place(&l->cur, l->sent, bytes, addr)) {
+      if (hccl__rdma_post_place(&l->cur, l->cr.sent, bytes, addr)) {
         *rkey = l->cur.rkey;
         *post = l->cur.id + 1;
         return true;
       }
-      if (!hccl__rdma_post_spent(&l->cur, l->sent)) return false;
+      if (!hccl__rdma_post_spent(&l->cur, l->cr.sent)) return false;
       l->have_cur = false;
     }
     uint32_t arrived = atomic_load_explicit(&l->posts_arrived, memory_order_acquire);
@@ -144,13 +138,13 @@ static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t
 }
 
 /* Whether a message with bytes should wait for the receiver's next posted receive: the last
- * one was covered by a posted receive, and no entry read covers this one (l->sent). */
+ * one was covered by a posted receive, and no entry read covers this one (l->cr.sent). */
 static bool post_expected(const struct rdma_link *l) {
   return l->have_last && l->last_covered &&
-         !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->sent));
+         !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->cr.sent));
 }
 
-/* How long message l->sent may wait for a posted receive: 8 times what such waits took lately,
+/* How long message l->cr.sent may wait for a posted receive: 8 times what such waits took lately,
  * within RDMA_POST_WAIT_MIN_NS .. RDMA_POST_WAIT_NS; RDMA_POST_WAIT_FIRST_NS before any
  * (rdma.h). */
 static int64_t post_limit(const struct rdma_link *l) {
@@ -158,10 +152,10 @@ static int64_t post_limit(const struct rdma_link *l) {
                                RDMA_POST_WAIT_NS);
 }
 
-/* When message l->sent began to wait (now, on its first look). */
+/* When message l->cr.sent began to wait (now, on its first look). */
 static int64_t wait_began(struct rdma_link *l, int64_t now) {
-  if (l->wait_seq != l->sent || l->wait_since == 0) {
-    l->wait_seq = l->sent;
+  if (l->wait_seq != l->cr.sent || l->wait_since == 0) {
+    l->wait_seq = l->cr.sent;
     l->wait_since = now;
   }
   return l->wait_since;
@@ -170,7 +164,7 @@ static int64_t wait_began(struct rdma_link *l, int64_t now) {
 /* A short rendezvous: where the receiver has been posting its buffers, the next entry is
  * usually on its way (the receiver posts when its receive starts, and the sender may start
  * first), and a message written before it comes lands in a slot the receiver copies out of.
- * So message l->sent waits for it, from its first look (send_ready's, or here) up to
+ * So message l->cr.sent waits for it, from its first look (send_ready's, or here) up to
  * post_limit, and goes to its slot after that, or at once when the link or the communicator
  * fails. Returns place_of's answer. */
 static bool wait_post(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
@@ -191,7 +185,7 @@ static bool wait_post(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_
   }
 }
 
-/* Writes message l->sent: its header (in send slot l->sent % 8, written here) and `bytes` of
+/* Writes message l->cr.sent: its header (in send slot l->cr.sent % 8, written here) and `bytes` of
  * payload from src (lkey): the send slot's own payload or a registered caller's buffer. Into
  * the peer's receive slot, header and payload as one RDMA WRITE with immediate; or, where a
  * posted receive covers the message, the header into the slot (an RDMA WRITE) and the payload
@@ -199,19 +193,19 @@ static bool wait_post(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_
  * second completes). */
 static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp *stamp,
                       const void *src, uint32_t lkey) {
-  size_t off = hccl__rdma_slot_off(l->sent, l->base.slot_bytes);
+  size_t off = hccl__rdma_slot_off(l->cr.sent, l->base.slot_bytes);
   uint64_t addr = 0;
   uint32_t rkey = 0, post = 0;
   bool placed = place_of(l, bytes, &addr, &rkey, &post);
   if (!placed && bytes > 0 && post_expected(l)) placed = wait_post(l, bytes, &addr, &rkey, &post);
   if (bytes > 0) {
     l->have_last = true;
-    l->last_seq = l->sent;
+    l->last_seq = l->cr.sent;
     l->last_covered = placed;
   }
   l->wait_since = 0;
   struct rdma_slot_hdr h = {.size = (uint32_t)bytes,
-                            .seq = l->sent,
+                            .seq = l->cr.sent,
                             .post = post,
                             .posts_seen = l->posts_seen,
                             .stamp = *stamp};
@@ -224,7 +218,7 @@ static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp
   struct ibv_send_wr data = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND | RDMA_TAG_DATA,
                              .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
                              .send_flags = IBV_SEND_SIGNALED,
-                             .imm_data = htonl(hccl__rdma_imm_data(l->sent))};
+                             .imm_data = htonl(hccl__rdma_imm_data(l->cr.sent))};
   if (!placed) {
     data.sg_list = sge;
     data.num_sge = inline_src || bytes == 0 ? 1 : 2;
@@ -247,14 +241,14 @@ static void write_msg(struct rdma_link *l, size_t bytes, const struct hccl_stamp
     data.wr.rdma.rkey = rkey;
     post_wr(l, &hdr, 2);
   }
-  l->sent++;
+  l->cr.sent++;
   atomic_fetch_add_explicit(&l->st->bytes_sent, bytes, memory_order_relaxed);
 }
 
 void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
                             const struct hccl_stamp *stamp) {
   struct rdma_link *l = (struct rdma_link *)base;
-  size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
+  size_t off = hccl__rdma_slot_off(l->cr.sent, base->slot_bytes);
   atomic_fetch_add_explicit(&l->st->bytes_copied_send, bytes, memory_order_relaxed);
   write_msg(l, bytes, stamp, l->mem + off + RDMA_HDR, l->mr->lkey);
 }
@@ -267,7 +261,7 @@ HcclResult hccl__rdma_send_ref(struct hccl_link *base, const void *buf, size_t b
   HCCL_TRY(send_window(l, w));
   uint32_t lkey, rkey;
   if (!hccl__rdma_reg_find(l->st, buf, bytes, &lkey, &rkey)) {
-    size_t off = hccl__rdma_slot_off(l->sent, base->slot_bytes);
+    size_t off = hccl__rdma_slot_off(l->cr.sent, base->slot_bytes);
     memcpy(l->mem + off + RDMA_HDR, buf, bytes);
     hccl__rdma_send_commit(base, bytes, stamp);
     return HCCL_SUCCESS;
@@ -281,7 +275,7 @@ HcclResult hccl__rdma_send_flush(struct hccl_link *base, const struct hccl_wait 
   struct rdma_link *l = (struct rdma_link *)base;
   for (;;) {
     uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
-    if (written == l->sent) return HCCL_SUCCESS;
+    if (written == l->cr.sent) return HCCL_SUCCESS;
     HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w,
                                hccl__rdma_wait_check, l));
   }
@@ -290,20 +284,15 @@ HcclResult hccl__rdma_send_flush(struct hccl_link *base, const struct hccl_wait 
 HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                    struct hccl_stamp *stamp, const struct hccl_wait *w) {
   struct rdma_link *l = (struct rdma_link *)base;
-  for (;;) {
-    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_acquire);
-    if (arrived != l->received) break;
-    HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w,
-                               hccl__rdma_wait_check, l));
-  }
-  const char *slot = l->mem + l->half + hccl__rdma_slot_off(l->received, base->slot_bytes);
+  HCCL_TRY(hccl__credits_recv_wait(&l->cr, base->peer, w, hccl__rdma_wait_check, l));
+  const char *slot = l->mem + l->half + hccl__rdma_slot_off(l->cr.received, base->slot_bytes);
   struct rdma_slot_hdr h;
   memcpy(&h, slot, sizeof(h));
-  if (h.seq != l->received || h.size > base->slot_bytes)
+  if (h.seq != l->cr.received || h.size > base->slot_bytes)
     return hccl__fail(HCCL_E_REMOTE, "%s on rank %u: rank %u (server %s) broke the RDMA protocol "
                       "(message %u of %u bytes in the slot of message %u; slots of %zu bytes)",
                       w->what, w->rank, base->peer, base->tx->peers[base->peer].host, h.seq,
-                      h.size, l->received, base->slot_bytes);
+                      h.size, l->cr.received, base->slot_bytes);
   uint64_t addr = 0;
   if (h.post != 0 && !(l->have_mine && h.post == l->mine.id + 1 &&
                        hccl__rdma_post_place(&l->mine, h.seq, h.size, &addr)))
@@ -326,17 +315,17 @@ void hccl__rdma_recv_release(struct hccl_link *base) {
   if (l->held_copied)
     atomic_fetch_add_explicit(&l->st->bytes_copied_recv, l->held_copied, memory_order_relaxed);
   l->held_copied = 0;
-  l->received++;
+  l->cr.received++;
   struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
                            .sg_list = NULL,
                            .num_sge = 0,
                            .opcode = IBV_WR_SEND_WITH_IMM,
                            .send_flags = IBV_SEND_SIGNALED,
-                           .imm_data = htonl(hccl__rdma_imm_credit(l->received))};
+                           .imm_data = htonl(hccl__rdma_imm_credit(l->cr.received))};
   post_wr(l, &wr, 1);
 }
 
-/* The next messages from l->received on may land in buf (transport.h): where buf lies in an
+/* The next messages from l->cr.received on may land in buf (transport.h): where buf lies in an
  * HcclMemAlloc region (registered through the cache for the peer's writes), an entry
  * {addr, rkey, chunk, bytes, first, n, id} goes to the sender with an RDMA WRITE with
  * immediate. Skipped (the messages come through slots) while the link is not ready, for other
@@ -353,7 +342,7 @@ void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_
                                                             memory_order_acquire)))
     return;
   if (!hccl__rdma_reg_find(st, buf, bytes, &lkey, &rkey)) return;
-  struct rdma_post e = hccl__rdma_post_make((uintptr_t)buf, rkey, chunk, bytes, l->received, id);
+  struct rdma_post e = hccl__rdma_post_make((uintptr_t)buf, rkey, chunk, bytes, l->cr.received, id);
   size_t at = (size_t)(id % RDMA_NPOSTS) * RDMA_POST_STRIDE;
   char *src = l->mem + 2 * l->half + (size_t)RDMA_NPOSTS * RDMA_POST_STRIDE + at;
   memcpy(src, &e, sizeof(e));
@@ -380,10 +369,7 @@ void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_
  * engine sends anyway.) */
 bool hccl__rdma_send_ready(struct hccl_link *base) {
   struct rdma_link *l = (struct rdma_link *)base;
-  if (!hccl__rdma_window_open(l->sent, l->acked_seen)) {
-    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-    if (!hccl__rdma_window_open(l->sent, l->acked_seen)) return false;
-  }
+  if (!hccl__credits_send_ready(&l->cr)) return false;
   if (!post_expected(l)) return true;
   uint64_t addr;
   uint32_t rkey, post;
@@ -393,21 +379,14 @@ bool hccl__rdma_send_ready(struct hccl_link *base) {
 }
 
 bool hccl__rdma_recv_ready(struct hccl_link *base) {
-  struct rdma_link *l = (struct rdma_link *)base;
-  return atomic_load_explicit(&l->arrived, memory_order_acquire) != l->received;
+  return hccl__credits_recv_ready(&((struct rdma_link *)base)->cr);
 }
 
 bool hccl__rdma_send_drained(struct hccl_link *base) {
-  struct rdma_link *l = (struct rdma_link *)base;
-  if (l->acked_seen != l->sent)
-    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return l->acked_seen == l->sent;
+  return hccl__credits_drained(&((struct rdma_link *)base)->cr);
 }
 
 HcclResult hccl__rdma_send_drain(struct hccl_link *base, const struct hccl_wait *w) {
   struct rdma_link *l = (struct rdma_link *)base;
-  while (!hccl__rdma_send_drained(base))
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, l->acked_seen, base->peer, w,
-                               hccl__rdma_wait_check, l));
-  return HCCL_SUCCESS;
+  return hccl__credits_drain(&l->cr, base->peer, w, hccl__rdma_wait_check, l);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "credits.h"
 #include "log.h"
 #include "rdma.h"
 #include "settings.h"
@@ -25,8 +26,7 @@ void hccl__rdma_poke(struct rdma_state *st, bool always) {
 }
 
 static void wake_link(struct rdma_link *l) {
-  hccl__wake_all(&l->acked);
-  hccl__wake_all(&l->arrived);
+  hccl__credits_wake_all(&l->cr);
   hccl__wake_all(&l->written);
 }
 

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "credits.h"
 #include "log.h"
 #include "rdma.h"
 #include "wait.h"
@@ -100,9 +101,9 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   char why[400];
   uint32_t kind = imm & RDMA_IMM_KIND;
   if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && kind == RDMA_IMM_DATA) {
-    uint32_t a = atomic_load_explicit(&l->arrived, memory_order_relaxed);
+    uint32_t a = atomic_load_explicit(&l->cr.arrived, memory_order_relaxed);
     if (imm == hccl__rdma_imm_data(a)) {
-      hccl__post(&l->arrived, &l->recv_waiting, a + 1);
+      hccl__credits_arrive(&l->cr, a + 1);
       return;
     }
     snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (message %u "
@@ -120,8 +121,8 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
              imm & RDMA_IMM_VALUE, a & RDMA_IMM_VALUE);
   } else if (wc->opcode == IBV_WC_RECV && (wc->wc_flags & IBV_WC_WITH_IMM) &&
              kind == RDMA_IMM_CREDIT) {
-    uint32_t was = atomic_load_explicit(&l->acked, memory_order_relaxed);
-    hccl__post(&l->acked, &l->send_waiting, hccl__rdma_widen(was, imm & RDMA_IMM_VALUE));
+    uint32_t was = atomic_load_explicit(&l->cr.acked, memory_order_relaxed);
+    hccl__credits_ack(&l->cr, hccl__rdma_widen(was, imm & RDMA_IMM_VALUE));
     return;
   } else {
     snprintf(why, sizeof(why), "rank %u (server %s) broke the RDMA protocol (a completion of "
@@ -182,7 +183,7 @@ static void probe_waited(struct rdma_state *st, int64_t now, int64_t *last) {
     if (!atomic_load(&l->ready) || atomic_load(&l->failed) ||
         atomic_load(&st->peers[l->base.peer].dead))
       continue;
-    if (!atomic_load(&l->recv_waiting) && !atomic_load(&l->send_waiting)) continue;
+    if (!hccl__credits_waiting(&l->cr)) continue;
     if (atomic_load(&l->sq_posted) != atomic_load(&l->sq_done)) continue; /* those will tell */
     struct ibv_send_wr wr = {.wr_id = (uintptr_t)l | RDMA_TAG_SEND,
                              .sg_list = NULL,

@@ -135,10 +135,6 @@ static inline size_t hccl__rdma_stride(size_t slot_bytes) {
 static inline size_t hccl__rdma_slot_off(uint32_t seq, size_t slot_bytes) {
   return (size_t)(seq % RDMA_NSLOTS) * hccl__rdma_stride(slot_bytes);
 }
-/* Whether message `sent` may be written: fewer than RDMA_NSLOTS unreleased. */
-static inline bool hccl__rdma_window_open(uint32_t sent, uint32_t acked) {
-  return sent - acked < RDMA_NSLOTS;
-}
 /* ---- posted receives (zero copy at the receiving end, NCCL net_ib's FIFO) ----
  *
  * A receiver whose buffer lies in registered memory tells the sender where the next messages

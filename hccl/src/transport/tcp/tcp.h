@@ -33,6 +33,7 @@
 
 #include <pthread.h>
 
+#include "credits.h"
 #include "hccl.h"
 #include "transport.h"
 #include "tcp_wire.h"
@@ -139,23 +140,21 @@ struct tcp_link {
   char *sbuf;
   struct tcp_frame shdr[TCP_NSLOTS];
   const char *spay[TCP_NSLOTS];
-  uint32_t sent, acked_seen;
-  _Atomic uint32_t committed; /* = sent, published to the I/O thread */
+  /* Messages sent and received, the peer's released count (`acked`, from its ACKs) and the
+   * messages landed (`arrived`), published by the I/O thread; waits sleep on those two
+   * (transport/credits.h). */
+  struct hccl_credits cr;
+  _Atomic uint32_t committed; /* = cr.sent, published to the I/O thread */
   _Atomic uint32_t written;   /* DATA frames wholly written, published by the I/O thread */
   _Atomic uint32_t flush_waiting;
-  _Atomic uint32_t acked;     /* the peer's released count; send waits sleep on it */
-  _Atomic uint32_t send_waiting;
   /* Receive side, the algorithm's thread: message m at rat[m % 8] (rbuf's slot m % 8, or its
    * place in a receive posted in place), its header in rhdr[m % 8] (both written by the
    * I/O thread before it publishes arrived). */
   char *rbuf;
   const struct tcp_frame *rhdr;
   char *const *rat;
-  uint32_t received;
   uint32_t last_size; /* the last message's size: a small one is read by this thread (tcp.c) */
-  _Atomic uint32_t arrived; /* messages landed; receive waits sleep on it */
-  _Atomic uint32_t recv_waiting;
-  _Atomic uint32_t released; /* = received, published to the I/O thread */
+  _Atomic uint32_t released; /* = cr.received, published to the I/O thread */
   /* The receive posted in place (recv_post), set by the algorithm's thread under post_lock,
    * which then counts post_gen up; the I/O thread copies it into its decoder under the
    * lock before a read when post_gen moved. */

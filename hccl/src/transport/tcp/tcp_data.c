@@ -25,12 +25,15 @@
  * 2 ms (hccl__tcp_read_now), sleeping in poll on it: one wake-up per message instead of the
  * I/O thread's and then its own; the I/O thread leaves the socket to it meanwhile.
  * A sender has at most 8 messages its receiver has not released (shm's rule), so a frame always
- * finds its receive slot free, and send_drained = every committed message released. The eventfd
- * is written only when the thread may be asleep.
+ * finds its receive slot free, and send_drained = every committed message released: the link's
+ * credits, whose counters and waits (transport/credits.h, credits.c) RDMA's links share; what is
+ * TCP's here is how messages and ACKs travel, the thread reading its socket itself, and the
+ * check its waits make. The eventfd is written only when the thread may be asleep.
  */
 #include <pthread.h>
 #include <stdint.h>
 
+#include "credits.h"
 #include "log.h"
 #include "tcp.h"
 #include "transport.h"
@@ -44,6 +47,8 @@
  * 1.36 / 1.34, 2 x 4 0.83 / 0.82). */
 #define READ_SELF_MAX (64u << 10)
 #define READ_SELF_NS 2000000
+
+_Static_assert(TCP_NSLOTS == HCCL_CREDITS, "a TCP link's send window is its receiver's slots");
 
 /* Called every sleep slice of a wait on a TCP link, after the wait has read every transport's
  * abort mark (hccl__check_aborts): the peer's departure. */
@@ -62,47 +67,35 @@ HcclResult hccl__tcp_wait_check(void *arg, const struct hccl_wait *w, uint32_t p
 
 /* ---- data path: the algorithm's side ---- */
 
-/* Waits until message l->sent may be queued: fewer than TCP_NSLOTS unreleased. */
+/* Waits until message l->cr.sent may be queued: fewer than TCP_NSLOTS unreleased, the peer
+ * alive (credits.c). */
 static HcclResult send_window(struct hccl_link *base, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
-  while (l->sent - l->acked_seen >= TCP_NSLOTS) {
-    uint32_t acked = atomic_load_explicit(&l->acked, memory_order_acquire);
-    if (acked != l->acked_seen) {
-      l->acked_seen = acked;
-      continue;
-    }
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, acked, base->peer, w,
-                               hccl__tcp_wait_check, base));
-  }
-  /* A dead peer would never read it: fail now rather than at the next wait. */
-  if (atomic_load_explicit(&l->st->peers[base->peer].dead, memory_order_relaxed)) {
-    HCCL_TRY(hccl__wait_aborted(w)); /* an origin's reason wins, as in waits */
-    return hccl__tcp_wait_check(base, w, base->peer);
-  }
-  return HCCL_SUCCESS;
+  return hccl__credits_send_wait(&l->cr, base->peer, &l->st->peers[base->peer].dead, w,
+                                 hccl__tcp_wait_check, base);
 }
 
 HcclResult hccl__tcp_send_acquire(struct hccl_link *base, void **buf, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
   HCCL_TRY(send_window(base, w));
-  *buf = l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes;
+  *buf = l->sbuf + (size_t)(l->cr.sent % TCP_NSLOTS) * base->slot_bytes;
   return HCCL_SUCCESS;
 }
 
-/* Queues message l->sent, its payload at pay, for the I/O thread. */
+/* Queues message l->cr.sent, its payload at pay, for the I/O thread. */
 static void queue(struct tcp_link *l, const void *pay, size_t bytes,
                   const struct hccl_stamp *stamp) {
-  l->shdr[l->sent % TCP_NSLOTS] =
+  l->shdr[l->cr.sent % TCP_NSLOTS] =
       (struct tcp_frame){.type = FRAME_DATA, .size = (uint32_t)bytes, .stamp = *stamp};
-  l->spay[l->sent % TCP_NSLOTS] = pay;
-  l->sent++;
-  atomic_store(&l->committed, l->sent);
+  l->spay[l->cr.sent % TCP_NSLOTS] = pay;
+  l->cr.sent++;
+  atomic_store(&l->committed, l->cr.sent);
   if (!hccl__tcp_write_now(l)) hccl__tcp_poke(l->st);
 }
 
 void hccl__tcp_send_commit(struct hccl_link *base, size_t bytes, const struct hccl_stamp *stamp) {
   struct tcp_link *l = (struct tcp_link *)base;
-  queue(l, l->sbuf + (size_t)(l->sent % TCP_NSLOTS) * base->slot_bytes, bytes, stamp);
+  queue(l, l->sbuf + (size_t)(l->cr.sent % TCP_NSLOTS) * base->slot_bytes, bytes, stamp);
 }
 
 /* The payload goes from buf to the socket with the kernel's copy only (the I/O thread's
@@ -118,7 +111,7 @@ HcclResult hccl__tcp_send_flush(struct hccl_link *base, const struct hccl_wait *
   struct tcp_link *l = (struct tcp_link *)base;
   for (;;) {
     uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
-    if (written == l->sent) return HCCL_SUCCESS;
+    if (written == l->cr.sent) return HCCL_SUCCESS;
     HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w,
                                hccl__tcp_wait_check, base));
   }
@@ -130,19 +123,11 @@ HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size
   /* After a small message, expect another: read the socket here (one wake-up instead of the
    * I/O thread's and then this thread's). Large ones are left to the I/O thread,
    * which reads the next slot while this thread reduces the last. */
-  bool read_self = l->last_size <= READ_SELF_MAX;
-  for (;;) {
-    uint32_t arrived = atomic_load_explicit(&l->arrived, memory_order_acquire);
-    if (arrived != l->received) break;
-    if (read_self) {
-      read_self = false;
-      if (hccl__tcp_read_now(l, READ_SELF_NS)) hccl__tcp_poke_always(l->st);
-      continue;
-    }
-    HCCL_TRY(hccl__wait_change(&l->arrived, &l->recv_waiting, arrived, base->peer, w,
-                               hccl__tcp_wait_check, base));
-  }
-  uint32_t slot = l->received % TCP_NSLOTS;
+  if (l->last_size <= READ_SELF_MAX && !hccl__credits_recv_ready(&l->cr) &&
+      hccl__tcp_read_now(l, READ_SELF_NS))
+    hccl__tcp_poke_always(l->st);
+  HCCL_TRY(hccl__credits_recv_wait(&l->cr, base->peer, w, hccl__tcp_wait_check, base));
+  uint32_t slot = l->cr.received % TCP_NSLOTS;
   *buf = l->rat[slot];
   *bytes = l->rhdr[slot].size;
   l->last_size = l->rhdr[slot].size;
@@ -152,8 +137,8 @@ HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size
 
 void hccl__tcp_recv_release(struct hccl_link *base) {
   struct tcp_link *l = (struct tcp_link *)base;
-  l->received++;
-  atomic_store(&l->released, l->received);
+  l->cr.received++;
+  atomic_store(&l->released, l->cr.received);
   hccl__tcp_poke(l->st);
 }
 
@@ -166,35 +151,25 @@ void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t
   l->post = (struct hccl_tcp_post){.dst = buf,
                                    .chunk = chunk,
                                    .bytes = bytes,
-                                   .first = l->received,
+                                   .first = l->cr.received,
                                    .n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n};
   pthread_mutex_unlock(&l->post_lock);
   atomic_fetch_add_explicit(&l->post_gen, 1, memory_order_release);
 }
 
 bool hccl__tcp_send_ready(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  if (l->sent - l->acked_seen < TCP_NSLOTS) return true;
-  l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return l->sent - l->acked_seen < TCP_NSLOTS;
+  return hccl__credits_send_ready(&((struct tcp_link *)base)->cr);
 }
 
 bool hccl__tcp_recv_ready(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  return atomic_load_explicit(&l->arrived, memory_order_acquire) != l->received;
+  return hccl__credits_recv_ready(&((struct tcp_link *)base)->cr);
 }
 
 bool hccl__tcp_send_drained(struct hccl_link *base) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  if (l->acked_seen != l->sent)
-    l->acked_seen = atomic_load_explicit(&l->acked, memory_order_acquire);
-  return l->acked_seen == l->sent;
+  return hccl__credits_drained(&((struct tcp_link *)base)->cr);
 }
 
 HcclResult hccl__tcp_send_drain(struct hccl_link *base, const struct hccl_wait *w) {
   struct tcp_link *l = (struct tcp_link *)base;
-  while (!hccl__tcp_send_drained(base))
-    HCCL_TRY(hccl__wait_change(&l->acked, &l->send_waiting, l->acked_seen, base->peer, w,
-                               hccl__tcp_wait_check, base));
-  return HCCL_SUCCESS;
+  return hccl__credits_drain(&l->cr, base->peer, w, hccl__tcp_wait_check, base);
 }

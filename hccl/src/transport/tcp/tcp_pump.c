@@ -17,6 +17,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "credits.h"
 #include "log.h"
 #include "tcp.h"
 #include "tcp_pump.h"
@@ -45,8 +46,7 @@ void hccl__tcp_pump_free(struct tcp_pump *p) {
 /* ---- failures ---- */
 
 static void wake_link(struct tcp_link *l) {
-  hccl__wake_all(&l->arrived);
-  hccl__wake_all(&l->acked);
+  hccl__credits_wake_all(&l->cr);
   hccl__wake_all(&l->written);
 }
 

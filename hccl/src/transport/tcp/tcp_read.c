@@ -19,6 +19,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include "credits.h"
 #include "tcp.h"
 #include "tcp_pump.h"
 #include "tcp_sys.h"
@@ -34,10 +35,10 @@ static bool rx_act(struct tcp_link *l, enum hccl_tcp_rx_event ev) {
   struct tcp_state *st = l->st;
   switch (ev) {
   case HCCL_TCP_RX_DATA:
-    hccl__post(&l->arrived, &l->recv_waiting, pump->rx.arrived);
+    hccl__credits_arrive(&l->cr, pump->rx.arrived);
     break;
   case HCCL_TCP_RX_ACK:
-    hccl__post(&l->acked, &l->send_waiting, pump->rx.acked);
+    hccl__credits_ack(&l->cr, pump->rx.acked);
     break;
   case HCCL_TCP_RX_ABORT:
     /* Links are not a full mesh: the first ABORT heard goes on to every other peer linked. */
@@ -243,7 +244,7 @@ bool hccl__tcp_read_now(struct tcp_link *l, int64_t budget_ns) {
         atomic_load_explicit(&st->abort_origin, memory_order_relaxed) != 0)
       break;
     link_read(l);
-    if (atomic_load_explicit(&l->arrived, memory_order_acquire) != l->received) break;
+    if (hccl__credits_recv_ready(&l->cr)) break;
     int64_t left = end - hccl__now_ns();
     if (left <= 0) break;
     if (left > READ_SLICE_NS) left = READ_SLICE_NS;
