@@ -76,7 +76,7 @@ else
   client "$GUEST_PEER"
 fi
 st=$?
-echo "rxe0 counters: $(rdma statistic show link rxe0/1 | tr " " "\n" | paste - - | awk "\$2 != 0" | tr "\t\n" "= ")"
+echo "rxe0 counters: $(rdma statistic show link rxe0/1 | tr " " "\n" | paste - - | awk "\$2 != 0" | tr "\t\n" "= " | sed "s/[= ]*\$//")"
 exit $st
 '
 echo "== two guests: ibv_rc_pingpong (200 x 4 KiB) between them over the socket netdev"
