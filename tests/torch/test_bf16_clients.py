@@ -89,24 +89,10 @@ def deepspeed_python():
     return R.deepspeed_python()
 
 
-# torch's gloo can abort a process as it ends, after the job's work and its report: its worker
-# threads still joinable at teardown ("terminate called without an active exception", SIGABRT,
-# in gloo's process, not hccl's). Seen once in 2026-12-06's side-by-side suite run, on
-# the gloo reference of FSDP2, after it printed its losses. The reference is then run once more;
-# hccl's run never gets a second try.
-GLOO_EXIT_ABORT = "terminate called without an active exception"
-
-
 def run(python, client, backend, out_dir, *flags):
-    """Runs CLIENT at RANKS ranks under npu-launch; returns (rank 0's JSON, output, seconds)."""
-    try:
-        return run_once(python, client, backend, out_dir, *flags)
-    except AssertionError as e:
-        if backend != "gloo" or GLOO_EXIT_ABORT not in str(e):
-            raise
-        print("%s on gloo aborted at its exit (torch's gloo teardown); its reference run again"
-              % client)
-        return run_once(python, client, backend, out_dir, *flags)
+    """Runs CLIENT at RANKS ranks under npu-launch; returns (rank 0's JSON, output, seconds).
+    A gloo reference that aborted at its exit runs once more (recipes_harness.gloo_reference)."""
+    return R.gloo_reference(backend, client, run_once, python, client, backend, out_dir, *flags)
 
 
 def run_once(python, client, backend, out_dir, *flags):
