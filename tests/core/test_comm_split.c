@@ -21,11 +21,13 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -275,8 +277,22 @@ static int errors_body(int rank, int nranks, void *arg) {
     HcclCommDestroy(child);
   }
   RANK_CHECK(cc_now() - t0 < 5, "a group's failed checks took %.1f s", cc_now() - t0);
-  /* An aborted parent: rank 0 aborts it, every rank's split then fails. */
-  if (rank == 0) HcclCommAbort(parent);
+  /* An aborted parent: rank 0 aborts it, every rank's split then fails. Rank 0 aborts once
+   * every rank is past the step above (a counter in memory the ranks share, outside the
+   * library: an abort ends every call in flight on every rank, a collective used as a barrier
+   * included). Without it rank 0, done with its own group, aborted the parent while the other
+   * colour's members were still in their split, which then named the abort, not HCCL_BUFFSIZE
+   * (seen once in a side-by-side suite run, 2026-12-07). */
+  _Atomic int *past = arg;
+  atomic_fetch_add(past, 1);
+  if (rank == 0) {
+    double until = cc_now() + 10;
+    while (atomic_load(past) < nranks && cc_now() < until)
+      usleep(1000);
+    RANK_CHECK(atomic_load(past) == nranks, "only %d of %d ranks got past the group's checks",
+               atomic_load(past), nranks);
+    HcclCommAbort(parent);
+  }
   t0 = cc_now();
   rc = HcclCommSplit(parent, 0, 0, &child, NULL);
   RANK_CHECK(rc != HCCL_SUCCESS && child == NULL, "split of an aborted parent: %d", rc);
@@ -287,7 +303,17 @@ static int errors_body(int rank, int nranks, void *arg) {
   return 0;
 }
 
-static void test_split_errors(void **st) { run_ranks(errors_body); }
+static void test_split_errors(void **st) {
+  _Atomic int *past = mmap(NULL, sizeof(*past), PROT_READ | PROT_WRITE,
+                           MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  assert_true(past != MAP_FAILED);
+  atomic_store(past, 0);
+  double t0 = cc_now();
+  int failed = harness_run_ranks(NR, RUN_TIMEOUT_S, errors_body, (void *)past);
+  printf("  %d ranks: %d failed, %.2f s\n", NR, failed, cc_now() - t0);
+  munmap((void *)past, sizeof(*past));
+  assert_int_equal(failed, 0);
+}
 
 /* The 3D layout TP x PP x DP = 2 x 2 x 2, rank r = (d * PP + p) * TP + t, as
  * bench/split_probe.c numbers it: each group's colour and the rank's index in it. */
