@@ -6,12 +6,13 @@
 #   one guest   pretend servers (tests/rdma/rdma_ranks.sh: a UTS namespace and hostname each):
 #               allreduce at 2 x 1, 2 x 2 and 4 x 1, every type x sum/prod/max/min/avg, out of
 #               place and in place, counts 1, odd and larger, each result checked (-c 1); every
-#               other collective program at 2 x 2; an allreduce of 4 MiB + 1 byte with
-#               HCCL_BUFFSIZE=1; `rdma resource show` after each job as before it (no QP, CQ or
-#               MR left); zero copy: the perf line "# RDMA: ... bytes copied per byte sent" is
-#               at most 0.25 for sendrecv, all_gather and broadcast at 2 x 1 with -R 1
-#               (HcclMemAlloc), and 1.5 or more with malloc'd buffers (both ends copy); the job's
-#               queue pairs in `rdma resource show qp` while a longer run goes on. Then a rank
+#               other collective program at 2 x 2, and every program at count 0 there; an
+#               allreduce of 4 MiB + 1 byte with HCCL_BUFFSIZE=1; `rdma resource show` after
+#               each job as before it (no QP, CQ or MR left); zero copy: the perf line
+#               "# RDMA: ... bytes copied per byte sent" is at most 0.25 for sendrecv,
+#               all_gather and broadcast at 2 x 1 with -R 1 (HcclMemAlloc), and 1.5 or more
+#               with malloc'd buffers (both ends copy); the job's queue pairs in `rdma resource
+#               show qp` while a longer run goes on. Then a rank
 #               killed (SIGKILL) in the middle of a 2 x 1 run: the other server's rank must fail
 #               within 30 s naming the network fault and its server. torch DDP at 2 x 1 over
 #               RDMA equal to gloo's bit for bit (rdma_torch.sh; 77 there without torch counts
@@ -49,10 +50,13 @@ if [ "${1:-}" = "--in-guest" ]; then
   }
   if [ "$what" = cases ]; then
     run "2 x 1 allreduce, all types x ops" 2 1 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
-    run "2 x 2 allreduce, all types x ops" 2 2 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
+    # At 2 x 2 each rank runs the program twice, count 0 first (a sweep from 0 stops at 0), then
+    # the sweep: one launch for both.
+    twice='"$0" -b 0 -e 0 -n 1 -w 0 -d all -o all && "$0" -b "$1" -e 1M -f "$2" -n 1 -w 0 -d all -o all'
+    run "2 x 2 allreduce, all types x ops, count 0 too" 2 2 -- bash -c "$twice" "$b/allreduce_perf" 4 16
     run "4 x 1 allreduce, all types x ops" 4 1 -- "$b/allreduce_perf" -b 4 -e 1M -f 16 -n 1 -w 0 -d all -o all
     for p in all_gather_perf alltoall_perf broadcast_perf reduce_perf reduce_scatter_perf sendrecv_perf; do
-      [ -x "$b/$p" ] && run "2 x 2 $p" 2 2 -- "$b/$p" -b 8 -e 1M -f 32 -n 1 -w 0 -d all -o all
+      [ -x "$b/$p" ] && run "2 x 2 $p, count 0 too" 2 2 -- bash -c "$twice" "$b/$p" 8 32
     done
     HCCL_BUFFSIZE=1 run "2 x 1 allreduce of 4 MiB + 1 with HCCL_BUFFSIZE=1" 2 1 -- \
       "$b/allreduce_perf" -b 4194305 -e 4194305 -n 2 -w 0 -d int8 -o all
