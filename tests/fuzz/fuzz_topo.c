@@ -7,7 +7,8 @@
  * writes a message that starts with "topology" and names the field, group or device at
  * fault (or says the text is not JSON), and leaves *out untouched. A parsed topology then
  * judges a device list made of the input's last bytes: hccl__topo_check_devices accepts it
- * only if it keeps topo.h's rules, and hccl__topo_ring orders any list as a permutation that
+ * only if it keeps topo.h's rules (any count on a flat topology, only those of device_counts
+ * where the topology names them), and hccl__topo_ring orders any list as a permutation that
  * walks the groups in order.
  */
 #include <stdbool.h>
@@ -37,7 +38,8 @@ static void check_topology(const struct hccl_topo *t) {
 
 /* The devices rule of topo.h, written out again: what check_devices must agree with. */
 static bool devices_ok(const struct hccl_topo *t, const int *dev, int n) {
-  if (n != 1 && n != 2 && n != 4 && n != 8) return false;
+  /* device_counts: 0 = any count (a flat server); else bit k-1 allows k devices. */
+  if (n < 1 || (t->counts != 0 && (n > 64 || !(t->counts >> (n - 1) & 1)))) return false;
   for (int i = 0; i < n; i++) {
     if (dev[i] < 0 || dev[i] >= t->ndevices) return false;
     for (int j = 0; j < i; j++)
