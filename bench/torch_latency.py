@@ -36,11 +36,6 @@ import argparse
 import os
 import time
 
-import torch
-import torch.distributed as dist
-
-import torch_hccl  # noqa: F401
-
 parser = argparse.ArgumentParser(description=__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--bytes", type=int, default=4096)
@@ -56,6 +51,12 @@ parser.add_argument("--ring", action="store_true",
 args = parser.parse_args()
 if args.ring and not args.spawn:
     parser.error("--ring needs --spawn N")
+
+# torch after the flags: -h and a wrong flag are answered without loading it (a second or more)
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import torch_hccl  # noqa: E402,F401
 
 
 def main(rank=None, world=None, pipes=None):

@@ -13,9 +13,6 @@ usage: python3 bench/torch_split.py BACKEND [TP=2] [PP=2]
 import argparse
 import time
 
-import torch
-import torch.distributed as dist
-
 
 def main():
     ap = argparse.ArgumentParser(
@@ -30,6 +27,8 @@ def main():
     if args.backend is None:
         ap.error("the backend (hccl or gloo) is required")
     backend, tp, pp = args.backend, args.tp, args.pp
+    import torch  # after the flags: -h and a wrong flag are answered without loading torch
+    import torch.distributed as dist
     if backend == "hccl":
         import torch_hccl  # noqa: F401
     dist.init_process_group(backend)

@@ -10,6 +10,14 @@ import argparse
 import os
 import time
 
+# The flags are read before torch is imported (a second or more), so -h and a mistyped flag
+# are answered at once.
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="DDP training, one process per device")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=64, help="per process")
+    args = ap.parse_args()
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -27,12 +35,7 @@ def dataset(n=8192, features=32, classes=4):
     return TensorDataset(centres[y] + torch.randn(n, features, generator=g) * 1.5, y)
 
 
-def main():
-    ap = argparse.ArgumentParser(description="DDP training, one process per device")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch-size", type=int, default=64, help="per process")
-    args = ap.parse_args()
-
+def main(args):
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch_hccl.set_device(local_rank)  # torch.device("cpu"): where tensors live
     dist.init_process_group(backend="hccl")
@@ -69,4 +72,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(args)

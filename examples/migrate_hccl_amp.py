@@ -12,6 +12,13 @@ import argparse
 import os
 import time
 
+# The flags are read before torch is imported (a second or more), so -h and a mistyped flag
+# are answered at once.
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="DDP training with mixed precision")
+    ap.add_argument("--steps", type=int, default=60)
+    args = ap.parse_args()
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -27,11 +34,7 @@ def batch(step, rank, device, n=64, features=32):
     return x.to(device), (x @ w + 0.1 * torch.randn(n, generator=g)).unsqueeze(1).to(device)
 
 
-def main():
-    ap = argparse.ArgumentParser(description="DDP training with mixed precision")
-    ap.add_argument("--steps", type=int, default=60)
-    args = ap.parse_args()
-
+def main(args):
     local_rank = int(os.environ["LOCAL_RANK"])
     backend = "nccl" if torch.cuda.is_available() else "hccl"
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -69,4 +72,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(args)

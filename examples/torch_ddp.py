@@ -18,6 +18,18 @@ import argparse
 import os
 import time
 
+# The flags are read before torch is imported (a second or more), so -h and a mistyped flag
+# are answered at once.
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=64, help="per process")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--checkpoint", help="save after every epoch; resume from it when present")
+    ap.add_argument("--fail-at-epoch", type=int, default=-1,
+                    help="rank 1 exits at the start of this epoch (1, 2, ...) on the first start")
+    args = ap.parse_args()
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -36,15 +48,7 @@ def synthetic_dataset(n=8192, features=32, classes=4, seed=0):
     return TensorDataset(x, y)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--batch-size", type=int, default=64, help="per process")
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--checkpoint", help="save after every epoch; resume from it when present")
-    ap.add_argument("--fail-at-epoch", type=int, default=-1,
-                    help="rank 1 exits at the start of this epoch (1, 2, ...) on the first start")
-    args = ap.parse_args()
+def main(args):
     first_start = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) == 0
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -103,4 +107,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(args)

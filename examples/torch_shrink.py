@@ -30,6 +30,15 @@ import sys
 import time
 from datetime import timedelta
 
+# The flags are read before torch is imported (a second or more), so -h and a mistyped flag
+# are answered at once.
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--kill-rank", type=int, default=-1)
+    ap.add_argument("--kill-step", type=int, default=-1)
+    args = ap.parse_args()
+
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
@@ -57,12 +66,7 @@ def step_grads(model, step):
     return [p.grad for p in model.parameters()]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--kill-rank", type=int, default=-1)
-    ap.add_argument("--kill-step", type=int, default=-1)
-    a = ap.parse_args()
+def main(a):
     dist.init_process_group("hccl", timeout=timedelta(seconds=30))
     me = dist.get_rank()
     torch.manual_seed(0)
@@ -98,4 +102,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(args))

@@ -23,6 +23,24 @@ import os
 import sys
 import time
 
+# The flags are read before torch is imported (a second or more), so -h and a mistyped flag
+# are answered at once.
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="ImageNet-style training on backend hccl")
+    parser.add_argument("--device-list", default="0,1,2,3,4,5,6,7", type=str)
+    parser.add_argument("--dist-url", default="tcp://127.0.0.1:29688", type=str)
+    parser.add_argument("--dist-backend", default="hccl", type=str)
+    parser.add_argument("--world-size", default=1, type=int, help="number of servers")
+    parser.add_argument("--rank", default=0, type=int, help="this server's index")
+    parser.add_argument("--multiprocessing-distributed", action="store_true")
+    parser.add_argument("--epochs", default=3, type=int)
+    parser.add_argument("-b", "--batch-size", default=64, type=int, help="global batch")
+    parser.add_argument("--lr", default=0.05, type=float)
+    parser.add_argument("-j", "--workers", default=0, type=int, help="DataLoader workers")
+    parser.add_argument("--samples", default=2048, type=int)
+    parser.add_argument("--seed", default=0, type=int)
+    args = parser.parse_args()
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -32,20 +50,6 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 import torch_hccl
-
-parser = argparse.ArgumentParser(description="ImageNet-style training on backend hccl")
-parser.add_argument("--device-list", default="0,1,2,3,4,5,6,7", type=str)
-parser.add_argument("--dist-url", default="tcp://127.0.0.1:29688", type=str)
-parser.add_argument("--dist-backend", default="hccl", type=str)
-parser.add_argument("--world-size", default=1, type=int, help="number of servers")
-parser.add_argument("--rank", default=0, type=int, help="this server's index")
-parser.add_argument("--multiprocessing-distributed", action="store_true")
-parser.add_argument("--epochs", default=3, type=int)
-parser.add_argument("-b", "--batch-size", default=64, type=int, help="global batch")
-parser.add_argument("--lr", default=0.05, type=float)
-parser.add_argument("-j", "--workers", default=0, type=int, help="DataLoader workers")
-parser.add_argument("--samples", default=2048, type=int)
-parser.add_argument("--seed", default=0, type=int)
 
 
 def device_id_to_process_device_map(device_list):
@@ -74,8 +78,7 @@ def make_data(n, seed):
     return TensorDataset(images, labels)
 
 
-def main():
-    args = parser.parse_args()
+def main(args):
     args.process_device_map = device_id_to_process_device_map(args.device_list)
     ngpus_per_node = len(args.process_device_map)
     args.distributed = args.world_size > 1 or args.multiprocessing_distributed
@@ -133,4 +136,4 @@ def main_worker(gpu, ngpus_per_node, args):
 
 
 if __name__ == "__main__":
-    main()
+    main(args)
