@@ -1,7 +1,8 @@
 /*
  * credits.c - the waits on a link's credits (credits.h), one piece of code for the TCP and the
  * RDMA transports' data paths: for a free slot at the receiver (a credit), for the next message
- * to land, and for every message sent to be released (drain). Each sleeps with
+ * to land, for every message sent to be released (drain), and for every message sent to have
+ * its source read (flush). Each sleeps with
  * hccl__wait_change on the counter the transport's thread publishes, making the transport's own
  * check (its peer gone) each sleep slice.
  */
@@ -40,4 +41,13 @@ HcclResult hccl__credits_drain(struct hccl_credits *c, uint32_t peer, const stru
   while (!hccl__credits_drained(c))
     HCCL_TRY(hccl__wait_change(&c->acked, &c->send_waiting, c->acked_seen, peer, w, check, arg));
   return HCCL_SUCCESS;
+}
+
+HcclResult hccl__credits_flush(struct hccl_credits *c, uint32_t peer, const struct hccl_wait *w,
+                               hccl_credits_check check, void *arg) {
+  for (;;) {
+    uint32_t written = atomic_load_explicit(&c->written, memory_order_acquire);
+    if (written == c->sent) return HCCL_SUCCESS;
+    HCCL_TRY(hccl__wait_change(&c->written, &c->flush_waiting, written, peer, w, check, arg));
+  }
 }

@@ -3,9 +3,11 @@
  * servers (tcp/, rdma/): a sender has at most HCCL_CREDITS messages its receiver has not
  * released, so a message always finds its receive slot free, and a sender whose messages were
  * all released is drained. The counters (struct hccl_credits, embedded in each such link) are
- * the algorithm's thread's, except the two the transport's own thread publishes: `arrived`
- * (messages landed) and `acked` (the receiver's released count, its credits coming back); the
- * algorithm's thread sleeps on them with hccl__wait_change, as on shm. All counters wrap at
+ * the algorithm's thread's, except the three the transport's own thread publishes: `arrived`
+ * (messages landed), `acked` (the receiver's released count, its credits coming back) and
+ * `written` (messages whose source the transport has wholly read, so a sender's buffer is its
+ * own again: send_flush); the algorithm's thread sleeps on them with hccl__wait_change, as on
+ * shm. All counters wrap at
  * 2^32, the arithmetic with them.
  *
  * For transports only: the core and the algorithms see links through transport.h and links.h,
@@ -33,6 +35,8 @@ struct hccl_credits {
   uint32_t sent, acked_seen;
   _Atomic uint32_t acked; /* the receiver's released count, published by the transport */
   _Atomic uint32_t send_waiting;
+  _Atomic uint32_t written; /* messages whose source was wholly read, published by the transport */
+  _Atomic uint32_t flush_waiting;
   /* Receive side. received: messages released (the next one taken is message `received`). */
   uint32_t received;
   _Atomic uint32_t arrived; /* messages landed, published by the transport */
@@ -76,6 +80,10 @@ static inline void hccl__credits_arrive(struct hccl_credits *c, uint32_t count) 
 static inline void hccl__credits_ack(struct hccl_credits *c, uint32_t count) {
   hccl__post(&c->acked, &c->send_waiting, count);
 }
+/* The transport's thread: `count` messages have had their source wholly read. */
+static inline void hccl__credits_written(struct hccl_credits *c, uint32_t count) {
+  hccl__post(&c->written, &c->flush_waiting, count);
+}
 
 /* Whether the algorithm's thread sleeps, or is about to, on a message or a credit. */
 static inline bool hccl__credits_waiting(struct hccl_credits *c) {
@@ -86,6 +94,7 @@ static inline bool hccl__credits_waiting(struct hccl_credits *c) {
 static inline void hccl__credits_wake_all(struct hccl_credits *c) {
   hccl__wake_all(&c->arrived);
   hccl__wake_all(&c->acked);
+  hccl__wake_all(&c->written);
 }
 
 /* Waits until message c->sent may go (hccl__credits_send_ready), sleeping on `acked`; then, if
@@ -104,6 +113,11 @@ HcclResult hccl__credits_recv_wait(struct hccl_credits *c, uint32_t peer,
 /* Waits until every message sent has been released (hccl__credits_drained). Errors as
  * hccl__credits_recv_wait's. */
 HcclResult hccl__credits_drain(struct hccl_credits *c, uint32_t peer, const struct hccl_wait *w,
+                               hccl_credits_check check, void *arg);
+
+/* Waits until every message sent has had its source read (`written` = `sent`): a transport's
+ * send_flush. Errors as hccl__credits_recv_wait's. */
+HcclResult hccl__credits_flush(struct hccl_credits *c, uint32_t peer, const struct hccl_wait *w,
                                hccl_credits_check check, void *arg);
 
 #endif

@@ -110,13 +110,12 @@ struct rdma_link {
   _Atomic int ready;
   _Atomic int failed; /* its queue pair failed; the peer's reason says why */
   /* Messages sent and received, the peer's released count (`acked`, from its credits) and the
-   * messages landed (`arrived`), published by the thread; waits sleep on those two
+   * messages landed (`arrived`), published by the thread; waits sleep on those two; and the
+   * messages whose write completed (`written`: its source read; send_flush's)
    * (transport/credits.h). */
   struct hccl_credits cr;
   /* Send side (the algorithm's thread). */
   _Atomic uint32_t sq_posted, sq_done; /* work requests posted / completed on the send queue */
-  _Atomic uint32_t written; /* messages whose write completed (its source read); flush waits */
-  _Atomic uint32_t flush_waiting;
   /* The peer's posted receives: entries its writes completed (published by the thread), those
    * read (the algorithm's thread), and the one read last (`cur`, while have_cur). */
   _Atomic uint32_t posts_arrived;

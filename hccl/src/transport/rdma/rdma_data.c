@@ -273,12 +273,7 @@ HcclResult hccl__rdma_send_ref(struct hccl_link *base, const void *buf, size_t b
 /* Until every message's write completed: the adapter has read its source. */
 HcclResult hccl__rdma_send_flush(struct hccl_link *base, const struct hccl_wait *w) {
   struct rdma_link *l = (struct rdma_link *)base;
-  for (;;) {
-    uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
-    if (written == l->cr.sent) return HCCL_SUCCESS;
-    HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w,
-                               hccl__rdma_wait_check, l));
-  }
+  return hccl__credits_flush(&l->cr, base->peer, w, hccl__rdma_wait_check, l);
 }
 
 HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,

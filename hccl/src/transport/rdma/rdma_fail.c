@@ -27,7 +27,6 @@ void hccl__rdma_poke(struct rdma_state *st, bool always) {
 
 static void wake_link(struct rdma_link *l) {
   hccl__credits_wake_all(&l->cr);
-  hccl__wake_all(&l->written);
 }
 
 void hccl__rdma_wake_all(struct rdma_state *st) {

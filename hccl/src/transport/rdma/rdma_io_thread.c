@@ -85,7 +85,7 @@ static void on_wc(struct rdma_state *st, const struct ibv_wc *wc) {
   struct rdma_link *l = (struct rdma_link *)(uintptr_t)(wc->wr_id & ~(uint64_t)RDMA_TAG_MASK);
   if (tag == RDMA_TAG_SEND) atomic_fetch_add(&l->sq_done, 1);
   if (tag == RDMA_TAG_SEND && (wc->wr_id & RDMA_TAG_DATA) && wc->status == IBV_WC_SUCCESS)
-    hccl__post(&l->written, &l->flush_waiting, atomic_load(&l->written) + 1);
+    hccl__credits_written(&l->cr, atomic_load(&l->cr.written) + 1);
   if (tag == RDMA_TAG_SEND && (wc->wr_id & RDMA_TAG_POST) && wc->status == IBV_WC_SUCCESS)
     atomic_fetch_add_explicit(&l->posts_done, 1, memory_order_release);
   if (wc->status != IBV_WC_SUCCESS) {

@@ -141,12 +141,10 @@ struct tcp_link {
   struct tcp_frame shdr[TCP_NSLOTS];
   const char *spay[TCP_NSLOTS];
   /* Messages sent and received, the peer's released count (`acked`, from its ACKs) and the
-   * messages landed (`arrived`), published by the I/O thread; waits sleep on those two
-   * (transport/credits.h). */
+   * messages landed (`arrived`), published by the I/O thread; waits sleep on those two; and
+   * the DATA frames wholly written (`written`, send_flush's) (transport/credits.h). */
   struct hccl_credits cr;
   _Atomic uint32_t committed; /* = cr.sent, published to the I/O thread */
-  _Atomic uint32_t written;   /* DATA frames wholly written, published by the I/O thread */
-  _Atomic uint32_t flush_waiting;
   /* Receive side, the algorithm's thread: message m at rat[m % 8] (rbuf's slot m % 8, or its
    * place in a receive posted in place), its header in rhdr[m % 8] (both written by the
    * I/O thread before it publishes arrived). */

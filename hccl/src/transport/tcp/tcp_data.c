@@ -108,13 +108,8 @@ HcclResult hccl__tcp_send_ref(struct hccl_link *base, const void *buf, size_t by
 }
 
 HcclResult hccl__tcp_send_flush(struct hccl_link *base, const struct hccl_wait *w) {
-  struct tcp_link *l = (struct tcp_link *)base;
-  for (;;) {
-    uint32_t written = atomic_load_explicit(&l->written, memory_order_acquire);
-    if (written == l->cr.sent) return HCCL_SUCCESS;
-    HCCL_TRY(hccl__wait_change(&l->written, &l->flush_waiting, written, base->peer, w,
-                               hccl__tcp_wait_check, base));
-  }
+  return hccl__credits_flush(&((struct tcp_link *)base)->cr, base->peer, w, hccl__tcp_wait_check,
+                             base);
 }
 
 HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,

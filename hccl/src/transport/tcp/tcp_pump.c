@@ -47,7 +47,6 @@ void hccl__tcp_pump_free(struct tcp_pump *p) {
 
 static void wake_link(struct tcp_link *l) {
   hccl__credits_wake_all(&l->cr);
-  hccl__wake_all(&l->written);
 }
 
 void hccl__tcp_wake_all(struct tcp_state *st) {

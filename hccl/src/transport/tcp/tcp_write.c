@@ -72,8 +72,8 @@ bool hccl__tcp_link_has_output(struct tcp_link *l) {
 
 /* Tells a send_flush waiter how many DATA frames are wholly written (their payloads read). */
 static void publish_written(struct tcp_link *l) {
-  if (atomic_load_explicit(&l->written, memory_order_relaxed) != l->pump->written)
-    hccl__post(&l->written, &l->flush_waiting, l->pump->written);
+  if (atomic_load_explicit(&l->cr.written, memory_order_relaxed) != l->pump->written)
+    hccl__credits_written(&l->cr, l->pump->written);
 }
 
 /* What the rest of a DATA frame is written from once the communicator is aborted. */
