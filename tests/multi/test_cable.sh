@@ -35,7 +35,7 @@ stamp() {
 # fault NAME MAKE UNDO KIND SERVERS SPEAKERS: runs the job, calls MAKE once every rank is in its
 # run, then checks the first error line of each server in SPEAKERS (e.g. "0 1 2"): it matches
 # KIND (a grep -E pattern), names the address of each server in SERVERS and came within 10 s.
-# UNDO runs after.
+# UNDO runs once the servers in SPEAKERS have ended.
 fault() {
   local name=$1 make=$2 undo=$3 kind=$4 server=$5 speakers=$6 k pids=() t_cut line t ok=1
   port=$((port + 2))
@@ -53,8 +53,11 @@ fault() {
   sleep 1
   t_cut=$EPOCHREALTIME
   $make
-  for k in 0 1 2; do wait "${pids[$k]}"; done
+  # The servers that speak end on their error; then UNDO (the frozen rank killed: stopped, it
+  # would sit out its timeout's 40 s), then the rest.
+  for k in $speakers; do wait "${pids[$k]}"; done
   $undo
+  for k in 0 1 2; do wait "${pids[$k]}"; done
   for k in $speakers; do
     line=$(grep -m1 'ERROR' "$work/$name.$k")
     t=${line%% *}
@@ -98,17 +101,18 @@ pair_mend() {
   netns_exec 1 ip route del blackhole "$(netns_addr 2)/32"
   netns_exec 2 ip route del blackhole "$(netns_addr 1)/32"
 }
-freeze() {
+frozen_signal() {
   local pid
   for pid in $(ip netns pids "${NETNS_PREFIX}_2"); do
-    grep -q allreduce_perf "/proc/$pid/comm" 2>/dev/null && kill -STOP "$pid"
+    grep -q allreduce_perf "/proc/$pid/comm" 2>/dev/null && kill "-$1" "$pid"
   done
 }
-nothing() { :; }
+freeze() { frozen_signal STOP; }
+unfreeze() { frozen_signal KILL; }
 
 fault cable cable_cut cable_mend 'is cut off' 2 "0 1 2"
 fault pair pair_cut pair_mend 'network fault between' "1 2" "0 1 2"
-fault frozen freeze nothing 'stopped or frozen' 2 "0 1"
+fault frozen freeze unfreeze 'stopped or frozen' 2 "0 1"
 
 echo "$((3 - failures)) passed, $failures failed"
 [ "$failures" = 0 ]
