@@ -272,7 +272,7 @@ static void test_posts(void **state) {
   (void)state;
   /* 10000 bytes posted in chunks of 4096 from message 5: messages 5, 6, 7 land at +0, +4096,
    * +8192, the last in at most 1808 bytes. */
-  struct rdma_post p = hccl__rdma_post_make(0x10000, 77, 4096, 10000, 5, 3);
+  struct rdma_post p = hccl__rdma_post_make(0x10000, 77, 4096, 10000, 5, 1, 3);
   assert_int_equal(p.n, 3);
   assert_int_equal(p.rkey, 77);
   assert_int_equal(p.id, 3);
@@ -303,7 +303,7 @@ static void test_posts(void **state) {
   assert_true(hccl__rdma_post_spent(&p, 8));
   assert_true(hccl__rdma_post_spent(&p, 1000));
   /* Across the 2^32 wrap of message numbers. */
-  struct rdma_post w = hccl__rdma_post_make(0x20000, 1, 100, 300, 0xfffffffeu, 0);
+  struct rdma_post w = hccl__rdma_post_make(0x20000, 1, 100, 300, 0xfffffffeu, 1, 0);
   assert_int_equal(w.n, 3);
   assert_true(hccl__rdma_post_place(&w, 0xffffffffu, 100, &addr));
   assert_int_equal(addr, 0x20000 + 100);
@@ -314,9 +314,50 @@ static void test_posts(void **state) {
   assert_true(hccl__rdma_post_spent(&w, 1));
   assert_false(hccl__rdma_post_spent(&w, 0xfffffffdu));
   /* One chunk covering a whole buffer; bytes a multiple of the chunk. */
-  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 4096, 0, 0).n, 1);
-  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 8192, 0, 0).n, 2);
-  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 1, 0, 0).n, 1);
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 4096, 0, 1, 0).n, 1);
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 8192, 0, 1, 0).n, 2);
+  assert_int_equal(hccl__rdma_post_make(0, 0, 4096, 1, 0, 1, 0).n, 1);
+  /* An empty entry (none made in its place yet) is spent, whatever the message count. */
+  struct rdma_post none = {0};
+  assert_true(hccl__rdma_post_spent(&none, 0));
+  assert_true(hccl__rdma_post_spent(&none, 0x80000000u));
+  assert_false(hccl__rdma_post_covers(&none, 0));
+  /* A step: a ring of 4 whose rounds bring 6 messages from the left (3 of the reduce-scatter,
+   * then one chunk of each of 3 blocks); the second block's chunks are message 4 of each
+   * round, from message 10 on: 14, 20 and 26 (9000 bytes in chunks of 4096: the last 808). */
+  struct rdma_post s6 = hccl__rdma_post_make(0x40000, 5, 4096, 9000, 10 + 4, 6, 9);
+  assert_int_equal(s6.n, 3);
+  assert_int_equal(s6.step, 6);
+  assert_true(hccl__rdma_post_place(&s6, 14, 4096, &addr));
+  assert_int_equal(addr, 0x40000);
+  assert_true(hccl__rdma_post_place(&s6, 20, 4096, &addr));
+  assert_int_equal(addr, 0x41000);
+  assert_true(hccl__rdma_post_place(&s6, 26, 808, &addr));
+  assert_int_equal(addr, 0x42000);
+  assert_false(hccl__rdma_post_place(&s6, 26, 809, &addr)); /* past the posted bytes */
+  for (uint32_t m = 10; m < 40; m++) /* the others of those rounds: their slots */
+    if (m != 14 && m != 20 && m != 26) {
+      assert_false(hccl__rdma_post_place(&s6, m, 100, &addr));
+      assert_false(hccl__rdma_post_covers(&s6, m));
+    }
+  /* Live from before its first until its last message was sent. */
+  assert_false(hccl__rdma_post_spent(&s6, 10));
+  assert_false(hccl__rdma_post_spent(&s6, 21));
+  assert_false(hccl__rdma_post_spent(&s6, 26));
+  assert_true(hccl__rdma_post_spent(&s6, 27));
+  assert_true(hccl__rdma_post_spent(&s6, 0x7fffffffu));
+  /* Across the wrap, with a step. */
+  struct rdma_post s2 = hccl__rdma_post_make(0x50000, 5, 100, 300, 0xfffffffdu, 2, 1);
+  assert_true(hccl__rdma_post_place(&s2, 0xffffffffu, 100, &addr));
+  assert_int_equal(addr, 0x50000 + 100);
+  assert_true(hccl__rdma_post_place(&s2, 1, 100, &addr));
+  assert_int_equal(addr, 0x50000 + 200);
+  assert_false(hccl__rdma_post_place(&s2, 0, 100, &addr));
+  assert_false(hccl__rdma_post_spent(&s2, 1));
+  assert_true(hccl__rdma_post_spent(&s2, 2));
+  /* The span (n - 1) x step stays below 2^31, so before and after stay apart. */
+  struct rdma_post big = hccl__rdma_post_make(0, 0, 1, (size_t)1 << 40, 0, 1024, 0);
+  assert_true((uint64_t)(big.n - 1) * big.step < 0x80000000u);
   /* The entries' window: at most RDMA_NPOSTS written and not read, across the wrap. */
   assert_true(hccl__rdma_post_window_open(0, 0));
   assert_true(hccl__rdma_post_window_open(RDMA_NPOSTS - 1, 0));

@@ -105,9 +105,14 @@ HcclResult hccl__prim_send(const struct hccl_prim *p, struct hccl_link *to, cons
   return HCCL_SUCCESS;
 }
 
+void hccl__prim_post_every(struct hccl_link *from, void *buf, size_t chunk, size_t bytes,
+                           uint32_t skip, uint32_t step) {
+  if (from && from->ops->recv_post && buf && bytes > 0 && chunk > 0 && step > 0)
+    from->ops->recv_post(from, buf, chunk, bytes, skip, step);
+}
+
 void hccl__prim_post(struct hccl_link *from, void *buf, size_t chunk, size_t bytes) {
-  if (from && from->ops->recv_post && buf && bytes > 0 && chunk > 0)
-    from->ops->recv_post(from, buf, chunk, bytes);
+  hccl__prim_post_every(from, buf, chunk, bytes, 0, 1);
 }
 
 HcclResult hccl__prim_recv(const struct hccl_prim *p, struct hccl_link *from, void *buf,

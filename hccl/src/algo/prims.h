@@ -87,6 +87,10 @@ HcclResult hccl__prim_recv_or_empty(const struct hccl_prim *p, struct hccl_link 
  * buf stays the transport's until they are taken or the call fails. Nothing where the
  * transport has no such thing (shm), or for an empty buf. */
 void hccl__prim_post(struct hccl_link *from, void *buf, size_t chunk, size_t bytes);
+/* The same for messages skip, skip + step, ... of those `from` sends next (a ring's rounds:
+ * one block's chunk in each; transport.h's recv_post). */
+void hccl__prim_post_every(struct hccl_link *from, void *buf, size_t chunk, size_t bytes,
+                           uint32_t skip, uint32_t step);
 
 /* Sends or receives a whole buffer of any size as slot-sized messages (a receive in place,
  * and so is hccl__prim_sendrecv's when it has no `local` to reduce with). */

@@ -77,7 +77,8 @@ static HcclResult rs_round(const struct hccl_group *g, const struct hccl_prim *p
 }
 
 /* Allgather steps of one round after the own block has been sent: n-2 forwards and a final
- * receive, writing every block into `out` at its offset. */
+ * receive, writing every block into `out` at its offset. Receive m of the round (1 .. n-1)
+ * brings block ring[i-m]. */
 static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p,
                            const struct blocks *b, size_t t, size_t per, char *out) {
   int64_t i = g->pos[g->me];
@@ -91,6 +92,23 @@ static HcclResult ag_round(const struct hccl_group *g, const struct hccl_prim *p
   }
   n = chunk(b, hccl__group_at(g, i + 1), t, per, &off);
   return hccl__prim_step(p, left, NULL, NULL, out + off * es, n * es);
+}
+
+/* Receiving in place (prims.h): each round brings, from the left neighbour, `skip` messages
+ * and then chunk t of blocks ring[i-1], ring[i-2], ..., ring[i-n+1], one message each, in
+ * `per_round` messages in all; so block ring[i-m]'s chunks are messages skip + m - 1 +
+ * k * per_round of the call, and may land in `out` at the block's place (RDMA: written there
+ * by the left neighbour; an allgather's or allreduce's second half then copies nothing). */
+static void post_blocks(const struct hccl_group *g, const struct hccl_prim *p,
+                        const struct blocks *b, size_t per, char *out, uint32_t skip,
+                        uint32_t per_round) {
+  int64_t i = g->pos[g->me];
+  struct hccl_link *left = g->n > 1 ? hccl__group_link(g, hccl__group_at(g, i - 1)) : NULL;
+  for (uint32_t m = 1; m < g->n; m++) {
+    uint32_t j = hccl__group_at(g, i - m);
+    hccl__prim_post_every(left, out + blk_off(b, j) * p->esz, per * p->esz,
+                          blk_count(b, j) * p->esz, skip + m - 1, per_round);
+  }
 }
 
 /* The ring and the chains send by reference (prims.h): none of them writes a region after
@@ -121,6 +139,7 @@ HcclResult hccl__ring_allreduce(const struct hccl_group *g, const struct hccl_pr
   struct hccl_prim q = by_ref(p0), *p = &q;
   struct blocks b = {count / g->n, count % g->n};
   size_t per = per_chunk(g, p), rounds = rounds_of(&b, per);
+  post_blocks(g, p, &b, per, recv, g->n - 1, 2 * (g->n - 1)); /* after n-1 reduce-scatter's */
   for (size_t t = 0; t < rounds; t++) {
     HCCL_TRY(rs_round(g, p, &b, t, per, send, recv, (size_t)-1, 1));
     if (send == recv) HCCL_TRY(hccl__prim_flush(p, right_of(g))); /* above by_ref() */
@@ -156,12 +175,7 @@ static HcclResult allgather(const struct hccl_group *g, const struct hccl_prim *
   struct hccl_prim q = by_ref(p0), *p = &q;
   size_t per = per_chunk(g, p), es = p->esz, rounds = rounds_of(b, per);
   struct hccl_link *right = hccl__group_link(g, hccl__group_at(g, (int64_t)g->pos[g->me] + 1));
-  if (g->n == 2) {
-    /* Two members: the other's messages are its block's chunks in order, received in place
-     * (prims.h; right is also the left neighbour). */
-    uint32_t other = hccl__group_at(g, (int64_t)g->pos[g->me] + 1);
-    hccl__prim_post(right, out + blk_off(b, other) * es, per * es, blk_count(b, other) * es);
-  }
+  post_blocks(g, p, b, per, out, 0, g->n - 1); /* two members: the other's chunks in a row */
   for (size_t t = 0; t < rounds; t++) {
     size_t off, n = chunk(b, g->me, t, per, &off);
     if (own)

@@ -173,13 +173,18 @@ struct hccl_transport_ops {
   HcclResult (*send_flush)(struct hccl_link *l, const struct hccl_wait *w);
 
   /* Receiving in place, where the transport copies anyway (TCP: the kernel copies into what
-   * recv is given): the next messages this side will take, `chunk` bytes each and `bytes` in
-   * all, may land at buf + k * chunk instead of a slot (those already arrived stay in theirs);
-   * recv_acquire then returns that place, and the caller's copy to it is no copy. buf is the
-   * transport's until every one of them was taken or the communicator failed (abort returns
-   * once nothing more is written to it). buf is never NULL nor chunk or bytes 0 (callers go
-   * through hccl__prim_post, prims.h). NULL where the slot is the transfer itself (shm). */
-  void (*recv_post)(struct hccl_link *l, void *buf, size_t chunk, size_t bytes);
+   * recv is given) or can place the bytes itself (RDMA): of the messages this side will take
+   * next, number skip, skip + step, skip + 2 step, ... (counting from 0), `chunk` bytes each
+   * and `bytes` in all, may land at buf + k * chunk instead of a slot (those already arrived
+   * stay in theirs); recv_acquire then returns that place, and the caller's copy to it is no
+   * copy. Skip 0, step 1 is the next messages in a row; a larger step picks one block's out
+   * of a ring's rounds, and several such posts may be live at once. buf is the transport's
+   * until every one of them was taken or the communicator failed (abort returns once nothing
+   * more is written to it). buf is never NULL nor chunk, bytes or step 0 (callers go through
+   * hccl__prim_post, prims.h). A transport may take only some posts (TCP: skip 0, step 1).
+   * NULL where the slot is the transfer itself (shm). */
+  void (*recv_post)(struct hccl_link *l, void *buf, size_t chunk, size_t bytes, uint32_t skip,
+                    uint32_t step);
 
   /* Non-blocking readiness, for an engine that progresses several links at once: whether
    * send_acquire would return without waiting (a slot is free), whether recv_acquire would (a

@@ -117,11 +117,12 @@ struct rdma_link {
   /* Send side (the algorithm's thread). */
   _Atomic uint32_t sq_posted, sq_done; /* work requests posted / completed on the send queue */
   /* The peer's posted receives: entries its writes completed (published by the thread), those
-   * read (the algorithm's thread), and the one read last (`cur`, while have_cur). */
+   * read (the algorithm's thread), and the read ones with messages still to send (`live`,
+   * nlive of them: a ring's receiver has one per block live at once). */
   _Atomic uint32_t posts_arrived;
   uint32_t posts_seen;
-  bool have_cur;
-  struct rdma_post cur;
+  uint32_t nlive;
+  struct rdma_post live[RDMA_NPOSTS];
   /* The last message with bytes (last_seq, while have_last) was covered by a posted receive
    * (last_covered: it went into one, or an entry read later covered it): the receiver has been
    * posting, so a message no entry covers waits a little for one (rdma_data.c's wait_post)
@@ -135,13 +136,13 @@ struct rdma_link {
   uint32_t held_copied; /* the taken message's bytes when it is in its slot (counted at release) */
   /* This side's posted receives (recv_post): entries written to the peer, their writes
    * completed (the thread's count: an entry's source is free again), the entries the peer
-   * said it had read (its messages' headers), and the last one posted (`mine`, while
-   * have_mine; its addr is this process's pointer). */
+   * said it had read (its messages' headers), and the last RDMA_NPOSTS posted (entry id in
+   * mine[id % RDMA_NPOSTS]; their addr is this process's pointer), which a header's post
+   * names. */
   uint32_t posts_made;
   _Atomic uint32_t posts_done;
   uint32_t peer_seen;
-  bool have_mine;
-  struct rdma_post mine;
+  struct rdma_post mine[RDMA_NPOSTS];
 };
 
 struct rdma_peer {
@@ -304,7 +305,8 @@ void hccl__rdma_send_commit(struct hccl_link *base, size_t bytes,
 HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                    struct hccl_stamp *stamp, const struct hccl_wait *w);
 void hccl__rdma_recv_release(struct hccl_link *base);
-void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes);
+void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes,
+                          uint32_t skip, uint32_t step);
 bool hccl__rdma_send_ready(struct hccl_link *base);
 bool hccl__rdma_recv_ready(struct hccl_link *base);
 bool hccl__rdma_send_drained(struct hccl_link *base);

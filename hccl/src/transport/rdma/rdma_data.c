@@ -13,12 +13,14 @@
  * payload it takes from a slot counts in bytes_copied_recv.
  *
  * Zero copy at the receiving end (NCCL net_ib's FIFO): recv_post, for a buffer in an
- * HcclMemAlloc region, writes an entry {addr, rkey, chunk, bytes, first, n, id} into the
+ * HcclMemAlloc region, writes an entry {addr, rkey, chunk, bytes, first, step, n, id} into the
  * sender's region (RDMA WRITE with immediate POST id; at most RDMA_NPOSTS ahead of the entries
- * the sender said, in its headers, it has read). The sender reads the entries in order before
- * each message; a message an entry covers goes as two writes, its header into its slot (post =
- * id + 1) and its payload straight into the receiver's buffer with the immediate, and
- * recv_acquire returns that place, so the caller's copy to it is none. Messages the sender wrote
+ * the sender said, in its headers, it has read, and only over an entry of this side's whose
+ * messages were all taken). The sender reads the entries in order before each message and
+ * keeps those with messages to come (a ring's receiver posts one per block, each taking every
+ * (n - 1)th or 2(n - 1)th message); a message an entry covers goes as two writes, its header into its
+ * slot (post = id + 1) and its payload straight into the receiver's buffer with the immediate,
+ * and recv_acquire returns that place, so the caller's copy to it is none. Messages the sender wrote
  * before it read the entry stay in their slots (post = 0): the header says which, message by
  * message, so both kinds keep their order. Once a message was covered by a posted receive (it
  * went into one, or an entry read later covered it), the next one no entry covers waits a
@@ -105,43 +107,53 @@ static void broke(struct rdma_link *l, const char *what, uint32_t a, uint32_t b)
   hccl__rdma_peer_down(l->st, l->base.peer, why);
 }
 
-/* Where message l->cr.sent of `bytes` goes in the receiver's own buffer, if a receive it posted
- * covers it: the posted receives the thread published are read in order (the one read last
- * kept in l->cur), those whose messages were all sent dropped. false: into its slot. */
-static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
-                     uint32_t *post) {
-  if (bytes == 0) return false;
-  for (;;) {
-    if (l->have_cur) {
-      if (hccl__rdma_post_place(&l->cur, l->cr.sent, bytes, addr)) {
-        *rkey = l->cur.rkey;
-        *post = l->cur.id + 1;
-        return true;
-      }
-      if (!hccl__rdma_post_spent(&l->cur, l->cr.sent)) return false;
-      l->have_cur = false;
-    }
-    uint32_t arrived = atomic_load_explicit(&l->posts_arrived, memory_order_acquire);
-    if (l->posts_seen == arrived) return false;
-    const char *e =
-        l->mem + 2 * l->half + (size_t)(l->posts_seen % RDMA_NPOSTS) * RDMA_POST_STRIDE;
-    memcpy(&l->cur, e, sizeof(l->cur));
-    if (l->cur.id != l->posts_seen || l->cur.n == 0 || l->cur.chunk == 0) {
-      broke(l, "posted receive", l->cur.id, l->posts_seen);
-      return false;
+/* Reads the entries the thread published since the last look into l->live (as room allows),
+ * dropping the live ones whose messages were all sent (message l->cr.sent is next). */
+static void read_posts(struct rdma_link *l) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < l->nlive; i++)
+    if (!hccl__rdma_post_spent(&l->live[i], l->cr.sent)) l->live[k++] = l->live[i];
+  l->nlive = k;
+  uint32_t arrived = atomic_load_explicit(&l->posts_arrived, memory_order_acquire);
+  while (l->posts_seen != arrived && l->nlive < RDMA_NPOSTS) {
+    struct rdma_post e;
+    memcpy(&e, l->mem + 2 * l->half + (size_t)(l->posts_seen % RDMA_NPOSTS) * RDMA_POST_STRIDE,
+           sizeof(e));
+    if (e.id != l->posts_seen || e.n == 0 || e.chunk == 0 || e.step == 0) {
+      broke(l, "posted receive", e.id, l->posts_seen);
+      return;
     }
     l->posts_seen++;
-    l->have_cur = true;
-    if (l->have_last && !l->last_covered && hccl__rdma_post_covers(&l->cur, l->last_seq))
+    if (l->have_last && !l->last_covered && hccl__rdma_post_covers(&e, l->last_seq))
       l->last_covered = true; /* it came too late for that message, but the receiver posts */
+    if (!hccl__rdma_post_spent(&e, l->cr.sent)) l->live[l->nlive++] = e;
   }
 }
 
+/* Where message l->cr.sent of `bytes` goes in the receiver's own buffer, if a receive it posted
+ * covers it. false: into its slot. */
+static bool place_of(struct rdma_link *l, size_t bytes, uint64_t *addr, uint32_t *rkey,
+                     uint32_t *post) {
+  if (bytes == 0) return false;
+  read_posts(l);
+  for (uint32_t i = 0; i < l->nlive; i++)
+    if (hccl__rdma_post_place(&l->live[i], l->cr.sent, bytes, addr)) {
+      *rkey = l->live[i].rkey;
+      *post = l->live[i].id + 1;
+      return true;
+    }
+  return false;
+}
+
 /* Whether a message with bytes should wait for the receiver's next posted receive: the last
- * one was covered by a posted receive, and no entry read covers this one (l->cr.sent). */
+ * one was covered by a posted receive, and no entry read has messages to come (one that has,
+ * but not this one, l->cr.sent, says this one goes to its slot: a ring's reduce-scatter
+ * message between two of its allgather's). */
 static bool post_expected(const struct rdma_link *l) {
-  return l->have_last && l->last_covered &&
-         !(l->have_cur && !hccl__rdma_post_spent(&l->cur, l->cr.sent));
+  if (!l->have_last || !l->last_covered) return false;
+  for (uint32_t i = 0; i < l->nlive; i++)
+    if (!hccl__rdma_post_spent(&l->live[i], l->cr.sent)) return false;
+  return true;
 }
 
 /* How long message l->cr.sent may wait for a posted receive: 8 times what such waits took lately,
@@ -289,14 +301,14 @@ HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, siz
                       w->what, w->rank, base->peer, base->tx->peers[base->peer].host, h.seq,
                       h.size, l->cr.received, base->slot_bytes);
   uint64_t addr = 0;
-  if (h.post != 0 && !(l->have_mine && h.post == l->mine.id + 1 &&
-                       hccl__rdma_post_place(&l->mine, h.seq, h.size, &addr)))
+  uint32_t id = h.post - 1;
+  const struct rdma_post *mine = &l->mine[id % RDMA_NPOSTS];
+  bool known = l->posts_made - id - 1 < RDMA_NPOSTS && mine->id == id; /* one of the last 16 */
+  if (h.post != 0 && !(known && hccl__rdma_post_place(mine, h.seq, h.size, &addr)))
     return hccl__fail(HCCL_E_REMOTE, "%s on rank %u: rank %u (server %s) broke the RDMA protocol "
                       "(message %u of %u bytes written to posted receive %u, which %s)",
                       w->what, w->rank, base->peer, base->tx->peers[base->peer].host, h.seq,
-                      h.size, h.post - 1,
-                      !l->have_mine || h.post != l->mine.id + 1 ? "is not the last one posted"
-                                                                : "does not hold it");
+                      h.size, id, known ? "does not hold it" : "is not one of the last posted");
   if ((int32_t)(h.posts_seen - l->peer_seen) > 0) l->peer_seen = h.posts_seen;
   *buf = h.post ? (const void *)(uintptr_t)addr : slot + RDMA_HDR;
   l->held_copied = h.post ? 0 : h.size;
@@ -320,12 +332,14 @@ void hccl__rdma_recv_release(struct hccl_link *base) {
   post_wr(l, &wr, 1);
 }
 
-/* The next messages from l->cr.received on may land in buf (transport.h): where buf lies in an
- * HcclMemAlloc region (registered through the cache for the peer's writes), an entry
- * {addr, rkey, chunk, bytes, first, n, id} goes to the sender with an RDMA WRITE with
- * immediate. Skipped (the messages come through slots) while the link is not ready, for other
- * memory, and when RDMA_NPOSTS entries are unread by the sender or not yet written. */
-void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
+/* Messages l->cr.received + skip, then every step-th, may land in buf (transport.h): where buf
+ * lies in an HcclMemAlloc region (registered through the cache for the peer's writes), an
+ * entry {addr, rkey, chunk, bytes, first, step, n, id} goes to the sender with an RDMA WRITE
+ * with immediate. Skipped (the messages come through slots) while the link is not ready, for
+ * other memory, when RDMA_NPOSTS entries are unread by the sender or not yet written, and
+ * while the entry 16 posts back, whose place in mine[] this one takes, has messages to come. */
+void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes,
+                          uint32_t skip, uint32_t step) {
   struct rdma_link *l = (struct rdma_link *)base;
   struct rdma_state *st = l->st;
   uint32_t id = l->posts_made, lkey, rkey;
@@ -336,8 +350,11 @@ void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_
       !hccl__rdma_post_window_open(id, atomic_load_explicit(&l->posts_done,
                                                             memory_order_acquire)))
     return;
+  if (!hccl__rdma_post_spent(&l->mine[id % RDMA_NPOSTS], l->cr.received))
+    return;
   if (!hccl__rdma_reg_find(st, buf, bytes, &lkey, &rkey)) return;
-  struct rdma_post e = hccl__rdma_post_make((uintptr_t)buf, rkey, chunk, bytes, l->cr.received, id);
+  struct rdma_post e =
+      hccl__rdma_post_make((uintptr_t)buf, rkey, chunk, bytes, l->cr.received + skip, step, id);
   size_t at = (size_t)(id % RDMA_NPOSTS) * RDMA_POST_STRIDE;
   char *src = l->mem + 2 * l->half + (size_t)RDMA_NPOSTS * RDMA_POST_STRIDE + at;
   memcpy(src, &e, sizeof(e));
@@ -351,8 +368,7 @@ void hccl__rdma_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_
   /* The peer's entries follow its receive slots (raddr) in its region. */
   wr.wr.rdma.remote_addr = l->raddr + l->half + at;
   wr.wr.rdma.rkey = l->rkey;
-  l->mine = e;
-  l->have_mine = true;
+  l->mine[id % RDMA_NPOSTS] = e;
   l->posts_made++;
   post_wr(l, &wr, 1);
 }

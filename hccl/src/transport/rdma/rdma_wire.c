@@ -84,22 +84,36 @@ size_t hccl__rdma_slot_bytes(size_t buffsize, uint32_t nremote) {
 }
 
 struct rdma_post hccl__rdma_post_make(uint64_t addr, uint32_t rkey, size_t chunk, size_t bytes,
-                                      uint32_t first, uint32_t id) {
-  size_t n = (bytes + chunk - 1) / chunk;
+                                      uint32_t first, uint32_t step, uint32_t id) {
+  size_t n = (bytes + chunk - 1) / chunk, most = (INT32_MAX - 1) / (step ? step : 1) + 1;
   return (struct rdma_post){.addr = addr,
                             .chunk = chunk,
                             .bytes = bytes,
                             .rkey = rkey,
                             .first = first,
-                            .n = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n,
-                            .id = id};
+                            .n = n > most ? (uint32_t)most : (uint32_t)n,
+                            .id = id,
+                            .step = step};
+}
+
+/* Which of p's messages seq is (0 .. n - 1), or -1: before, between or after them. The span
+ * (n - 1) x step stays below 2^31 (post_make), so a signed distance tells before from after. */
+static int64_t index_of(const struct rdma_post *p, uint32_t seq) {
+  int32_t k = (int32_t)(seq - p->first);
+  if (k < 0 || p->step == 0 || (uint32_t)k % p->step != 0) return -1;
+  uint32_t i = (uint32_t)k / p->step;
+  return i < p->n ? (int64_t)i : -1;
+}
+
+bool hccl__rdma_post_covers(const struct rdma_post *p, uint32_t seq) {
+  return index_of(p, seq) >= 0;
 }
 
 bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes,
                            uint64_t *addr) {
-  uint32_t k = seq - p->first; /* mod 2^32: messages after first */
-  if (bytes == 0 || k >= p->n || bytes > p->chunk) return false;
-  uint64_t off = (uint64_t)k * p->chunk;
+  int64_t i = index_of(p, seq);
+  if (bytes == 0 || i < 0 || bytes > p->chunk) return false;
+  uint64_t off = (uint64_t)i * p->chunk;
   if (off + bytes > p->bytes) return false;
   *addr = p->addr + off;
   return true;
@@ -107,7 +121,7 @@ bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes
 
 bool hccl__rdma_post_spent(const struct rdma_post *p, uint32_t seq) {
   int32_t k = (int32_t)(seq - p->first);
-  return k >= 0 && (uint32_t)k >= p->n;
+  return p->n == 0 || (k >= 0 && (uint64_t)k > (uint64_t)(p->n - 1) * p->step);
 }
 
 uint32_t hccl__rdma_mtu_bytes(int mtu) { return mtu >= 1 && mtu <= 5 ? 128u << mtu : 0; }

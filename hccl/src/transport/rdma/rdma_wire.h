@@ -27,7 +27,7 @@
 #define RDMA_POST_STRIDE 64u   /* a posted receive's entry in a link's region */
 #define RDMA_BLOB_MAGIC 0x414d4452u /* "RDMA" in little-endian memory */
 #define RDMA_MSG_MAGIC 0x314d4452u  /* "RDM1" */
-#define RDMA_VERSION 2      /* 2: posted receives (zero copy at the receiving end) */
+#define RDMA_VERSION 3 /* 2: posted receives (zero copy at the receiving end); 3: with a step */
 #define RDMA_CTL_MAX 1024u     /* largest control message (one UD datagram; MTU >= 1024) */
 #define RDMA_CTL_MIN_MTU 256u  /* ... or 256 on a port whose MTU is 256 or 512 */
 
@@ -137,11 +137,14 @@ static inline size_t hccl__rdma_slot_off(uint32_t seq, size_t slot_bytes) {
 }
 /* ---- posted receives (zero copy at the receiving end, NCCL net_ib's FIFO) ----
  *
- * A receiver whose buffer lies in registered memory tells the sender where the next messages
- * go: posted receive `id` says messages [first, first + n) land at addr + (m - first) * chunk,
- * in at most chunk bytes each and `bytes` in all, under rkey. It is written (RDMA WRITE with
- * immediate POST id) into entry id % RDMA_NPOSTS of the sender's region, after its receive
- * slots. The sender reads the entries in order; a message it writes while an entry covers it
+ * A receiver whose buffer lies in registered memory tells the sender where coming messages
+ * go: posted receive `id` says messages first, first + step, ..., first + (n - 1) * step land
+ * at addr, addr + chunk, ..., in at most chunk bytes each and `bytes` in all, under rkey. Step
+ * 1 is a run of consecutive messages (a chain's, a receive's); a larger step picks one block's
+ * messages out of a ring's rounds, where each round brings one chunk of every block (ring.c),
+ * so several entries are live at once. It is written (RDMA WRITE with immediate POST id) into
+ * entry id % RDMA_NPOSTS of the sender's region, after its receive slots. The sender reads the
+ * entries in order and keeps those with messages still to send; a message one of them covers
  * goes there (post = id + 1 in its header), any other into its slot as before. */
 struct rdma_post {
   uint64_t addr, chunk, bytes;
@@ -149,25 +152,24 @@ struct rdma_post {
   uint32_t first; /* the first message it covers */
   uint32_t n;     /* messages it covers: ceil(bytes / chunk) */
   uint32_t id;    /* its number on the link: 0, 1, 2 ... */
+  uint32_t step;  /* from one message it covers to the next: 1 or more */
 };
 _Static_assert(sizeof(struct rdma_post) <= RDMA_POST_STRIDE, "posted receive entry");
 
-/* The entry of a receive posted at addr for the messages from `first` on (chunk and bytes
- * non-zero). */
+/* The entry of a receive posted at addr for messages first, first + step, ... (chunk, bytes
+ * and step non-zero). */
 struct rdma_post hccl__rdma_post_make(uint64_t addr, uint32_t rkey, size_t chunk, size_t bytes,
-                                      uint32_t first, uint32_t id);
+                                      uint32_t first, uint32_t step, uint32_t id);
 /* Where message seq of `bytes` (> 0) lands under p: true and *addr when p covers seq and the
  * message fits its chunk (and the posted bytes); false: into its slot. */
 bool hccl__rdma_post_place(const struct rdma_post *p, uint32_t seq, size_t bytes,
                            uint64_t *addr);
 /* Whether p covers no message from seq on (every message it covers was sent), so the sender
- * moves on to the next entry. A p whose first is after seq is not spent (the receiver posted
- * ahead of what was sent: never, but it is not skipped). */
+ * drops it; an empty p (n = 0: none made yet) is spent. A p whose first is after seq is not
+ * (the receiver posts ahead: a skip, a ring's later blocks). */
 bool hccl__rdma_post_spent(const struct rdma_post *p, uint32_t seq);
 /* Whether p covers message seq (whether or not it would fit). */
-static inline bool hccl__rdma_post_covers(const struct rdma_post *p, uint32_t seq) {
-  return seq - p->first < p->n;
-}
+bool hccl__rdma_post_covers(const struct rdma_post *p, uint32_t seq);
 /* How long a message may wait for a posted receive (rdma_data.c's wait_post), given what such
  * waits took lately (an average; 0: none yet): 8 times that, from min_ns to max_ns; first_ns
  * before any. */

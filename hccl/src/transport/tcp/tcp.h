@@ -262,7 +262,8 @@ HcclResult hccl__tcp_send_flush(struct hccl_link *base, const struct hccl_wait *
 HcclResult hccl__tcp_recv_acquire(struct hccl_link *base, const void **buf, size_t *bytes,
                                   struct hccl_stamp *stamp, const struct hccl_wait *w);
 void hccl__tcp_recv_release(struct hccl_link *base);
-void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes);
+void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes,
+                         uint32_t skip, uint32_t step);
 bool hccl__tcp_send_ready(struct hccl_link *base);
 bool hccl__tcp_recv_ready(struct hccl_link *base);
 bool hccl__tcp_send_drained(struct hccl_link *base);

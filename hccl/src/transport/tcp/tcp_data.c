@@ -137,10 +137,13 @@ void hccl__tcp_recv_release(struct hccl_link *base) {
   hccl__tcp_poke(l->st);
 }
 
-/* Small receives keep the slots: their payloads come through the staging buffer anyway. */
-void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes) {
+/* Small receives keep the slots: their payloads come through the staging buffer anyway. One
+ * post at a time, of the next messages in a row (skip 0, step 1): the ring's posts of every
+ * (n - 1)th or 2(n - 1)th message are not taken, and those messages land in slots. */
+void hccl__tcp_recv_post(struct hccl_link *base, void *buf, size_t chunk, size_t bytes,
+                         uint32_t skip, uint32_t step) {
   struct tcp_link *l = (struct tcp_link *)base;
-  if (bytes < TCP_DIRECT) return;
+  if (bytes < TCP_DIRECT || skip != 0 || step != 1) return;
   size_t n = (bytes + chunk - 1) / chunk;
   pthread_mutex_lock(&l->post_lock);
   l->post = (struct hccl_tcp_post){.dst = buf,
