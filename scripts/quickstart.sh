@@ -66,15 +66,32 @@ build=${BUILD_DIR:-build}
 #   - one generator: ccache keys a compile on its dependency file's target (-MT), the object's
 #     path from the build's top, which Ninja (pip's builds use it) and Make write differently.
 # pip_install's wheel build went from 109 misses to 101 hits of 109 (2026-12-07).
+mkdir -p "$build"
 if [ "$mode" = test ] && command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CC=${CC:-cc} CXX=${CXX:-c++}
-  mkdir -p "$build"
   CCACHE_BASEDIR=$(cd "$build" && pwd)
   export CCACHE_BASEDIR CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:+$CCACHE_SLOPPINESS,}pch_defines,time_macros
   if command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
 fi
-mkdir -p "$build"
+# Two steps run in the background beside others (the client libraries beside the build, the
+# Debian torch build beside the tests): beside starts one with its output in a log, await
+# waits for it and, if it failed, shows the log's end and says so; both return its status.
+beside() { # VAR LOG COMMAND...: the step's pid in VAR
+  local var=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1 &
+  printf -v "$var" %s $!
+}
+await() { # PID LOG WHAT
+  local st=0
+  wait "$1" || st=$?
+  if [ $st != 0 ]; then
+    tail -40 "$2"
+    echo "quickstart.sh: $3 failed (exit $st); its log: $2" >&2
+  fi
+  return $st
+}
 torch_args=()
 if [ "$mode" = test ]; then
   # pip's torch, pinned: an unpinned torch, or a range admitting a newer one, is a CUDA build
@@ -113,14 +130,13 @@ if [ "$mode" = test ]; then
   if [ "${SKIP_INSTALL:-0}" != 1 ] && ! "$ds_py" -c 'import deepspeed, transformers, accelerate' 2>/dev/null; then
     tv=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])')
     echo "== pip install ${client_packages[*]} (for $ds_py, over torch $tv), then DeepSpeed's CPU shared-memory op, beside the build (log: $build/clients.log)"
-    mkdir -p "$build"
-    (
-      DS_BUILD_OPS=0 "$ds_py" -m pip install -q "${client_packages[@]}" "torch==$tv"
+    install_clients() {
+      DS_BUILD_OPS=0 "$ds_py" -m pip install -q "${client_packages[@]}" "torch==$tv" || return
       DS_ACCELERATOR=cpu timeout 900 "$ds_py" -c 'from deepspeed.accelerator import get_accelerator
 get_accelerator().create_op_builder("ShareMemCommBuilder").load()' >/dev/null ||
         echo "quickstart.sh: DeepSpeed's op did not build; test_bf16_clients will say why"
-    ) >"$build/clients.log" 2>&1 &
-    clients=$!
+    }
+    beside clients "$build/clients.log" install_clients
   fi
   torch_args=(-DHCCL_TORCH_PYTHON="$("$py" -c 'import sys; print(sys.executable)')")
 fi
@@ -128,10 +144,8 @@ echo "== building in $build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" "${torch_args[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 if [ -n "${clients:-}" ]; then
-  st=0
-  wait "$clients" || st=$?
+  await "$clients" "$build/clients.log" "pip install ${client_packages[*]}" || exit
   cat "$build/clients.log"
-  [ $st = 0 ] || { echo "quickstart.sh: pip install ${client_packages[*]} failed (exit $st)" >&2; exit $st; }
 fi
 
 if [ "$mode" = bench ]; then
@@ -171,10 +185,12 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ "$(cat "$build/python/INT
   idle=()
   chrt --idle 0 true 2>/dev/null && idle=(chrt --idle 0)
   echo "== building torch_hccl for Debian's torch in $build/debian-torch, beside the tests (${idle[*]:-nice -n 19}; log: $build/debian-torch.log)"
-  ("${idle[@]}" nice -n 19 cmake -S . -B "$build/debian-torch" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
-    -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF -DHCCL_C_TESTS=OFF &&
-    "${idle[@]}" nice -n 19 cmake --build "$build/debian-torch" -j"$(nproc)") >"$build/debian-torch.log" 2>&1 &
-  debian_build=$!
+  build_debian() {
+    "${idle[@]}" nice -n 19 cmake -S . -B "$build/debian-torch" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+      -DHCCL_TORCH_PYTHON=/usr/bin/python3 -DHCCL_FUZZ=OFF -DHCCL_C_TESTS=OFF &&
+      "${idle[@]}" nice -n 19 cmake --build "$build/debian-torch" -j"$(nproc)"
+  }
+  beside debian_build "$build/debian-torch.log" build_debian
 fi
 # Side by side: one more test than cores, longest first, the ones that time a failure alone
 # (RUN_SERIAL; tests/CMakeLists.txt). Each pass
@@ -186,13 +202,9 @@ ctest --test-dir "$build" --output-on-failure --timeout 1800 -j"$jobs" \
   --output-junit "$(cd "$build" && pwd)/ctest-main.xml" || main=$?
 if [ $debian = 1 ]; then
   built=0
-  wait "$debian_build" || built=$?
+  await "$debian_build" "$build/debian-torch.log" "the build for Debian's torch" || built=$?
   [ $main = 0 ] || exit $main
-  if [ $built != 0 ]; then
-    tail -40 "$build/debian-torch.log"
-    echo "quickstart.sh: the build for Debian's torch failed (exit $built); its log: $build/debian-torch.log" >&2
-    exit $built
-  fi
+  [ $built = 0 ] || exit $built
   echo "== torch_hccl again on Debian's torch (/usr/bin/python3), in $build/debian-torch"
   ctest --test-dir "$build/debian-torch" --output-on-failure --timeout 1800 -j"$jobs" \
     -R '^(install|pip_install|torch_(ops|errors|allocator|init|ddp|migrate|suite_2))$' \

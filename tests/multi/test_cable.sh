@@ -108,11 +108,11 @@ frozen_signal() {
   done
 }
 freeze() { frozen_signal STOP; }
-unfreeze() { frozen_signal KILL; }
+kill_frozen() { frozen_signal KILL; }
 
 fault cable cable_cut cable_mend 'is cut off' 2 "0 1 2"
 fault pair pair_cut pair_mend 'network fault between' "1 2" "0 1 2"
-fault frozen freeze unfreeze 'stopped or frozen' 2 "0 1"
+fault frozen freeze kill_frozen 'stopped or frozen' 2 "0 1"
 
 echo "$((3 - failures)) passed, $failures failed"
 [ "$failures" = 0 ]

@@ -7,8 +7,7 @@
  * (messages landed), `acked` (the receiver's released count, its credits coming back) and
  * `written` (messages whose source the transport has wholly read, so a sender's buffer is its
  * own again: send_flush); the algorithm's thread sleeps on them with hccl__wait_change, as on
- * shm. All counters wrap at
- * 2^32, the arithmetic with them.
+ * shm. All counters wrap at 2^32, the arithmetic with them.
  *
  * For transports only: the core and the algorithms see links through transport.h and links.h,
  * never this header (hccl/src/README.md's layer table). What differs between the transports
