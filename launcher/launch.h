@@ -91,6 +91,16 @@ struct launch_var {
   char value[LAUNCH_VALUE_MAX];
 };
 
+/* ---- ranks.c ---- */
+
+/* Numbers ranks across servers of different device counts: *first = the sum of counts[k] for
+ * k < node_rank, *world = the sum of all nnodes counts. same_topo, when not NULL, names a
+ * topology that needs the same count on every server (ascend910). Pure. 0, or -1 with err
+ * set (a count outside 1..LAUNCH_MAX_LOCAL, counts that differ under same_topo, a node rank
+ * out of range); *first and *world are set only on success. */
+int launch_number_ranks(const int *counts, int nnodes, int node_rank, const char *same_topo,
+                        int *first, int *world, char *err, size_t errlen);
+
 /* ---- elastic.c: --max-restarts across servers ---- */
 
 /* Serves (server 0) and joins the launchers' store on --master-port + 1, and sets the token of

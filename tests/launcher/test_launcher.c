@@ -4,7 +4,8 @@
  * (variables, CPU affinity read back from /proc/self/status), what the launcher printed, its
  * exit code, and that no process is left behind.
  *
- * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run), CPU
+ * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run; the pure
+ * numbering across servers of launcher/ranks.c called directly), CPU
  * binding (block, explicit lists, none, --report-bindings), each refusal (exit 2), the master
  * port check, fail-fast with exit codes, --on-failure continue (the others go on after a
  * failure), signals and the grace period, signal forwarding, no orphans (leftovers, strays, a
@@ -38,6 +39,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "launch.h" /* launch_number_ranks (launcher/ranks.c, compiled in) */
 
 #define LAUNCHER HCCL_BIN_DIR "/npu-launch"
 #define MAX_ARGS 40
@@ -419,6 +421,48 @@ static void test_nnodes_dry_run(void **state) {
   ASSERT_HAS(g_run.out, "10 ranks on this server (server 0 of 1), world size 10, topology flat10");
   ASSERT_HAS(g_run.out, "LOCAL_WORLD_SIZE=10");
   ASSERT_HAS(g_run.out, "rank 9: device 9, local rank 9");
+}
+
+/* launcher/ranks.c, called directly: a server's first rank is the sum of the counts of the
+ * servers before it, the world their sum (torchrun's rule); equal counts give node_rank x n as
+ * before; a count out of range, or counts that differ under a topology that needs them equal,
+ * are refused naming the server, and the outputs are left alone. */
+static void test_number_ranks(void **state) {
+  (void)state;
+  static const struct {
+    int n, counts[4], firsts[4], world;
+  } cases[] = {
+      {2, {3, 2}, {0, 3}, 5},       {3, {1, 3, 2}, {0, 1, 4}, 6}, {2, {4, 4}, {0, 4}, 8},
+      {4, {2, 2, 2, 2}, {0, 2, 4, 6}, 8}, {1, {5}, {0}, 5},          {3, {64, 1, 64}, {0, 64, 65}, 129},
+  };
+  char err[512];
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    for (int k = 0; k < cases[i].n; k++) {
+      int first = -1, world = -1;
+      assert_int_equal(launch_number_ranks(cases[i].counts, cases[i].n, k, NULL, &first, &world,
+                                           err, sizeof(err)),
+                       0);
+      assert_int_equal(first, cases[i].firsts[k]);
+      assert_int_equal(world, cases[i].world);
+    }
+  int first = -1, world = -1;
+  const int same[] = {4, 4}, zero[] = {3, 0}, big[] = {3, 65}, uneven[] = {4, 2};
+  assert_int_equal(launch_number_ranks(same, 2, 1, "ascend910", &first, &world, err, sizeof(err)),
+                   0);
+  assert_int_equal(first, 4);
+  first = world = -1;
+  assert_int_equal(launch_number_ranks(zero, 2, 0, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 says it has 0 devices; a server has 1 to 64");
+  assert_int_equal(launch_number_ranks(big, 2, 0, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 says it has 65 devices");
+  assert_int_equal(
+      launch_number_ranks(uneven, 2, 0, "ascend910", &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 has 2 devices but server 0 has 4; topology ascend910 needs the same "
+                  "number on every server");
+  assert_int_equal(launch_number_ranks(uneven, 2, 2, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 2 of 2");
+  assert_int_equal(first, -1); /* untouched on failure */
+  assert_int_equal(world, -1);
 }
 
 /* Under srun (one npu-launch per server) Slurm's variables give the server count, this
@@ -1045,6 +1089,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mapping_sorted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_variables, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nnodes_dry_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_number_ranks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slurm_defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_block, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_explicit_and_none, setup, teardown),
