@@ -520,7 +520,8 @@ static void test_number_ranks(void **state) {
 
 /* Servers of different device counts (--nnodes, one launcher per pretend server on this
  * machine): the launchers meet on --master-port + 1 and each server's ranks follow those of
- * the servers before it, the world being the sum: 3 + 2, 1 + 3 + 2, and 2 + 2 as before. A
+ * the servers before it, the world being the sum: 3 + 2, 1 + 3 + 2, and 2 + 2 as before; a
+ * one-server job serves no launchers' store. A
  * server that never comes fails every launcher that did within HCCL_CONNECT_TIMEOUT (1 s here),
  * naming it; so do a second launcher for one server, a different --nnodes, and counts that
  * differ where the topology needs them equal (ascend910). */
@@ -565,6 +566,16 @@ static void test_servers_uneven(void **state) {
       ASSERT_HAS(runs[k].err, want);
     }
   }
+
+  /* one server: no launchers' store, nothing listens on the port above --master-port */
+  const char *const solo[] = {"--master-port", g_port, "--device-list", "0", "sleep", "1", NULL};
+  int so, se;
+  double ts = mono();
+  pid_t lone = start(solo, NULL, &so, &se);
+  usleep(300000);
+  assert_false(accepting(atoi(g_port) + 1, 0.3));
+  assert_int_equal(finish(lone, so, se, ts, 30, &runs[0]), 0);
+  ASSERT_LACKS(runs[0].err, "servers met");
 
   /* servers 1 and 2 of 3 never come: server 0 gives up after 1 s, naming them */
   const char *marker = path_in_dir("started");
