@@ -4,7 +4,10 @@
  * numbering ranks server by server, the variables each rank gets, and the dry-run listing.
  *
  * The mapping is the Ascend docs' own: the list is sorted and rank i of this server drives
- * device sorted[i]; the global rank is node_rank * ranks_per_server + i.
+ * device sorted[i]; the global rank is first + i, first being the sum of the device counts of
+ * the servers before this one (ranks.c; node_rank * n when every server has n). Until the
+ * launchers have met (servers.c) every server is taken to have this one's count: that is what
+ * a dry run across servers shows, and says.
  */
 #include "launch.h"
 
@@ -174,13 +177,19 @@ int launch_plan_devices(struct launch_job *j, char *err, size_t errlen) {
     return -1;
   }
   j->nlocal = n;
-  j->world = o->nnodes * n;
   for (int i = 0; i < n; i++) {
     j->ranks[i].local_rank = i;
-    j->ranks[i].rank = o->node_rank * n + i;
     j->ranks[i].device = devices[i];
   }
+  launch_place_ranks(j, o->node_rank * n, o->nnodes * n); /* until the servers meet */
   return 0;
+}
+
+void launch_place_ranks(struct launch_job *j, int first, int world) {
+  j->first = first;
+  j->world = world;
+  for (int i = 0; i < j->nlocal; i++)
+    j->ranks[i].rank = first + i;
 }
 
 static void set_var(struct launch_var *v, const char *name, const char *fmt, long value) {
@@ -243,6 +252,11 @@ void launch_print_dry_run(const struct launch_job *j) {
          "world size %d, topology %s, master %s:%d\n",
          j->nlocal, j->nlocal == 1 ? "" : "s", j->o.node_rank, j->o.nnodes, j->world, j->topo.name,
          j->master_addr, j->o.master_port);
+  if (j->o.nnodes > 1 && !j->met)
+    printf("npu-launch: a dry run does not meet the other servers: it takes each to have %d "
+           "device%s; servers with other counts move these ranks and the world size (each "
+           "server's ranks follow those of the servers before it)\n",
+           j->nlocal, j->nlocal == 1 ? "" : "s");
   for (int i = 0; i < j->nlocal; i++) {
     const struct launch_rank *r = &j->ranks[i];
     char cpus[256] = "not bound";

@@ -1,7 +1,9 @@
 /*
- * elastic.c - --max-restarts across servers: the launchers of a job agree, through a store
- * that server 0's npu-launch serves on --master-port + 1 (libhccl's store server and client,
- * keys under "npu-launch/"), on when every server stops its ranks and starts them again.
+ * elastic.c - --max-restarts across servers: the launchers of a job agree, through the store
+ * they met on before their ranks started (servers.c: server 0's npu-launch serves it on
+ * --master-port + 1, keys under "npu-launch/"), on when every server stops its ranks and
+ * starts them again. Each server's device count does not change between starts: the ranks
+ * are numbered once, when the launchers meet.
  *
  * Start k (0, 1, ...) of the group:
  *   - a watcher thread polls "fail/k" every 100 ms; once another server has counted a failure
@@ -17,8 +19,7 @@
  * A start's ranks get HCCL_JOB_TOKEN <base>.<k>, the base drawn by server 0 (or the user's
  * own), so a straggler of start k cannot join start k + 1. The wait for "end/k" has no
  * deadline of its own: another server's ranks may still be training; it ends with an error
- * when the store is gone (server 0's launcher died). A server that does not join start k
- * within the connect timeout fails the job.
+ * when the store is gone (server 0's launcher died).
  */
 #include "launch.h"
 
@@ -35,11 +36,10 @@
 #include "hccl_iface.h"
 
 #define POLL_US 100000
-#define CONNECT_MS 60000
 
 static struct {
-  struct hccl_store_server *server;
-  struct hccl_store *st, *watch_st;
+  struct hccl_store *st;       /* servers.c's, for this (the main) thread */
+  struct hccl_store *watch_st; /* the watcher thread's own connection */
   pthread_t watcher;
   bool watching;
   _Atomic int stop_watch;
@@ -70,14 +70,8 @@ static int bump(struct hccl_store *st, const char *what, int k) {
 
 int launch_elastic_open(struct launch_job *j, char *err, size_t errlen) {
   g.j = j;
-  int port = j->o.master_port + 1; /* below 65536: options.c */
-  uint16_t bound = 0;
-  if (j->o.node_rank == 0 &&
-      hccl__store_server_start(j->master_addr, (uint16_t)port, &g.server, &bound) != HCCL_SUCCESS)
-    return store_err(err, errlen, "server 0 cannot serve the launchers' store");
-  if (hccl__store_tcp_connect(j->master_addr, (uint16_t)port, CONNECT_MS, &g.st) != HCCL_SUCCESS ||
-      hccl__store_tcp_connect(j->master_addr, (uint16_t)port, CONNECT_MS, &g.watch_st) !=
-          HCCL_SUCCESS)
+  g.st = launch_servers_store();
+  if (!g.st || launch_servers_connect(j, &g.watch_st) != HCCL_SUCCESS)
     return store_err(err, errlen, "cannot reach the launchers' store on server 0");
   const char *mine = getenv("HCCL_JOB_TOKEN");
   if (j->o.node_rank == 0) {
@@ -92,7 +86,8 @@ int launch_elastic_open(struct launch_job *j, char *err, size_t errlen) {
   } else {
     void *v = NULL;
     size_t len = 0;
-    if (hccl__store_get(g.st, "npu-launch/token", &v, &len, CONNECT_MS) != HCCL_SUCCESS)
+    if (hccl__store_get(g.st, "npu-launch/token", &v, &len, (int64_t)j->o.connect_s * 1000) !=
+        HCCL_SUCCESS)
       return store_err(err, errlen, "server 0 published no token");
     snprintf(g.base, sizeof(g.base), "%.*s", (int)(len ? len - 1 : 0), (const char *)v);
     free(v);
@@ -179,8 +174,6 @@ lost:
 }
 
 void launch_elastic_close(void) {
-  hccl__store_close(g.watch_st);
-  hccl__store_close(g.st);
-  hccl__store_server_stop(g.server);
+  hccl__store_close(g.watch_st); /* g.st is servers.c's: launch_servers_close closes it */
   memset(&g, 0, sizeof(g));
 }

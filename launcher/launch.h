@@ -27,6 +27,7 @@
 #define LAUNCH_DEFAULT_PORT 29688 /* the Ascend guide's scripts */
 #define LAUNCH_DEFAULT_ADDR "127.0.0.1"
 #define LAUNCH_DEFAULT_GRACE_S 5.0
+#define LAUNCH_DEFAULT_CONNECT_S 60 /* launchers waiting for each other: HCCL_CONNECT_TIMEOUT */
 #define LAUNCH_TAIL_LINES 10 /* lines of the failed rank's log in the summary */
 #define LAUNCH_MAX_VARS 20
 #define LAUNCH_VALUE_MAX 1024
@@ -46,6 +47,7 @@ struct launch_opts {
   int node_rank;           /* in [0, nnodes) */
   const char *master_addr; /* as typed (default 127.0.0.1) */
   int master_port;         /* 1..65535 */
+  int connect_s; /* how long launchers wait for each other (HCCL_CONNECT_TIMEOUT, else 60 s) */
   enum launch_cpu_bind cpu_bind;
   const char *cpu_bind_list; /* for LAUNCH_BIND_LIST */
   bool report_bindings;
@@ -64,7 +66,7 @@ struct launch_opts {
 /* One rank on this server. */
 struct launch_rank {
   int local_rank;
-  int rank;   /* node_rank * nlocal + local_rank */
+  int rank;   /* first + local_rank */
   int device; /* sorted device list [local_rank] */
   bool bound; /* false with --cpu-bind none */
   cpu_set_t cpus;
@@ -78,7 +80,9 @@ struct launch_job {
   struct hccl_topo topo;
   char master_addr[64]; /* numeric IPv4 */
   int nlocal;           /* ranks on this server */
-  int world;            /* nnodes * nlocal */
+  int first;            /* this server's first rank: the sum of the counts of servers before it */
+  int world;            /* the sum of every server's count */
+  bool met;             /* the servers' counts are known (servers.c); else assumed equal */
   bool set_omp;         /* OMP_NUM_THREADS was unset: each rank gets its CPU count */
   char job_token[40];   /* HCCL_JOB_TOKEN for the ranks, "" = leave theirs alone */
   int restart;          /* this start of the group: 0, then 1 .. max_restarts */
@@ -91,10 +95,37 @@ struct launch_var {
   char value[LAUNCH_VALUE_MAX];
 };
 
+/* ---- servers.c: the launchers of a job across servers meet ---- */
+
+/* With --nnodes above 1, before any rank starts: serves (server 0) and joins the launchers'
+ * store on --master-port + 1, says this server's device count there and waits (at most
+ * o.connect_s) for every other's, then numbers this server's ranks (launch_place_ranks) and
+ * sets j->met. Blocks. -1 with a message in err naming what is wrong (servers that never said
+ * their count, the deadline); the store is then closed. */
+int launch_servers_open(struct launch_job *j, char *err, size_t errlen);
+/* The launchers' store, once launch_servers_open succeeded (one request at a time: its user is
+ * the main thread); NULL before. */
+struct hccl_store *launch_servers_store(void);
+/* Another connection to the launchers' store, for a second thread. HCCL_SUCCESS or the
+ * store's error (HcclGetLastErrorMessage names it). */
+HcclResult launch_servers_connect(const struct launch_job *j, struct hccl_store **out);
+/* Closes the store; server 0 first waits (bounded) until every server has read the counts. */
+void launch_servers_close(void);
+
+/* ---- ranks.c ---- */
+
+/* Numbers ranks across servers of different device counts: *first = the sum of counts[k] for
+ * k < node_rank, *world = the sum of all nnodes counts. same_topo, when not NULL, names a
+ * topology that needs the same count on every server (ascend910). Pure. 0, or -1 with err
+ * set (a count outside 1..LAUNCH_MAX_LOCAL, counts that differ under same_topo, a node rank
+ * out of range); *first and *world are set only on success. */
+int launch_number_ranks(const int *counts, int nnodes, int node_rank, const char *same_topo,
+                        int *first, int *world, char *err, size_t errlen);
+
 /* ---- elastic.c: --max-restarts across servers ---- */
 
-/* Serves (server 0) and joins the launchers' store on --master-port + 1, and sets the token of
- * start 0. -1 with the message in err. */
+/* On the launchers' store (launch_servers_open first): connects the watcher and sets the token
+ * of start 0. -1 with the message in err. */
 int launch_elastic_open(struct launch_job *j, char *err, size_t errlen);
 /* j->job_token for start j->restart: the job's base token and the start's number. */
 void launch_elastic_token(struct launch_job *j);
@@ -125,8 +156,13 @@ int launch_parse_device_list(const char *list, int *devices, int max, int *n, ch
 
 /* Chooses the topology (o->topology by name or path, else a flat 8-device server), the device
  * list (--device-list, else 0..nproc-1) and checks it against the topology; fills j->topo,
- * j->nlocal, j->world and each rank's local_rank, rank and device. Returns 0 or -1. */
+ * j->nlocal and each rank's local_rank and device, and numbers the ranks as if every server
+ * had this one's count (launch_servers_open numbers them again from the real counts; a dry run
+ * keeps this). Returns 0 or -1. */
 int launch_plan_devices(struct launch_job *j, char *err, size_t errlen);
+
+/* Sets j->first, j->world and each rank's number (first + local rank). */
+void launch_place_ranks(struct launch_job *j, int first, int world);
 
 /* The variables rank local_rank gets, in a fixed order, into vars[LAUNCH_MAX_VARS]. Returns
  * how many. */

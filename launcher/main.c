@@ -5,7 +5,10 @@
  * The order matters: every refusal (bad options, device list, topology rule, CPU list, master
  * address or port, missing program, log directory) happens before any rank starts, and exits
  * with status 2 (127 for a program that cannot be run) and one message naming the value and
- * the rule. Only then are ranks started (supervise.c).
+ * the rule. Across servers the launchers then meet (servers.c): each learns the others'
+ * device counts and numbers its ranks; a server that never comes fails the job on every
+ * server that did, before any rank starts (also status 2). Only then are ranks started
+ * (supervise.c).
  */
 #include "launch.h"
 
@@ -63,12 +66,19 @@ int main(int argc, char **argv) {
     return refuse(LAUNCH_EXIT_USAGE, err);
   if (job.o.log_dir && launch_make_log_dir(job.o.log_dir, err, sizeof(err)))
     return refuse(LAUNCH_EXIT_USAGE, err);
+  /* Once, before the first start: the counts do not change between restarts. */
+  bool across = job.o.nnodes > 1;
+  if (across && launch_servers_open(&job, err, sizeof(err)))
+    return refuse(LAUNCH_EXIT_USAGE, err);
   if (job.o.report_bindings) launch_report_bindings(&job);
   /* torchrun's --max-restarts: after a rank's failure every rank was stopped; start the whole
    * group again, with a new job token (a straggler of the last start cannot join the next).
    * Across servers the launchers agree through their store (elastic.c). */
-  bool elastic = job.o.max_restarts > 0 && job.o.nnodes > 1;
-  if (elastic && launch_elastic_open(&job, err, sizeof(err))) return refuse(1, err);
+  bool elastic = job.o.max_restarts > 0 && across;
+  if (elastic && launch_elastic_open(&job, err, sizeof(err))) {
+    launch_servers_close();
+    return refuse(1, err);
+  }
   for (;;) {
     if (elastic) launch_elastic_watch(&job, true);
     int code = launch_run(&job);
@@ -79,6 +89,7 @@ int main(int argc, char **argv) {
     }
     if (!again) {
       if (elastic) launch_elastic_close();
+      if (across) launch_servers_close();
       return code;
     }
     job.restart++;

@@ -77,7 +77,8 @@ static const char usage_text[] =
     "                         topology (the default), 1, 2, 4 or 8 on ascend910\n"
     "  --nproc-per-node N     without --device-list: devices 0..N-1\n"
     "  --nnodes N             servers in the job (default 1); ranks are numbered server by\n"
-    "                         server, each server runs the same number of ranks\n"
+    "                         server, and servers may run different numbers of ranks (the\n"
+    "                         launchers meet on --master-port + 1 and add up their counts)\n"
     "  --node-rank K          this server's index, 0..N-1 (required with --nnodes N > 1,\n"
     "                         unless srun's SLURM_NODEID gives it)\n"
     "  --master-addr ADDR     IPv4 address of server 0 (default 127.0.0.1; names are\n"
@@ -174,6 +175,7 @@ static void set_defaults(struct launch_opts *o) {
   o->master_port = LAUNCH_DEFAULT_PORT;
   o->cpu_bind = LAUNCH_BIND_BLOCK;
   o->grace_s = LAUNCH_DEFAULT_GRACE_S;
+  o->connect_s = LAUNCH_DEFAULT_CONNECT_S;
 }
 
 /* The options that say where this server is in the job: ranks per server, servers, this
@@ -368,11 +370,27 @@ static int check_servers(const struct launch_opts *o, const struct given *g, cha
                        "--node-rank K (0-%d) on each, or start npu-launch under srun, whose "
                        "SLURM_NODEID gives it",
                        o->nnodes, o->nnodes - 1);
-  if (o->nnodes > 1 && o->max_restarts > 0 && o->master_port >= 65535)
+  if (o->nnodes > 1 && o->master_port >= 65535)
     return usage_error(err, errlen,
-                       "--max-restarts %d with --nnodes %d: the launchers meet on --master-port + "
-                       "1, and --master-port is %d; choose a lower one",
-                       o->max_restarts, o->nnodes, o->master_port);
+                       "--nnodes %d: the launchers meet on --master-port + 1, and --master-port "
+                       "is %d; choose a lower one",
+                       o->nnodes, o->master_port);
+  return 0;
+}
+
+/* Across servers, how long the launchers wait for each other: HCCL_CONNECT_TIMEOUT, which
+ * libhccl's ranks read for the same wait among themselves, else 60 s. */
+static int take_connect_timeout(struct launch_opts *o, char *err, size_t errlen) {
+  const char *ct = getenv("HCCL_CONNECT_TIMEOUT");
+  long v;
+  if (o->nnodes == 1 || !ct || !*ct) return 0;
+  if (!launch_parse_long(ct, 1, 7200, &v))
+    return usage_error(err, errlen,
+                       "HCCL_CONNECT_TIMEOUT='%s' must be a whole number of seconds from 1 to "
+                       "7200 (how long the launchers of a job across servers, and its ranks, "
+                       "wait for each other)",
+                       ct);
+  o->connect_s = (int)v;
   return 0;
 }
 
@@ -435,7 +453,7 @@ int launch_parse_options(int argc, char **argv, struct launch_opts *o, char *err
   }
   o->argv = argv + optind;
   if (check_on_failure(o, err, errlen) != 0 || take_slurm(o, &g, err, errlen) != 0 ||
-      check_servers(o, &g, err, errlen) != 0)
+      check_servers(o, &g, err, errlen) != 0 || take_connect_timeout(o, err, errlen) != 0)
     return -1;
   return check_devices(o, err, errlen);
 }

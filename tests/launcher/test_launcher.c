@@ -4,7 +4,9 @@
  * (variables, CPU affinity read back from /proc/self/status), what the launcher printed, its
  * exit code, and that no process is left behind.
  *
- * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run), CPU
+ * Covered: device-to-rank mapping, the variables, --nnodes/--node-rank (via --dry-run, and
+ * launchers of servers with different device counts meeting on this machine, with the pure
+ * numbering of launcher/ranks.c called directly), CPU
  * binding (block, explicit lists, none, --report-bindings), each refusal (exit 2), the master
  * port check, fail-fast with exit codes, --on-failure continue (the others go on after a
  * failure), signals and the grace period, signal forwarding, no orphans (leftovers, strays, a
@@ -38,6 +40,7 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "launch.h" /* launch_number_ranks (launcher/ranks.c, compiled in) */
 
 #define LAUNCHER HCCL_BIN_DIR "/npu-launch"
 #define MAX_ARGS 40
@@ -168,6 +171,38 @@ static int run_env(const char *const *env, const char *const *args) {
 #define RUN(...) run_env(NULL, (const char *const[]){__VA_ARGS__, NULL})
 #define RUN_ENV(env, ...) run_env(env, (const char *const[]){__VA_ARGS__, NULL})
 
+/* A job across servers on this machine: one npu-launch per server k, each with --nnodes n,
+ * --node-rank k, the same --master-port and then its own args[k] (NULL-terminated), all
+ * started at once and each given env (NULL: none). Results in runs[0..n); returns how many
+ * launchers exited non-zero. Each run has the deadline timeout_s. */
+static int run_servers(int n, const char *const *const *args, const char *const *env,
+                       int timeout_s, struct run *runs) {
+  pid_t pids[4];
+  int o[4], e[4];
+  double t0 = mono();
+  bool keep = g_keep_port;
+  char nn[8], ranks[4][8];
+  assert_true(n <= 4);
+  if (!keep) fresh_port();
+  g_keep_port = true; /* every launcher of the job on the same port */
+  snprintf(nn, sizeof(nn), "%d", n);
+  for (int k = 0; k < n; k++) {
+    const char *argv[MAX_ARGS + 1] = {"--nnodes", nn, "--node-rank", ranks[k], "--master-port",
+                                      g_port};
+    int m = 6;
+    snprintf(ranks[k], sizeof(ranks[k]), "%d", k);
+    for (int i = 0; args[k][i] && m < MAX_ARGS; i++)
+      argv[m++] = args[k][i];
+    argv[m] = NULL;
+    pids[k] = start(argv, env, &o[k], &e[k]);
+  }
+  g_keep_port = keep;
+  int bad = 0;
+  for (int k = 0; k < n; k++)
+    bad += finish(pids[k], o[k], e[k], t0, timeout_s, &runs[k]) != 0;
+  return bad;
+}
+
 static int count_of(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
@@ -241,6 +276,21 @@ static bool gone_within(pid_t pid, double timeout_s) {
     usleep(10000);
   }
   return true;
+}
+
+/* Something accepts TCP connections on 127.0.0.1:port within timeout_s. */
+static bool accepting(int port, double timeout_s) {
+  double end = mono() + timeout_s;
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (;;) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    close(fd);
+    if (rc == 0) return true;
+    if (mono() > end) return false;
+    usleep(20000);
+  }
 }
 
 static int setup(void **state) {
@@ -399,9 +449,14 @@ static void test_nnodes_dry_run(void **state) {
       ASSERT_HAS(g_run.out, want);
     }
     ASSERT_HAS(g_run.out, "command: taskset -c ");
+    /* it does not meet the other servers, and says what it assumed */
+    ASSERT_HAS(g_run.out, "a dry run does not meet the other servers: it takes each to have 4 "
+                          "devices");
   }
   usleep(100000);
   assert_false(file_exists(marker)); /* a dry run starts nothing */
+  assert_int_equal(RUN("--device-list", "0", "--dry-run", "true"), 0);
+  ASSERT_LACKS(g_run.out, "does not meet");
 
   /* A dry run plans a command that may not exist here yet: warned, printed, exit 0; the real
    * run is refused with 127. */
@@ -419,6 +474,170 @@ static void test_nnodes_dry_run(void **state) {
   ASSERT_HAS(g_run.out, "10 ranks on this server (server 0 of 1), world size 10, topology flat10");
   ASSERT_HAS(g_run.out, "LOCAL_WORLD_SIZE=10");
   ASSERT_HAS(g_run.out, "rank 9: device 9, local rank 9");
+}
+
+/* launcher/ranks.c, called directly: a server's first rank is the sum of the counts of the
+ * servers before it, the world their sum (torchrun's rule); equal counts give node_rank x n as
+ * before; a count out of range, or counts that differ under a topology that needs them equal,
+ * are refused naming the server, and the outputs are left alone. */
+static void test_number_ranks(void **state) {
+  (void)state;
+  static const struct {
+    int n, counts[4], firsts[4], world;
+  } cases[] = {
+      {2, {3, 2}, {0, 3}, 5},       {3, {1, 3, 2}, {0, 1, 4}, 6}, {2, {4, 4}, {0, 4}, 8},
+      {4, {2, 2, 2, 2}, {0, 2, 4, 6}, 8}, {1, {5}, {0}, 5},          {3, {64, 1, 64}, {0, 64, 65}, 129},
+  };
+  char err[512];
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    for (int k = 0; k < cases[i].n; k++) {
+      int first = -1, world = -1;
+      assert_int_equal(launch_number_ranks(cases[i].counts, cases[i].n, k, NULL, &first, &world,
+                                           err, sizeof(err)),
+                       0);
+      assert_int_equal(first, cases[i].firsts[k]);
+      assert_int_equal(world, cases[i].world);
+    }
+  int first = -1, world = -1;
+  const int same[] = {4, 4}, zero[] = {3, 0}, big[] = {3, 65}, uneven[] = {4, 2};
+  assert_int_equal(launch_number_ranks(same, 2, 1, "ascend910", &first, &world, err, sizeof(err)),
+                   0);
+  assert_int_equal(first, 4);
+  first = world = -1;
+  assert_int_equal(launch_number_ranks(zero, 2, 0, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 says it has 0 devices; a server has 1 to 64");
+  assert_int_equal(launch_number_ranks(big, 2, 0, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 says it has 65 devices");
+  assert_int_equal(
+      launch_number_ranks(uneven, 2, 0, "ascend910", &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 1 has 2 devices but server 0 has 4; topology ascend910 needs the same "
+                  "number on every server");
+  assert_int_equal(launch_number_ranks(uneven, 2, 2, NULL, &first, &world, err, sizeof(err)), -1);
+  ASSERT_HAS(err, "server 2 of 2");
+  assert_int_equal(first, -1); /* untouched on failure */
+  assert_int_equal(world, -1);
+}
+
+/* Servers of different device counts (--nnodes, one launcher per pretend server on this
+ * machine): the launchers meet on --master-port + 1 and each server's ranks follow those of
+ * the servers before it, the world being the sum: 3 + 2, 1 + 3 + 2, and 2 + 2 as before; a
+ * one-server job serves no launchers' store. A
+ * server that never comes fails every launcher that did within HCCL_CONNECT_TIMEOUT (1 s here),
+ * naming it; so do a second launcher for one server, a different --nnodes, and counts that
+ * differ where the topology needs them equal (ascend910). */
+static void test_servers_uneven(void **state) {
+  (void)state;
+  static struct run runs[4];
+  static const char *const lists[] = {"0", "0-1", "0-2", "0-3"};
+  const char *prog = "echo RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE "
+                     "LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK "
+                     "RANK_SIZE=$RANK_SIZE DEVICE_ID=$DEVICE_ID";
+  static const int layouts[][4] = {{3, 2}, {1, 3, 2}, {2, 2}};
+  for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++) {
+    const int *c = layouts[li];
+    int n = 0, world = 0;
+    while (n < 4 && c[n])
+      world += c[n++];
+    const char *args[4][6];
+    const char *const *argp[4];
+    for (int k = 0; k < n; k++) {
+      const char *a[] = {"--device-list", lists[c[k] - 1], "sh", "-c", prog, NULL};
+      memcpy(args[k], a, sizeof(a));
+      argp[k] = args[k];
+    }
+    if (run_servers(n, argp, NULL, 30, runs) != 0) fail_msg("layout %zu: a launcher failed", li);
+    char want[256], counts[32] = "";
+    for (int k = 0; k < n; k++)
+      snprintf(counts + strlen(counts), sizeof(counts) - strlen(counts), "%s%d", k ? "+" : "",
+               c[k]);
+    for (int k = 0, first = 0; k < n; first += c[k++]) {
+      for (int l = 0; l < c[k]; l++) {
+        snprintf(want, sizeof(want),
+                 "RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d "
+                 "RANK_SIZE=%d DEVICE_ID=%d\n",
+                 first + l, l, world, c[k], k, world, l);
+        ASSERT_HAS(runs[k].out, want);
+      }
+      assert_int_equal(count_of(runs[k].out, "\n"), c[k]);
+      snprintf(want, sizeof(want),
+               "servers met: ranks %d-%d of world size %d here (server %d of %d; devices per "
+               "server %s)",
+               first, first + c[k] - 1, world, k, n, counts);
+      ASSERT_HAS(runs[k].err, want);
+    }
+  }
+
+  /* one server: no launchers' store, nothing listens on the port above --master-port */
+  const char *const solo[] = {"--master-port", g_port, "--device-list", "0", "sleep", "1", NULL};
+  int so, se;
+  double ts = mono();
+  pid_t lone = start(solo, NULL, &so, &se);
+  usleep(300000);
+  assert_false(accepting(atoi(g_port) + 1, 0.3));
+  assert_int_equal(finish(lone, so, se, ts, 30, &runs[0]), 0);
+  ASSERT_LACKS(runs[0].err, "servers met");
+
+  /* servers 1 and 2 of 3 never come: server 0 gives up after 1 s, naming them */
+  const char *marker = path_in_dir("started");
+  char touch[300];
+  snprintf(touch, sizeof(touch), "touch %s", marker);
+  const char *short_wait[] = {"HCCL_CONNECT_TIMEOUT=1", NULL};
+  const char *const alone[] = {"--nnodes", "3", "--device-list", "0,1", "sh", "-c", touch, NULL};
+  const char *const *one[] = {alone};
+  assert_int_equal(run_servers(1, one, short_wait, 30, runs), 1);
+  assert_int_equal(runs[0].code, 2);
+  assert_true(runs[0].seconds < 10);
+  ASSERT_HAS(runs[0].err, "servers 1, 2 of 3 never said their device count within 1 s "
+                          "(HCCL_CONNECT_TIMEOUT, else 60 s)");
+  /* server 2 of 3 never comes: server 1 fails with server 0's message */
+  const char *const came[] = {"--nnodes", "3", "--device-list", "0", "sh", "-c", touch, NULL};
+  const char *const *two[] = {came, came};
+  assert_int_equal(run_servers(2, two, short_wait, 30, runs), 2);
+  for (int k = 0; k < 2; k++) {
+    assert_int_equal(runs[k].code, 2);
+    ASSERT_HAS(runs[k].err, "server 2 of 3 never said its device count within 1 s");
+  }
+  ASSERT_HAS(runs[1].err, "server 0 says: server 2 of 3");
+  /* server 0 never comes: server 1 cannot reach the launchers' store */
+  const char *const second[] = {"--nnodes", "2", "--node-rank", "1", "--device-list", "0", "sh",
+                                "-c",       touch, NULL};
+  const char *const *lone1[] = {second};
+  assert_int_equal(run_servers(1, lone1, short_wait, 30, runs), 1);
+  assert_int_equal(runs[0].code, 2);
+  ASSERT_HAS(runs[0].err, "cannot reach it within 1 s (HCCL_CONNECT_TIMEOUT, else 60 s); is "
+                          "server 0's npu-launch (--node-rank 0) running");
+  assert_false(file_exists(marker));
+
+  /* two launchers say they are server 1: the later one is refused, the job runs without it */
+  const char *wait5[] = {"HCCL_CONNECT_TIMEOUT=5", NULL};
+  const char *const s0[] = {"--nnodes", "2", "--device-list", "0", "sh", "-c", "sleep 1", NULL};
+  const char *const s1[] = {"--nnodes", "2", "--node-rank", "1", "--device-list", "0", "sh",
+                            "-c",       "sleep 1", NULL};
+  const char *const *dup[] = {s0, s1, s1};
+  assert_int_equal(run_servers(3, dup, wait5, 30, runs), 1);
+  assert_int_equal(runs[0].code, 0);
+  int refused = runs[1].code == 2 ? 1 : 2;
+  assert_int_equal(runs[refused].code, 2);
+  assert_int_equal(runs[3 - refused].code, 0);
+  ASSERT_HAS(runs[refused].err, "another launcher already joined this job as server 1 "
+                                "(--node-rank 1): each server needs its own --node-rank, 0-1");
+  /* a different --nnodes on server 1 */
+  const char *const n2[] = {"--nnodes", "2", "--device-list", "0", "true", NULL};
+  const char *const n3[] = {"--nnodes", "3", "--device-list", "0", "true", NULL};
+  const char *const *mixed[] = {n2, n3};
+  assert_int_equal(run_servers(2, mixed, wait5, 30, runs), 1);
+  assert_int_equal(runs[0].code, 0);
+  assert_int_equal(runs[1].code, 2);
+  ASSERT_HAS(runs[1].err, "server 0 counted the devices of 2 servers (its --nnodes), but this "
+                          "server has --nnodes 3; give every server the same --nnodes");
+  /* ascend910 needs the same count on every server: 4 + 2 is refused on both */
+  const char *const t4[] = {"--topology", "ascend910", "--device-list", "0-3", "true", NULL};
+  const char *const t2[] = {"--topology", "ascend910", "--device-list", "0,1", "true", NULL};
+  const char *const *topo[] = {t4, t2};
+  assert_int_equal(run_servers(2, topo, wait5, 30, runs), 2);
+  for (int k = 0; k < 2; k++)
+    ASSERT_HAS(runs[k].err, "server 1 has 2 devices but server 0 has 4; topology ascend910 "
+                            "needs the same number on every server");
 }
 
 /* Under srun (one npu-launch per server) Slurm's variables give the server count, this
@@ -554,6 +773,9 @@ static void test_refusals(void **state) {
        "--node-rank 2 is not below --nnodes 2"},
       {{"--nnodes", "2", "--device-list", "0"}, NULL, "--nnodes 2 without --node-rank"},
       {{"--nnodes", "2", "--device-list", "0"}, NULL, "give --node-rank K (0-1) on each"},
+      {{"--nnodes", "2", "--node-rank", "1", "--device-list", "0"},
+       "HCCL_CONNECT_TIMEOUT=soon",
+       "HCCL_CONNECT_TIMEOUT='soon' must be a whole number of seconds from 1 to 7200"},
       {{"--cpu-bind", "0,1000", "--device-list", "0,1"}, NULL, "names CPU 1000"},
       {{"--cpu-bind", "0,0,0", "--device-list", "0,1"}, NULL, "more entries than the 2 ranks"},
       {{"--bogus", "--device-list", "0"}, NULL, "unknown option '--bogus'; see"},
@@ -618,11 +840,31 @@ static void test_master_port_in_use(void **state) {
            g_port);
   ASSERT_HAS(g_run.err, want);
   assert_false(file_exists(marker));
-  /* only server 0 checks: server 1 does not listen there */
+  /* only server 0 checks: server 1 does not listen there. Server 0 starts while the port is
+   * free; once it serves the launchers' store on the port above (its check is behind it) the
+   * port is taken again, and server 1 still starts its ranks. */
+  close(fd);
+  const char *m0 = path_in_dir("started0"), *m1 = path_in_dir("started1");
+  char prog0[300], prog1[300];
+  snprintf(prog0, sizeof(prog0), "touch %s", m0);
+  snprintf(prog1, sizeof(prog1), "touch %s", m1);
+  const char *args0[] = {"--master-port", g_port, "--nnodes", "2", "--node-rank", "0",
+                         "--device-list", "0,1", "sh", "-c", prog0, NULL};
+  int o0, e0;
+  double t0 = mono();
+  pid_t server0 = start(args0, NULL, &o0, &e0);
+  assert_true(accepting(atoi(g_port) + 1, 10));
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+  assert_int_equal(listen(fd, 4), 0);
   assert_int_equal(RUN("--master-port", g_port, "--nnodes", "2", "--node-rank", "1",
-                       "--device-list", "0,1", "sh", "-c", prog),
+                       "--device-list", "0,1", "sh", "-c", prog1),
                    0);
-  assert_true(file_exists(marker));
+  assert_true(file_exists(m1));
+  static struct run r0;
+  assert_int_equal(finish(server0, o0, e0, t0, 30, &r0), 0);
+  assert_true(file_exists(m0));
   close(fd);
   /* held on another address of this server only: rank 0's store (torch's binds every
    * address) would fail, so the launcher refuses too */
@@ -765,13 +1007,19 @@ static void test_on_failure_continue(void **state) {
                    3);
   ASSERT_HAS(g_run.err, "exit code 3 (rank 0's: no other rank went on)");
   /* the only rank of server 1 of 2: the job goes on on server 0, and this launcher still exits
-   * with the rank's code (without --max-restarts it needs nothing from server 0) */
-  assert_int_equal(RUN("--master-port", g_port, "--on-failure", "continue", "--nnodes", "2",
-                       "--node-rank", "1", "--device-list", "0", "sh", "-c", "exit 3"),
-                   3);
-  ASSERT_HAS(g_run.err, "failed: exit code 3, at ");
-  ASSERT_HAS(g_run.err, "it was this server's only rank: the job goes on on the other servers, "
-                        "and this launcher exits with its code");
+   * with the rank's code (without --max-restarts it needs nothing more from server 0 once the
+   * launchers have met) */
+  static struct run runs[2];
+  const char *const on0[] = {"--on-failure", "continue", "--device-list", "0", "true", NULL};
+  const char *const on1[] = {"--on-failure", "continue", "--device-list", "0",
+                             "sh",           "-c",       "exit 3",        NULL};
+  const char *const *on[] = {on0, on1};
+  assert_int_equal(run_servers(2, on, NULL, 30, runs), 1);
+  assert_int_equal(runs[0].code, 0);
+  assert_int_equal(runs[1].code, 3);
+  ASSERT_HAS(runs[1].err, "failed: exit code 3, at ");
+  ASSERT_HAS(runs[1].err, "it was this server's only rank: the job goes on on the other servers, "
+                          "and this launcher exits with its code");
 
   assert_int_equal(RUN("--on-failure", "continue", "--max-restarts", "2", "--device-list", "0",
                        "true"),
@@ -1045,6 +1293,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_mapping_sorted, setup, teardown),
       cmocka_unit_test_setup_teardown(test_variables, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nnodes_dry_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_number_ranks, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_servers_uneven, setup, teardown),
       cmocka_unit_test_setup_teardown(test_slurm_defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_block, setup, teardown),
       cmocka_unit_test_setup_teardown(test_binding_explicit_and_none, setup, teardown),

@@ -10,7 +10,8 @@
 # Cases: the issue's own (2 servers x 4 devices, allreduce_perf -d all -o all); 2x1, 2x2,
 # 4x2 and 3x2 (6 ranks: halving-doubling between servers folds a count that is not a power of
 # two); 2x3 and servers of 3 + 2 (each rank started with a launcher's variables), every
-# program; the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
+# program; npu-launch itself on servers of 3 + 2 and 1 + 3 + 2 devices (the launchers meet and
+# number the ranks), and on 3 servers of which one never comes; the two-level allreduce on HcclMemAlloc buffers (zero-copy inside each server, as the
 # trace says) and on malloc buffers (staged inside each server of 4, as the trace says); the
 # two-level allreduce forced with ring and halving-doubling between servers, and a flat ring;
 # every other collective program that was built; npu-launch --max-restarts across both servers
@@ -44,7 +45,7 @@ run_job() {
   local name=$1 servers=$2 devs=$3 limit=$4 envs=$5
   shift 6
   local k pids=() bad=0
-  port=$((port + 1))
+  port=$((port + 2)) # the launchers' store takes --master-port + 1
   for ((k = 0; k < servers; k++)); do
     # shellcheck disable=SC2086
     netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 ${envs//%k/$k} \
@@ -81,9 +82,9 @@ check() {
 }
 
 # run_uneven NAME LAYOUT TIMEOUT ENV -- PROGRAM ARGS: servers of different counts (LAYOUT 3+2:
-# 3 ranks on server 0, 2 on server 1), each rank started with the variables a launcher sets
-# (npu-launch numbers ranks node_rank x N, so it runs equal servers only); rank r's output in
-# $work/NAME.r<r>; returns the number of ranks that failed.
+# 3 ranks on server 0, 2 on server 1), each rank started with the variables a launcher sets, as
+# a script or srun would (launch_uneven below runs npu-launch on such servers); rank r's output
+# in $work/NAME.r<r>; returns the number of ranks that failed.
 run_uneven() {
   local name=$1 layout=$2 limit=$3 envs=$4
   shift 5
@@ -125,6 +126,61 @@ check_uneven() {
   fi
 }
 
+# run_launch NAME LAYOUT NNODES TIMEOUT ENV -- PROGRAM ARGS: one npu-launch per server of LAYOUT
+# (3+2: server 0 with --device-list 0,1,2, server 1 with 0,1), each told --nnodes NNODES; the
+# launchers meet on --master-port + 1 and number the ranks themselves. Each launcher's output in
+# $work/NAME.<k>; returns the number of launchers that failed.
+run_launch() {
+  local name=$1 layout=$2 nnodes=$3 limit=$4 envs=$5
+  shift 6
+  local counts=(${layout//+/ }) k pids=() bad=0
+  port=$((port + 2)) # the launchers' store takes --master-port + 1
+  for k in "${!counts[@]}"; do
+    # shellcheck disable=SC2086
+    netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 $envs \
+      timeout -k 5 "$limit" "$bin/npu-launch" --nnodes "$nnodes" --node-rank "$k" \
+      --master-addr "$(netns_addr 0)" --master-port "$port" \
+      --device-list "$(seq -s, 0 $((counts[k] - 1)))" -- "$@" >"$work/$name.$k" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do
+    local st=0
+    wait "${pids[$k]}" || st=$?
+    [ $st = 0 ] || { bad=$((bad + 1)); echo "  server $k exited $st"; }
+  done
+  return $bad
+}
+
+# launch_uneven NAME LAYOUT -- PROGRAM ARGS: npu-launch on servers of different counts must give
+# server k's local rank l the rank (sum of the counts before k) + l, on device l, in a world of
+# every count's sum: every launcher exits 0 and says so ("servers met: ranks F-L of world size
+# W here"), rank 0's results are right, and it lists each rank with its device.
+launch_uneven() {
+  local name=$1 layout=$2
+  shift 3
+  local counts=(${layout//+/ }) n=$((${layout//+/ + })) k l first=0 t0=$SECONDS why=""
+  cases=$((cases + 1))
+  run_launch "$name" "$layout" "${#counts[@]}" 120 "" -- "$@" || why="a launcher failed"
+  grep -q "# Out of bounds values : 0 OK" "$work/$name.0" || why="${why:-rank 0 found wrong results}"
+  for k in "${!counts[@]}"; do
+    grep -qF "servers met: ranks $first-$((first + counts[k] - 1)) of world size $n here (server $k of ${#counts[@]}; devices per server $layout)" \
+      "$work/$name.$k" || why="${why:-the launcher of server $k did not number ranks $first-$((first + counts[k] - 1)) of $n}"
+    for ((l = 0; l < counts[k]; l++)); do
+      grep -qE "^#  Rank +$((first + l)) Group +0 Pid +[0-9]+ on +[^ ]+ device +$l\$" "$work/$name.0" ||
+        why="${why:-rank 0 lists no rank $((first + l)) on device $l of server $k}"
+    done
+    first=$((first + counts[k]))
+  done
+  [ "$(grep -cE '^#  Rank +[0-9]+ ' "$work/$name.0")" = "$n" ] || why="${why:-rank 0 lists other than $n ranks}"
+  if [ -z "$why" ]; then
+    echo "ok   $name: npu-launch on servers of $layout devices, ranks and world $n right ($((SECONDS - t0)) s)"
+  else
+    failures=$((failures + 1))
+    echo "FAIL $name: npu-launch on servers of $layout devices: $why"
+    for k in "${!counts[@]}"; do sed "s/^/  [server $k] /" "$work/$name.$k" | tail -10; done
+  fi
+}
+
 sweep="-b 1 -e 1M -f 32 -c 1 -n 2 -w 1"
 # In a sanitizer's build (SUITE_LEAN=1, from tests/CMakeLists.txt) every type runs with sum
 # alone: a collective's path across servers is the same for every op, the ops' kernels are
@@ -145,6 +201,28 @@ check three_by_two_hd 3 0,1 "HCCL_ALGO=level0:NA;level1:H-D_R" -- \
 # different counts, 3 + 2 (flat, or through each server's first rank), every program.
 check two_by_three 2 0,1,2 "" -- "$bin/allreduce_perf" $sweep -d all -o $ops
 check_uneven three_plus_two 3+2 "" -- "$bin/allreduce_perf" $sweep -d all -o $ops
+# The same servers under npu-launch, which numbers the ranks itself (servers 0-2, 3-4), and
+# 1 + 3 + 2; a short sweep: the collectives across such servers are checked above.
+launch_uneven launch_three_plus_two 3+2 -- "$bin/allreduce_perf" -b 1 -e 64K -f 64 -c 1 -n 1 -w 1 -d all -o sum
+launch_uneven launch_one_three_two 1+3+2 -- "$bin/allreduce_perf" -b 1 -e 64K -f 64 -c 1 -n 1 -w 1 -d float -o sum
+# A server that never comes (3 servers named, 2 started): both launchers fail within
+# HCCL_CONNECT_TIMEOUT (2 s here) and a little, before any rank starts, naming server 2 and
+# the deadline.
+cases=$((cases + 1))
+t0=$SECONDS
+run_launch launch_missing 3+2 3 60 "HCCL_CONNECT_TIMEOUT=2" -- "$bin/allreduce_perf" -b 1K -e 1K -c 1 -n 1 -w 0 >/dev/null
+nfailed=$?
+elapsed=$((SECONDS - t0))
+if [ "$nfailed" = 2 ] && [ "$elapsed" -le 15 ] &&
+  grep -q "server 2 of 3 never said its device count within 2 s" "$work/launch_missing.0" &&
+  grep -q "server 0 says: server 2 of 3 never said its device count within 2 s" "$work/launch_missing.1" &&
+  ! grep -q "Out of bounds" "$work/launch_missing.0"; then
+  echo "ok   launch_missing: server 2 of 3 never came; both launchers failed in $elapsed s, naming it"
+else
+  failures=$((failures + 1))
+  echo "FAIL launch_missing: $nfailed of 2 launchers failed after $elapsed s"
+  for k in 0 1; do sed "s/^/  [server $k] /" "$work/launch_missing.$k" | tail -6; done
+fi
 # Algorithms, forced: two-level with ring / halving-doubling between servers, one flat ring.
 check hier_ring 2 0,1,2,3 "HCCL_ALGO=level0:NA;level1:ring" -- "$bin/allreduce_perf" $sweep -d float -o $ops
 check hier_hd 4 0,1 "HCCL_ALGO=level0:NA;level1:H-D_R" -- "$bin/allreduce_perf" $sweep -d all -o sum
