@@ -115,10 +115,8 @@ static const struct row {
     {HCCL_K_ALLTOALL, 4 * K, 1, 1, NULL, HCCL_PLAN_PAIRWISE_ALLTOALL, "local", NULL, false},
     /* one server of 8: halving-doubling while a message is short, the ring for long ones;
      * zero-copy offered from 64 KiB of a rank's larger buffer */
-    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "oneshot",
-     false},
-    {HCCL_K_ALLREDUCE, 16 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "oneshot",
-     false},
+    {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd", false},
+    {HCCL_K_ALLREDUCE, 16 * K, 1, 8, NULL, HCCL_PLAN_HD_ALLREDUCE, "halving-doubling", "hd", false},
     {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
     {HCCL_K_ALLREDUCE, 64 * M, 1, 8, NULL, HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", true},
     {HCCL_K_ALLREDUCE, 64 * M, 1, 8, "ring", HCCL_PLAN_RING_ALLREDUCE, "ring", "ring", false},
@@ -192,8 +190,8 @@ static void test_plan_table(void **st) {
 }
 
 /* One-shot (plan.oneshot; algo stays the flat choice it falls back to): on one server of 3 or
- * more up to 16 KiB with HCCL_ALGO unset (8 KiB below 8 ranks); HCCL_ALGO=oneshot at any size on one server of 2 or
- * more; never across servers; not a level. */
+ * more, not a power of two, up to 16 KiB with HCCL_ALGO unset; HCCL_ALGO=oneshot at any size
+ * on one server of 2 or more; never across servers; not a level. */
 static void test_plan_oneshot(void **st) {
   (void)st;
   static const struct {
@@ -201,11 +199,13 @@ static void test_plan_oneshot(void **st) {
     const char *algo;
     size_t bytes;
     bool oneshot;
-  } cases[] = {{1, 8, NULL, 4 * K, true},     {1, 8, NULL, 16 * K, true},
-               {1, 8, NULL, 16 * K + 4, false}, {1, 4, NULL, 4, true},
-               {1, 4, NULL, 8 * K, true},     {1, 4, NULL, 8 * K + 4, false},
-               {1, 4, NULL, 16 * K, false},
-               {1, 3, NULL, 4 * K, true},     {1, 2, NULL, 4 * K, false},
+  } cases[] = {{1, 8, NULL, 4 * K, false},    {1, 8, NULL, 64, false},
+               {1, 4, NULL, 4, false},         {1, 4, NULL, 8 * K, false},
+               {1, 3, NULL, 4 * K, true},      {1, 3, NULL, 16 * K, true},
+               {1, 3, NULL, 16 * K + 4, false}, {1, 6, NULL, 4, true},
+               {1, 6, NULL, 16 * K, true},     {1, 6, NULL, 16 * K + 4, false},
+               {1, 7, NULL, 16 * K, true},     {1, 5, NULL, 8 * K, true},
+               {1, 2, NULL, 4 * K, false},
                {1, 8, "tree", 4 * K, false},  {1, 2, "oneshot", 64 * M, true},
                {1, 8, "oneshot", 4 * K, true}, {2, 4, NULL, 4 * K, false},
                {2, 4, "oneshot", 4 * K, false}, {4, 1, NULL, 4 * K, false}};
@@ -492,12 +492,15 @@ static void test_plan_candidates(void **st) {
       {HCCL_K_ALLREDUCE, 64 * K, 1, 8, NULL, false, true, 2,
        {HCCL_PLAN_STAGED, HCCL_PLAN_RING_ALLREDUCE},
        {"staged", "ring"}},
-      {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, false, false, 2,
+      {HCCL_K_ALLREDUCE, 4 * K, 1, 8, NULL, false, false, 1,
+       {HCCL_PLAN_HD_ALLREDUCE},
+       {"halving-doubling"}},
+      {HCCL_K_ALLREDUCE, 4 * K, 1, 6, NULL, false, false, 2,
        {HCCL_PLAN_ONESHOT, HCCL_PLAN_HD_ALLREDUCE},
        {"one-shot", "halving-doubling"}},
-      {HCCL_K_ALLREDUCE, 8 * K, 1, 4, NULL, true, false, 3,
-       {HCCL_PLAN_ZERO_COPY, HCCL_PLAN_ONESHOT, HCCL_PLAN_HD_ALLREDUCE},
-       {"zero-copy", "one-shot", "halving-doubling"}},
+      {HCCL_K_ALLREDUCE, 8 * K, 1, 3, NULL, true, false, 3,
+       {HCCL_PLAN_ZERO_COPY, HCCL_PLAN_ONESHOT, HCCL_PLAN_RING_ALLREDUCE},
+       {"zero-copy", "one-shot", "ring"}},
       {HCCL_K_ALLREDUCE, 64 * M, 2, 4, NULL, false, false, 3,
        {HCCL_PLAN_HIER_ZCOPY_RING, HCCL_PLAN_HIER_STAGED_RING, HCCL_PLAN_HIER_RING},
        {"two-level, ring between servers, zero-copy inside servers",

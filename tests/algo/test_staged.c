@@ -3,7 +3,7 @@
  * maps, the staged one (algo/staged.c) and the one-shot one (algo/oneshot.c), on real processes
  * through the public calls. (The staged two-level form is tests/algo/test_hier.c's.)
  *
- *   sweep      4 and 8 ranks, every dtype x op; counts of exactly the threshold (64 KiB), just
+ *   sweep      4, 6 and 8 ranks, every dtype x op; counts of exactly the threshold (64 KiB), just
  *              under it (the ring must run) and odd ones of many rounds (HCCL_BUFFSIZE=1: 4 KiB
  *              slots) with blocks of unequal length; in place and out of place. Every element
  *              against a reference that never calls the library; guards and an out-of-place
@@ -17,10 +17,11 @@
  *   two ranks  2 ranks never run staged (the ring's one hop each way is as cheap).
  *   shared     HcclMemAlloc buffers on every rank run zero-copy, not staged.
  *   dead peer  a rank that exits instead of calling makes the others fail, naming it, in time
- *              (after a staged call, and after a one-shot one).
+ *              (after a staged call at 4 ranks, and after a one-shot one at 6).
  * One-shot:
- *   default    the sweep's 4 and 8 ranks run one-shot at 4 KiB and at their limit (8 KiB at
- *              4 ranks, 16 KiB at 8) and not one element above; 2 ranks never.
+ *   default    the sweep's 6 ranks run one-shot at 4 KiB and up to a round (16 KiB) and not
+ *              one element above; 4 and 8 ranks (powers of two: recursive doubling) and 2
+ *              never.
  *   forced     HCCL_ALGO=oneshot at 2, 4 and 8 ranks: every dtype x op the library reduces at
  *              0, 1, 7, one round's elements less one, one round, and three rounds with a
  *              tail; in place and out of place; then 300 calls in a row of alternating round
@@ -135,8 +136,8 @@ static int sweep_rank(int rank, int n, void *arg) {
     for (size_t oi = 0; oi < 4; oi++) {
       size_t es = cc_dtype_size(DT[di]);
       /* 64 KiB exactly; 1 element under; many 4 KiB rounds with an odd tail (blocks of
-       * unequal length); one round and a bit; one-shot's 4 KiB, its limits (half a round
-       * below 8 ranks, a round from 8), one over each. */
+       * unequal length); one round and a bit; one-shot's 4 KiB, half a round and a round (its
+       * limit where the group is not a power of two), one over each. */
       uint64_t counts[] = {65536 / es,
                            65536 / es - 1,
                            5 * 4096 / es * (uint64_t)n + n + 3,
@@ -146,7 +147,7 @@ static int sweep_rank(int rank, int n, void *arg) {
                            ROUND_BYTES / 2 / es + 1,
                            ROUND_BYTES / es,
                            ROUND_BYTES / es + 1};
-      size_t limit = n >= 8 ? ROUND_BYTES : ROUND_BYTES / 2;
+      size_t limit = (n & (n - 1)) != 0 ? ROUND_BYTES : 0; /* plan.c's one-shot rule */
       for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
         for (int inplace = 0; inplace < 2; inplace++) {
           int want = counts[ci] * es >= 65536          ? RAN_STAGED
@@ -165,6 +166,7 @@ static int sweep_rank(int rank, int n, void *arg) {
 static void test_sweep(void **state) {
   (void)state;
   assert_int_equal(harness_run_ranks(4, TIMEOUT_S, sweep_rank, NULL), 0);
+  assert_int_equal(harness_run_ranks(6, TIMEOUT_S, sweep_rank, NULL), 0);
   assert_int_equal(harness_run_ranks(8, TIMEOUT_S, sweep_rank, NULL), 0);
 }
 
@@ -332,7 +334,7 @@ static void test_dead_peer(void **state) {
   (void)state;
   int staged = RAN_STAGED, oneshot = RAN_ONESHOT;
   assert_int_equal(harness_run_ranks(4, TIMEOUT_S, dead_rank, &staged), 0);
-  assert_int_equal(harness_run_ranks(4, TIMEOUT_S, dead_rank, &oneshot), 0);
+  assert_int_equal(harness_run_ranks(6, TIMEOUT_S, dead_rank, &oneshot), 0);
 }
 
 /* ---- one-shot, forced ---- */

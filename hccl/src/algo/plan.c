@@ -68,8 +68,9 @@
  * Two servers of 4, 64 MiB: the steps inside the servers took 122 -> 101 ms of 156 -> 138. */
 #define STAGED_MIN_BYTES (64u << 10)
 #define STAGED_MIN_RANKS 4
-/* Up to this size an allreduce inside one server of ONESHOT_MIN_RANKS or more runs one-shot
- * (oneshot.c) where the cost model says it costs less than the flat choice. Its lever is the
+/* Up to this size an allreduce inside one server of ONESHOT_MIN_RANKS or more members, not a
+ * power of two, runs one-shot (oneshot.c) where the cost model says it costs less than the flat
+ * choice. Its lever is the
  * number of waits: one a call against recursive doubling's log2(p), each of which may sleep and
  * cost a context switch when ranks outnumber cores (4 KiB through torch under mp.spawn, 4 ranks
  * on 2 cores: 82-93 us a call against 14.2 + 2 x 11.1 for torch's floor and the C call,
@@ -82,11 +83,19 @@
  * place): 8 ranks one-shot / tree 0.56/0.52 at 1 KiB, 0.75/0.58 at 4, 0.83/0.87 at 16; 4 ranks
  * a tie to 8 KiB (0.94-1.10) and 1.13/1.08 at 16 KiB. Through torch under mp.spawn, 4 KiB:
  * 4 ranks 0.93, 8 ranks 0.80. At 2 ranks recursive doubling is already one exchange, one
- * wait: nothing to gain. Below ONESHOT_FULL_RANKS the limit is half a round: 4 ranks lost at
- * 16 KiB, where their reads (4 n) come closer to recursive doubling's (2 n) and it waits only
- * twice. */
+ * wait: nothing to gain.
+ * Measured again (2026-12-07, bench/plan8.sh: 1-16 KiB, 200 calls a size, 5 rounds in turns,
+ * medians, under npu-launch's default binding), recursive doubling's hops had got cheaper and
+ * one-shot now lost at every power of two: 4 ranks 1.6-2.6x its time (1-16 KiB), 8 ranks
+ * 2.4-2.8x (1 and 4 KiB) and 1.3-1.9x (16 KiB), out of place and in place; without binding 8 ranks tied at 4 KiB and
+ * lost at 16 KiB (1.2-1.4x), and through torch under mp.spawn, 8 ranks, 4 KiB, they tied
+ * (146-156 us a call against 133-158). Where the group is not a power of two, recursive
+ * doubling first folds the extra members in and out (two more dependent hops of the whole
+ * message), and one-shot won up to a whole round: 3 ranks 0.17-0.28x the best flat time at 1
+ * and 4 KiB and 0.32-0.35x at 16 KiB, 6 ranks 0.32-0.61x at 1-16 KiB (where the model had
+ * chosen ring or halving-doubling at 16 KiB); so there the limit is the round, whatever the
+ * count. */
 #define ONESHOT_MAX_BYTES HCCL_ONESHOT_ROUND_BYTES
-#define ONESHOT_FULL_RANKS 8
 #define ONESHOT_MIN_RANKS 3
 
 static double log2u(uint32_t x) {
@@ -289,17 +298,18 @@ static bool plan_staged(const struct hccl_plan_view *v, size_t bytes, enum hccl_
 
 /* Whether an allreduce of `bytes` runs one-shot (oneshot.c): on one server of 2 or more ranks,
  * when HCCL_ALGO=oneshot forces it, or, with HCCL_ALGO unset, when the server has
- * ONESHOT_MIN_RANKS or more, the message at most ONESHOT_MAX_BYTES (half that below
- * ONESHOT_FULL_RANKS), and the cost model puts it
- * below the flat choice. (On servers of their own, HCCL_ALGO=oneshot leaves the choice to the
+ * ONESHOT_MIN_RANKS or more and not a power of two, the message at most ONESHOT_MAX_BYTES, and
+ * the cost model puts it below the flat choice. (On servers of their own, HCCL_ALGO=oneshot leaves the choice to the
  * cost model.) */
 static bool plan_oneshot(const struct hccl_plan_view *v, size_t bytes) {
   const struct hccl_algo_setting *a = v->algo;
   const struct hccl_group *g = v->world;
   if (v->nservers != 1 || g->n < 2 || a->levels) return false;
   if (a->choice == HCCL_ALGO_ONESHOT) return true;
-  size_t max = g->n >= ONESHOT_FULL_RANKS ? ONESHOT_MAX_BYTES : ONESHOT_MAX_BYTES / 2;
-  if (a->choice != HCCL_ALGO_AUTO || g->n < ONESHOT_MIN_RANKS || bytes > max) return false;
+  bool power_of_two = (g->n & (g->n - 1)) == 0;
+  if (a->choice != HCCL_ALGO_AUTO || g->n < ONESHOT_MIN_RANKS || power_of_two ||
+      bytes > ONESHOT_MAX_BYTES)
+    return false;
   double flat; /* the cost model only for the calls it can decide (every call is planned) */
   pick(g, HCCL_ALGO_AUTO, (double)bytes, &flat);
   return cost_oneshot(g, (double)bytes) < flat;
