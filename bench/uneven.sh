@@ -18,6 +18,7 @@
 #
 # usage: bash bench/uneven.sh [BUILD_DIR=build] ["4+2+1 2+1 4+1" layouts] [MIN=4K] [MAX=64M]
 #        [ITERS=20] [ROUNDS=3]
+#        PROGS="allreduce_perf" bash bench/uneven.sh ...   # fewer programs (default: all three)
 set -u
 case "${1:-}" in
 -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -64,7 +65,7 @@ algos=(ring tree "level0:NA;level1:NA" "")
 for lo in $LAYOUTS; do
   IFS=+ read -r -a counts <<<"$lo"
   netns_up "${#counts[@]}" || exit $?
-  for prog in allreduce_perf broadcast_perf reduce_perf; do
+  for prog in ${PROGS:-allreduce_perf broadcast_perf reduce_perf}; do
     for ((r = 0; r < ROUNDS; r++)); do
       for ((j = 0; j < 4; j++)); do
         i=$(((r + j) % 4))
