@@ -62,14 +62,16 @@ def times(pattern, column):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--label", required=True)
+    ap.add_argument("--label")
     ap.add_argument("--column", choices=("outofplace", "inplace"), default="inplace")
     ap.add_argument("--way", action="append", default=[], metavar="NAME=GLOB")
-    ap.add_argument("--chosen", required=True, metavar="NAME=GLOB")
+    ap.add_argument("--chosen", metavar="NAME=GLOB")
     ap.add_argument("--trace", metavar="GLOB", help="the model's runs' trace files")
     ap.add_argument("--collective", default="allreduce")
     ap.add_argument("--map", action="append", default=[], metavar="SUBSTRING=WAY")
     a = ap.parse_args()
+    if a.label is None or a.chosen is None:  # checked here, so an unknown flag is named first
+        ap.error("--label and --chosen are required")
     ways = [w.split("=", 1) for w in a.way]
     names = [w[0] for w in ways]
     chosen = a.chosen.split("=", 1)

@@ -8,6 +8,10 @@
 #
 # usage: bash bench/perf_sizes.sh PROGRAM MIN MAX ITERS [PROGRAM'S OTHER ARGS...]
 set -u
+case "${1:-}" in
+-h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+-*) echo "perf_sizes.sh: unknown option '$1'; see bash bench/perf_sizes.sh --help" >&2; exit 2 ;;
+esac
 [ $# -ge 4 ] || { echo "usage: bash bench/perf_sizes.sh PROGRAM MIN MAX ITERS [ARGS...]" >&2; exit 2; }
 prog=$1 iters=$4 split=262144
 lo=$(numfmt --from=iec "$2") && hi=$(numfmt --from=iec "$3") || exit 2
