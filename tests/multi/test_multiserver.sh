@@ -38,20 +38,25 @@ fi
 trap 'netns_down; rm -rf "$work"' EXIT
 port=$((29000 + NETNS_ID % 1000))
 
-# run_job NAME SERVERS DEVICES TIMEOUT ENV -- PROGRAM ARGS: one npu-launch per server, all at
-# once; every launcher's output in $work/NAME.<k>; returns the number of launchers that failed.
-# In ENV, %k stands for the server's index.
+# run_job NAME SERVERS DEVICES TIMEOUT ENV [NNODES] -- PROGRAM ARGS: one npu-launch per server,
+# all at once, each told --nnodes NNODES (default SERVERS: fewer start a job some server never
+# joins). DEVICES is every server's --device-list, or one list a server joined by + (0,1,2+0,1:
+# servers of different counts, which the launchers number themselves on --master-port + 1).
+# Every launcher's output in $work/NAME.<k>; returns the number of launchers that failed. In ENV,
+# %k stands for the server's index.
 run_job() {
-  local name=$1 servers=$2 devs=$3 limit=$4 envs=$5
-  shift 6
-  local k pids=() bad=0
+  local name=$1 servers=$2 devs=$3 limit=$4 envs=$5 nnodes=$2
+  shift 5
+  [ "$1" = -- ] || { nnodes=$1; shift; }
+  shift
+  local lists=(${devs//+/ }) k pids=() bad=0
   port=$((port + 2)) # the launchers' store takes --master-port + 1
   for ((k = 0; k < servers; k++)); do
     # shellcheck disable=SC2086
     netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 ${envs//%k/$k} \
-      timeout -k 5 "$limit" "$bin/npu-launch" --nnodes "$servers" --node-rank "$k" \
-      --master-addr "$(netns_addr 0)" --master-port "$port" --device-list "$devs" -- "$@" \
-      >"$work/$name.$k" 2>&1 &
+      timeout -k 5 "$limit" "$bin/npu-launch" --nnodes "$nnodes" --node-rank "$k" \
+      --master-addr "$(netns_addr 0)" --master-port "$port" \
+      --device-list "${lists[k]:-${lists[0]}}" -- "$@" >"$work/$name.$k" 2>&1 &
     pids+=($!)
   done
   for k in "${!pids[@]}"; do
@@ -126,29 +131,11 @@ check_uneven() {
   fi
 }
 
-# run_launch NAME LAYOUT NNODES TIMEOUT ENV -- PROGRAM ARGS: one npu-launch per server of LAYOUT
-# (3+2: server 0 with --device-list 0,1,2, server 1 with 0,1), each told --nnodes NNODES; the
-# launchers meet on --master-port + 1 and number the ranks themselves. Each launcher's output in
-# $work/NAME.<k>; returns the number of launchers that failed.
-run_launch() {
-  local name=$1 layout=$2 nnodes=$3 limit=$4 envs=$5
-  shift 6
-  local counts=(${layout//+/ }) k pids=() bad=0
-  port=$((port + 2)) # the launchers' store takes --master-port + 1
-  for k in "${!counts[@]}"; do
-    # shellcheck disable=SC2086
-    netns_exec "$k" env HCCL_CONNECT_TIMEOUT=30 HCCL_EXEC_TIMEOUT=60 $envs \
-      timeout -k 5 "$limit" "$bin/npu-launch" --nnodes "$nnodes" --node-rank "$k" \
-      --master-addr "$(netns_addr 0)" --master-port "$port" \
-      --device-list "$(seq -s, 0 $((counts[k] - 1)))" -- "$@" >"$work/$name.$k" 2>&1 &
-    pids+=($!)
-  done
-  for k in "${!pids[@]}"; do
-    local st=0
-    wait "${pids[$k]}" || st=$?
-    [ $st = 0 ] || { bad=$((bad + 1)); echo "  server $k exited $st"; }
-  done
-  return $bad
+# lists_of LAYOUT: run_job's DEVICES for servers of LAYOUT's counts (3+2: 0,1,2+0,1).
+lists_of() {
+  local c out=""
+  for c in ${1//+/ }; do out="$out${out:++}$(seq -s, 0 $((c - 1)))"; done
+  echo "$out"
 }
 
 # launch_uneven NAME LAYOUT -- PROGRAM ARGS: npu-launch on servers of different counts must give
@@ -160,7 +147,7 @@ launch_uneven() {
   shift 3
   local counts=(${layout//+/ }) n=$((${layout//+/ + })) k l first=0 t0=$SECONDS why=""
   cases=$((cases + 1))
-  run_launch "$name" "$layout" "${#counts[@]}" 120 "" -- "$@" || why="a launcher failed"
+  run_job "$name" "${#counts[@]}" "$(lists_of "$layout")" 120 "" -- "$@" || why="a launcher failed"
   grep -q "# Out of bounds values : 0 OK" "$work/$name.0" || why="${why:-rank 0 found wrong results}"
   for k in "${!counts[@]}"; do
     grep -qF "servers met: ranks $first-$((first + counts[k] - 1)) of world size $n here (server $k of ${#counts[@]}; devices per server $layout)" \
@@ -210,7 +197,7 @@ launch_uneven launch_one_three_two 1+3+2 -- "$bin/allreduce_perf" -b 1 -e 64K -f
 # the deadline.
 cases=$((cases + 1))
 t0=$SECONDS
-run_launch launch_missing 3+2 3 60 "HCCL_CONNECT_TIMEOUT=2" -- "$bin/allreduce_perf" -b 1K -e 1K -c 1 -n 1 -w 0 >/dev/null
+run_job launch_missing 2 "$(lists_of 3+2)" 60 "HCCL_CONNECT_TIMEOUT=2" 3 -- "$bin/allreduce_perf" -b 1K -e 1K -c 1 -n 1 -w 0 >/dev/null
 nfailed=$?
 elapsed=$((SECONDS - t0))
 if [ "$nfailed" = 2 ] && [ "$elapsed" -le 15 ] &&
