@@ -468,6 +468,35 @@ static void test_plan_uneven(void **st) {
             fail_msg("one kernel, layout %zu, kind %d, %zu bytes: planned %s, want through leaders",
                      li, (int)kinds[ki], bytes, name_of(p));
         }
+  /* One kernel with more ranks than cores (crowded): a hop between servers up to a chunk costs
+   * a wake-up (plan.c's CROWDED_HOP_NS). On 4 + 2 + 1 bench/uneven.sh's forced runs had the
+   * leaders' halving-doubling fastest to 64 KiB, their ring from 256 KiB; the model with TCP's
+   * own figures chose the ring from 7.5 KB. Above the world's chunk (128 KiB there, the device
+   * links' slot) the one-kernel pricing decides, as before. Every rank still plans alike. */
+  static const struct {
+    size_t bytes;
+    enum hccl_plan_algo algo;
+  } crowd[] = {{4 * K, HCCL_PLAN_LEAD_HD},
+               {16 * K, HCCL_PLAN_LEAD_HD},
+               {64 * K, HCCL_PLAN_LEAD_HD},
+               {256 * K, HCCL_PLAN_LEAD_RING}};
+  for (size_t i = 0; i < sizeof(crowd) / sizeof(crowd[0]); i++)
+    for (uint32_t on = 0; on < nservers[1]; on++) {
+      struct shape s;
+      make_uneven(&s, layouts[1], nservers[1], on, true, NULL);
+      s.world.chunk_bytes = 128 * K; /* the device links' slot, the world's smallest */
+      s.v.one_kernel = s.v.crowded = true;
+      struct hccl_call c = CALL(HCCL_K_ALLREDUCE, crowd[i].bytes / 4, 4);
+      struct hccl_plan p = hccl__plan(&s.v, &c);
+      s.v.crowded = false;
+      struct hccl_plan roomy = hccl__plan(&s.v, &c);
+      if (on == 0)
+        printf("  crowded 4+2+1, allreduce %7zu B -> %s (not crowded: %s)\n", crowd[i].bytes,
+               name_of(p), name_of(roomy));
+      if (algo_of(p) != crowd[i].algo)
+        fail_msg("crowded 4+2+1, server %u, %zu bytes: planned %s", on, crowd[i].bytes,
+                 name_of(p));
+    }
 }
 
 /* The candidates in the order hccl__plan_run tries them, each under the name the records give

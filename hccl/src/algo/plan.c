@@ -175,6 +175,37 @@ static struct hccl_group priced(const struct hccl_group *g, double beta) {
   return c;
 }
 
+/* On one kernel with more ranks than cores (v->crowded), a message up to a chunk between
+ * servers waits for its receiver to be scheduled: a hop costs a wake-up, far more than the
+ * link's own latency (TCP's 25 us, fitted on 2 ranks with a core each), while a byte cost
+ * less than the link's figure. Fitted on pretend servers
+ * (bench/uneven.sh's launch, 2 cores, 2026-12-07, 5 rounds in turns, medians, fp32, in and out
+ * of place): the leaders' step forced ring against halving-doubling (HCCL_ALGO=
+ * 'level0:NA;level1:ring' and ';level1:hd') on 4+2+1 and 2+2+1, 4 KiB to 256 KiB, the ring
+ * slower by 139-188 us at 4-16 KiB, 86-145 at 64 KiB, and faster by 196-356 (4+2+1) or tied
+ * (2+2+1) at 256 KiB; least squares on the model's difference over 3 leaders, ring 4a +
+ * (4/3) n b against the fold and one exchange 3 (a + n b), gave a = 175 us, b = 0.74 ns. With TCP's own figures the model had chosen the leaders' ring from
+ * 7.5 KB, 1.3-1.6x the fastest at 16 and 64 KiB on 4+2+1. Three ranks on three 1-rank servers
+ * (1+1+1) agreed: the flat ring slower than halving-doubling by 38-89 us at 4-256 KiB, where
+ * TCP's figures have the ring cheaper from 7.5 KB. The reduce-scatter's choice follows (its
+ * recursive doubling form is an allreduce of the whole): forced runs (HCCL_ALGO=ring against
+ * tree) had recursive doubling 1.6x faster on 4+2+1 at 2.3 KiB a rank, where these figures
+ * choose it and TCP's did not. Not the allgather's: its choice between Bruck and the ring is
+ * by hop count alone, and crowded pretend servers did not order them so (2+2+1: the ring
+ * faster at every size, 1.1-1.8x; 4+1 and 4+2+1: Bruck faster to 3 KiB a rank, the ring from
+ * 50 KiB), so it keeps the links' figures. On separate servers (or a core a rank) the links'
+ * own figures stand. */
+#define CROWDED_HOP_NS 175000.0
+#define CROWDED_BYTE_NS 0.75
+
+/* g priced as a hop between crowded pretend servers costs (CROWDED_HOP_NS). */
+static struct hccl_group crowded(const struct hccl_group *g) {
+  struct hccl_group c = *g;
+  c.alpha_ns = CROWDED_HOP_NS;
+  c.beta_ns = CROWDED_BYTE_NS;
+  return c;
+}
+
 /* The world's ring or chain on S servers of p ranks, ranks of a server next to each other:
  * S of its p hops cross between servers (the chain from a leader S - 1 of p - 1), the others
  * stay inside one; on one kernel their betas add up. Elsewhere the slowest link paces it. */
@@ -465,12 +496,19 @@ static void add(struct hccl_plan *plan, enum hccl_plan_algo algo) {
 
 struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_call *call) {
   size_t bytes = call->bytes;
+  const struct hccl_plan_view *links = v; /* the links' own figures (the allgather's) */
   /* One kernel's shared cores pace a call's bytes (flat_priced) only when a step moves more
    * than a chunk: below that a step is one message, whose time is its partner's wake-up on
-   * those cores, which the link figures already order (bench/uneven.sh, docs/design.md: flat
-   * halving-doubling fastest to 256 KiB on 2+1 and 4+2+1, leaders from 1 MiB). */
+   * those cores, priced as such where ranks outnumber them (crowded) and by the links'
+   * figures where not (bench/uneven.sh, docs/design.md). */
   struct hccl_plan_view priced_view = *v;
-  priced_view.one_kernel = v->one_kernel && bytes > v->world->chunk_bytes;
+  struct hccl_group world, cross;
+  bool short_msg = bytes <= v->world->chunk_bytes;
+  priced_view.one_kernel = v->one_kernel && !short_msg;
+  if (v->crowded && short_msg) { /* a hop there is a wake-up (CROWDED_HOP_NS) */
+    world = crowded(v->world), cross = crowded(v->cross);
+    priced_view.world = &world, priced_view.cross = &cross;
+  }
   v = &priced_view;
   struct hccl_plan plan = {.ncand = 0};
   enum hccl_plan_algo algo = HCCL_PLAN_LOCAL;
@@ -487,7 +525,7 @@ struct hccl_plan hccl__plan(const struct hccl_plan_view *v, const struct hccl_ca
                                                               : HCCL_PLAN_RING_REDUCE_SCATTER;
     break;
   case HCCL_K_ALLGATHER:
-    algo = plan_allgather(v, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
+    algo = plan_allgather(links, bytes) == HCCL_ALGO_KIND_HD ? HCCL_PLAN_BRUCK_ALLGATHER
                                                          : HCCL_PLAN_RING_ALLGATHER;
     break;
   case HCCL_K_BROADCAST:

@@ -43,6 +43,10 @@ struct hccl_plan_view {
    * servers) and every byte over any link costs the same cores: the model then sums the bytes
    * of concurrent hops instead of taking the slowest link's (plan.c). */
   bool one_kernel;
+  /* One kernel, and more ranks than its online CPUs (the same count on every rank there): a
+   * short message between servers then waits for its receiver to be scheduled, and the
+   * planner prices such hops by what they were measured to cost there (plan.c). */
+  bool crowded;
   const struct hccl_group *world, *local, *cross; /* group.h; their costs drive the model */
   /* [nranks]: each rank's server (the cross group's member index of its leader) and its index
    * there (its local group's member index): where a rooted call through leaders starts or

@@ -46,6 +46,7 @@ static struct hccl_plan_view plan_view(struct hccl_comm *c) {
                                  .max_local_nranks = c->max_local_nranks,
                                  .uneven = c->uneven,
                                  .one_kernel = c->one_kernel,
+                                 .crowded = c->crowded,
                                  .world = &c->world,
                                  .local = &c->local,
                                  .cross = &c->cross,

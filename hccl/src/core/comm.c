@@ -390,6 +390,7 @@ static HcclResult bootstrap_rest(struct hccl_comm *c, struct hccl_rounds *rd,
     if (r == HCCL_SUCCESS && c->uneven) {
       uniform_figures(g, ready, c->nranks);
       c->one_kernel = one_kernel(ready, c->nranks);
+      c->crowded = c->one_kernel && (long)c->nranks > hccl__online_cpus();
     }
     free(ready);
     HCCL_TRY(r);

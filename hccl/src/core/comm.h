@@ -67,6 +67,7 @@ struct hccl_comm {
   uint32_t nservers;
   bool uneven; /* servers of different counts (topo/place.h): 2 + 1, 3 + 2 */
   bool one_kernel; /* uneven, and every rank's kernel boot id alike (comm.c's "ready" round) */
+  bool crowded;    /* one_kernel, and more ranks than the machine's online CPUs */
   struct hccl_settings cfg;
   struct hccl_peer_info *peers; /* [nranks] */
   uint32_t *local_index;        /* [nranks]: index among its server's ranks */
