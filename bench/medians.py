@@ -16,8 +16,10 @@ columns would judge the machine. bench/uneven.sh and bench/plan8.sh print their 
 
 --column: outofplace or inplace, the time column (us) of the perf table used. --label: the
 first cells of each line. --map SUBSTRING=WAY: an algorithm name containing SUBSTRING is WAY
-(the first that matches). A way whose files are missing or have no line of a size is n/a
-there.
+(the first that matches). --collective: the trace's name of it (allreduce, reduce-scatter,
+allgather, ...). --ranks N: the group's ranks, for allgather and reduce-scatter, whose trace
+counts a rank's block where the table gives the whole buffer (1 unset). A way whose files are
+missing or have no line of a size is n/a there.
 """
 import argparse
 import glob
@@ -27,8 +29,9 @@ import statistics
 DTYPE_BYTES = {"float": 4, "fp32": 4, "float32": 4}
 
 
-def chosen_algos(pattern, collective):
-    """{bytes: algorithm name} from the traces' calls of `collective` (the last name wins)."""
+def chosen_algos(pattern, collective, ranks):
+    """{bytes: algorithm name} from the traces' calls of `collective` (the last name wins), a
+    call's bytes times `ranks` (a rank's block in the trace, the whole in the table)."""
     out = {}
     for name in sorted(glob.glob(pattern)):
         try:
@@ -39,7 +42,7 @@ def chosen_algos(pattern, collective):
         for e in d.get("traceEvents", []) if isinstance(d, dict) else d:
             a = e.get("args") or {}
             if e.get("name") == collective and "algo" in a and "count" in a:
-                out[int(a["count"]) * DTYPE_BYTES.get(a.get("dtype"), 4)] = a["algo"]
+                out[int(a["count"]) * DTYPE_BYTES.get(a.get("dtype"), 4) * ranks] = a["algo"]
     return out
 
 
@@ -69,6 +72,7 @@ def main():
     ap.add_argument("--trace", metavar="GLOB", help="the model's runs' trace files")
     ap.add_argument("--collective", default="allreduce")
     ap.add_argument("--map", action="append", default=[], metavar="SUBSTRING=WAY")
+    ap.add_argument("--ranks", type=int, default=1)
     a = ap.parse_args()
     if a.label is None or a.chosen is None:  # checked here, so an unknown flag is named first
         ap.error("--label and --chosen are required")
@@ -77,7 +81,7 @@ def main():
     chosen = a.chosen.split("=", 1)
     data = [times(g, a.column) for _, g in ways]
     mine = times(chosen[1], a.column)
-    algos = chosen_algos(a.trace, a.collective) if a.trace else {}
+    algos = chosen_algos(a.trace, a.collective, a.ranks) if a.trace else {}
     maps = [m.split("=", 1) for m in a.map]
     sizes = sorted(set(mine).union(*[set(d) for d in data]))
     for size in sizes:

@@ -32,6 +32,7 @@
 #define TCP_ALPHA 25000.0
 #define TCP_BETA 2.0
 #define CHUNK (512u << 10)
+#define SHM_CHUNK (128u << 10)
 
 struct shape {
   struct hccl_group world, local, cross;
@@ -332,6 +333,8 @@ static void make_uneven(struct shape *s, const uint32_t *counts, uint32_t nserve
   s->v.max_local_nranks = most;
   s->cross.n = leader ? nservers : 1;
   s->v.uneven = true;
+  /* The device links' slot (shm.c's largest, 128 KiB) is the smallest of the world's links. */
+  s->world.chunk_bytes = s->local.chunk_bytes = SHM_CHUNK;
 }
 
 static bool is_lead(enum hccl_plan_algo a) {
@@ -442,8 +445,9 @@ static void test_plan_uneven(void **st) {
    * bench/uneven.sh on 2 + 1 and 4 + 2 + 1 (docs/design.md): from 1 MiB the flat ring took
    * 1.2-1.9x the time of halving-doubling or the leaders (within 5% of each other at 64 MiB),
    * and broadcast through leaders was the fastest; so through leaders above a chunk a step, on
-   * every rank alike. Up to a chunk (flat halving-doubling, or the chain for broadcast and
-   * reduce, fastest to 256 KiB there) and on separate servers (above) the plans are as before. */
+   * every rank alike (from 1 MiB here: eight chunks of the device links' 128 KiB). Up to a
+   * chunk, where not crowded (below), and on separate servers (above) the plans are as
+   * before. */
   for (size_t li = 0; li < 2; li++)
     for (size_t ki = 0; ki < 3; ki++)
       for (size_t bytes = 4 * K; bytes <= 64 * M; bytes *= 16)
@@ -454,7 +458,7 @@ static void test_plan_uneven(void **st) {
           struct hccl_plan apart = hccl__plan(&s.v, &c);
           s.v.one_kernel = true;
           struct hccl_plan p = hccl__plan(&s.v, &c);
-          /* Up to a chunk a step (512 KiB) one kernel plans as separate servers do. */
+          /* Up to a chunk a step one kernel plans as separate servers do. */
           if (bytes <= s.v.world->chunk_bytes) {
             if (algo_of(p) != algo_of(apart))
               fail_msg("one kernel, layout %zu, kind %d, %zu bytes: planned %s, separate servers %s",
@@ -480,11 +484,30 @@ static void test_plan_uneven(void **st) {
                {16 * K, HCCL_PLAN_LEAD_HD},
                {64 * K, HCCL_PLAN_LEAD_HD},
                {256 * K, HCCL_PLAN_LEAD_RING}};
+  /* A reduce of 256 KiB on one kernel (two chunks of the device links' 128 KiB): the flat
+   * chain, two of whose six hops move at once, where the leaders' three steps run in turn; a
+   * broadcast of as much, and a reduce of 1 MiB, through leaders (bench/uneven.sh). */
+  static const struct {
+    enum hccl_coll_kind kind;
+    size_t bytes;
+    enum hccl_plan_algo algo;
+  } rooted[] = {{HCCL_K_REDUCE, 256 * K, HCCL_PLAN_CHAIN_REDUCE},
+                {HCCL_K_BROADCAST, 256 * K, HCCL_PLAN_LEAD_CHAIN_BROADCAST},
+                {HCCL_K_REDUCE, 1 * M, HCCL_PLAN_LEAD_CHAIN_REDUCE}};
+  for (size_t i = 0; i < sizeof(rooted) / sizeof(rooted[0]); i++) {
+    struct shape s;
+    make_uneven(&s, layouts[1], nservers[1], 0, true, NULL);
+    s.v.one_kernel = s.v.crowded = true;
+    struct hccl_call c = CALL(rooted[i].kind, rooted[i].bytes / 4, 4);
+    struct hccl_plan p = hccl__plan(&s.v, &c);
+    if (algo_of(p) != rooted[i].algo)
+      fail_msg("one kernel 4+2+1, kind %d, %zu bytes: planned %s", (int)rooted[i].kind,
+               rooted[i].bytes, name_of(p));
+  }
   for (size_t i = 0; i < sizeof(crowd) / sizeof(crowd[0]); i++)
     for (uint32_t on = 0; on < nservers[1]; on++) {
       struct shape s;
       make_uneven(&s, layouts[1], nservers[1], on, true, NULL);
-      s.world.chunk_bytes = 128 * K; /* the device links' slot, the world's smallest */
       s.v.one_kernel = s.v.crowded = true;
       struct hccl_call c = CALL(HCCL_K_ALLREDUCE, crowd[i].bytes / 4, 4);
       struct hccl_plan p = hccl__plan(&s.v, &c);

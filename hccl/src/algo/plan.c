@@ -206,13 +206,30 @@ static struct hccl_group crowded(const struct hccl_group *g) {
   return c;
 }
 
+/* Of a pipelined chain's `hops` over g, the share that moves at once for n bytes: one per
+ * chunk in flight, min(chunks, hops) / hops. Two chunks down a chain of 6 hops keep 2 of them
+ * busy, not 6; the ring's hops all move at every step. Counted for the flat reduce's chain
+ * (plan_rooted), whose form through leaders reduces the whole message at each of its three
+ * steps in turn: bench/uneven.sh, 256 KiB (2 chunks of the device links' 128 KiB), the flat
+ * chain took 332-367 us on 4+2+1 against 374-497 through leaders in 4 runs (4+1: 191-202
+ * against 200-203), the leaders faster from 1 MiB (4 MiB: 6.4-7.1 ms against 9.9-15.4). Not
+ * for the broadcast, whose form through leaders was the faster at 256 KiB in 2 of 3 runs on
+ * 4+2+1 (1.17-1.23x) and in all 3 on 4+1 (1.09-1.17x). */
+static double in_flight(double hops, const struct hccl_group *g, double n) {
+  size_t c = g->chunk_bytes ? g->chunk_bytes : 1;
+  double chunks = (double)(((size_t)n + c - 1) / c);
+  return hops < 1 ? 1 : (chunks < hops ? chunks : hops) / hops;
+}
+
 /* The world's ring or chain on S servers of p ranks, ranks of a server next to each other:
  * S of its p hops cross between servers (the chain from a leader S - 1 of p - 1), the others
- * stay inside one; on one kernel their betas add up. Elsewhere the slowest link paces it. */
-static struct hccl_group flat_priced(const struct hccl_plan_view *v, bool chain) {
+ * stay inside one; on one kernel the betas of those moving at once (at_once of them: 1 for
+ * all, or in_flight's share) add up. Elsewhere the slowest link paces it. */
+static struct hccl_group flat_priced(const struct hccl_plan_view *v, bool chain, double at_once) {
   double p = v->world->n, S = v->nservers;
   if (!v->one_kernel) return *v->world;
-  return priced(v->world, (chain ? S - 1 : S) * v->cross->beta_ns + (p - S) * v->local->beta_ns);
+  return priced(v->world, at_once * ((chain ? S - 1 : S) * v->cross->beta_ns +
+                                     (p - S) * v->local->beta_ns));
 }
 
 /* Halving-doubling and the binomial tree over the world: which of their pairs cross servers
@@ -281,7 +298,7 @@ static enum hccl_plan_algo plan_allreduce(const struct hccl_plan_view *v, size_t
                                  : HCCL_PLAN_RING_ALLREDUCE;
   enum hccl_algo_kind between;
   if (v->uneven && v->nservers > 1) {
-    struct hccl_group ring = flat_priced(v, false), hd = flat_priced_tree(v, false);
+    struct hccl_group ring = flat_priced(v, false, 1), hd = flat_priced_tree(v, false);
     flat = cheaper(flat_choice(v), cost_ring(&ring, (double)bytes), cost_hd(&hd, (double)bytes),
                    &flat_cost) == HCCL_ALGO_KIND_HD
                ? HCCL_PLAN_HD_ALLREDUCE
@@ -356,8 +373,9 @@ static enum hccl_plan_algo plan_rooted(const struct hccl_plan_view *v, size_t by
                           : bytes <= v->world->chunk_bytes ? HCCL_ALGO_KIND_HD
                                                            : HCCL_ALGO_KIND_RING;
   enum hccl_algo_kind between;
+  double at_once = reduce ? in_flight(v->world->n - 1.0, v->world, (double)bytes) : 1;
   struct hccl_group flat =
-      k == HCCL_ALGO_KIND_RING ? flat_priced(v, true) : flat_priced_tree(v, true);
+      k == HCCL_ALGO_KIND_RING ? flat_priced(v, true, at_once) : flat_priced_tree(v, true);
   if (v->uneven && v->nservers > 1 &&
       plan_leaders(v, bytes, true, cost_rooted(&flat, k, (double)bytes), &between, tree)) {
     if (between == HCCL_ALGO_KIND_HD)

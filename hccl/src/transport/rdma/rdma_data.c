@@ -303,7 +303,8 @@ HcclResult hccl__rdma_recv_acquire(struct hccl_link *base, const void **buf, siz
   uint64_t addr = 0;
   uint32_t id = h.post - 1;
   const struct rdma_post *mine = &l->mine[id % RDMA_NPOSTS];
-  bool known = l->posts_made - id - 1 < RDMA_NPOSTS && mine->id == id; /* one of the last 16 */
+  /* A posted receive's message: the post is one of the last 16 this side made. */
+  bool known = h.post != 0 && l->posts_made - id - 1 < RDMA_NPOSTS && mine->id == id;
   if (h.post != 0 && !(known && hccl__rdma_post_place(mine, h.seq, h.size, &addr)))
     return hccl__fail(HCCL_E_REMOTE, "%s on rank %u: rank %u (server %s) broke the RDMA protocol "
                       "(message %u of %u bytes written to posted receive %u, which %s)",
