@@ -18,7 +18,8 @@
 #
 # usage: bash bench/uneven.sh [BUILD_DIR=build] ["4+2+1 2+1 4+1" layouts] [MIN=4K] [MAX=64M]
 #        [ITERS=20] [ROUNDS=3]
-#        PROGS="allreduce_perf" bash bench/uneven.sh ...   # fewer programs (default: all three)
+#        PROGS="allreduce_perf" bash bench/uneven.sh ...   # fewer programs (default: all three;
+#        all_gather_perf and reduce_scatter_perf run flat, their "through leaders" column too)
 set -u
 case "${1:-}" in
 -h | --help) awk 'NR > 1 { if (!/^#/) exit; sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -72,12 +73,16 @@ for lo in $LAYOUTS; do
         run "${counts[*]}" "$prog" "${algos[$i]}" "$work/$prog.$i.$r" || status=1
       done
     done
-    python3 "$HERE/medians.py" --label "$lo | ${prog%_perf}" --column inplace \
+    coll=${prog%_perf} ranks=1 # the trace's name; its count is a rank's block for these two
+    case $coll in all_gather | reduce_scatter) ranks=$((lo)) ;; esac
+    case $coll in all_gather) coll=allgather ;; reduce_scatter) coll=reduce-scatter ;; esac
+    python3 "$HERE/medians.py" --label "$lo | ${prog%_perf}" --column inplace --ranks "$ranks" \
       --way "ring/chain=$work/$prog.0.*.table" --way "hd/tree=$work/$prog.1.*.table" \
       --way "leaders=$work/$prog.2.*.table" --chosen "unset=$work/$prog.3.*.table" \
-      --trace "$work/$prog.3.*.trace.0*.json" --collective "${prog%_perf}" \
+      --trace "$work/$prog.3.*.trace.0*.json" --collective "$coll" \
       --map "through leaders=leaders" --map "ring=ring/chain" --map "chain=ring/chain" \
-      --map "halving-doubling=hd/tree" --map "doubling=hd/tree" --map "binomial=hd/tree"
+      --map "halving-doubling=hd/tree" --map "doubling=hd/tree" --map "binomial=hd/tree" \
+      --map "Bruck=hd/tree"
   done
   netns_down
 done
