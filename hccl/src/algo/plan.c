@@ -212,9 +212,9 @@ static struct hccl_group crowded(const struct hccl_group *g) {
  * (plan_rooted), whose form through leaders reduces the whole message at each of its three
  * steps in turn: bench/uneven.sh, 256 KiB (2 chunks of the device links' 128 KiB), the flat
  * chain took 332-367 us on 4+2+1 against 374-497 through leaders in 4 runs (4+1: 191-202
- * against 200-203), the leaders faster from 1 MiB (4 MiB: 6.4-7.1 ms against 9.9-15.4). Not
- * for the broadcast, whose form through leaders was the faster at 256 KiB in 2 of 3 runs on
- * 4+2+1 (1.17-1.23x) and in all 3 on 4+1 (1.09-1.17x). */
+ * against 200-203); at 1 MiB mixed, from 4 MiB the leaders faster (6.3-7.1 ms against
+ * 9.9-15.4). Not for the broadcast, whose form through leaders was the faster at 256 KiB in 2
+ * of 3 runs on 4+2+1 (1.17-1.23x) and in all 3 on 4+1 (1.09-1.17x). */
 static double in_flight(double hops, const struct hccl_group *g, double n) {
   size_t c = g->chunk_bytes ? g->chunk_bytes : 1;
   double chunks = (double)(((size_t)n + c - 1) / c);
