@@ -173,6 +173,7 @@ static HcclResult tcp_setup(struct hccl_tctx *tx, struct hccl_peer_info *self) {
       .token_hash =
           hccl__fnv1a(0x84222325cbf29ce4ULL, tx->cfg->job_token, strlen(tx->cfg->job_token))};
   acc->greet_timeout_ns = tx->cfg->connect_timeout_ms * 1000000LL;
+  acc->greet_timeout_name = tx->cfg->connect_timeout_src;
   if (tx->cfg->whitelist_on)
     HCCL_TRY(hccl__whitelist_load(tx->cfg->whitelist_file, &acc->whitelist));
   for (uint32_t r = 0; r < tx->nranks; r++)

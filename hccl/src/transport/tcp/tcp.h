@@ -102,6 +102,7 @@ struct hccl_tcp_acceptor {
   int epfd; /* -1: not in an epoll set */
   void *ep_tag;
   int64_t greet_timeout_ns;
+  const char *greet_timeout_name; /* the setting it came from, as the user set it */
   /* HCCL's whitelist (HCCL_WHITELIST_DISABLE=0), owned; NULL = every address may connect. */
   struct hccl_whitelist *whitelist;
   struct hccl_tcp_greet greet[HCCL_TCP_GREET_MAX];

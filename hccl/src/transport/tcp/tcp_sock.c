@@ -401,8 +401,12 @@ static void greet_read(struct hccl_tcp_acceptor *a, int i) {
 void hccl__tcp_acceptor_step(struct hccl_tcp_acceptor *a) {
   int64_t now = hccl__now_ns();
   for (int i = a->ngreet - 1; i >= 0; i--)
-    if (now - a->greet[i].since_ns > a->greet_timeout_ns)
-      greet_refuse(a, i, "no hello within HCCL_CONNECT_TIMEOUT");
+    if (now - a->greet[i].since_ns > a->greet_timeout_ns) {
+      char why[96];
+      snprintf(why, sizeof(why), "no hello within %s",
+               a->greet_timeout_name ? a->greet_timeout_name : "HCCL_CONNECT_TIMEOUT");
+      greet_refuse(a, i, why);
+    }
   /* Hellos first, from the last (a dropped one is replaced by the last, already read). */
   for (int i = a->ngreet - 1; i >= 0; i--)
     greet_read(a, i);
