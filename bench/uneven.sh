@@ -66,6 +66,7 @@ algos=(ring tree "level0:NA;level1:NA" "")
 for lo in $LAYOUTS; do
   IFS=+ read -r -a counts <<<"$lo"
   netns_up "${#counts[@]}" || exit $?
+  trap 'netns_down; rm -rf "$work"' EXIT # netns_up sets its own (netns_down only)
   for prog in ${PROGS:-allreduce_perf broadcast_perf reduce_perf}; do
     for ((r = 0; r < ROUNDS; r++)); do
       for ((j = 0; j < 4; j++)); do

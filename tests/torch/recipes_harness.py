@@ -8,6 +8,7 @@ BUILD/deepspeed-venv/bin/python, which scripts/quickstart.sh test makes (a venv 
 --system-site-packages over the Python torch_hccl was built for, holding the pinned DeepSpeed,
 transformers and accelerate), that imports every module asked for and has this torch.
 """
+import glob
 import json
 import os
 import shlex
@@ -121,8 +122,41 @@ def launch(python, script, backend, out, flags=(), launcher="npu-launch", cap=24
                           launcher, cap)
 
 
+def drop_deepspeed_shm():
+    """DeepSpeed's CPU allreduce leaves its shared-memory buffers behind when a job ends
+    (/dev/shm/deepspeed_allreduce_buffer_..._<master port>_<rank>, 69 MB each): after each run
+    those no live process maps are removed, so the suite does not fill /dev/shm (RAM) run
+    after run. A buffer a running job made (another test's) is mapped by its maker from its
+    creation on, and is left."""
+    names = glob.glob("/dev/shm/deepspeed_allreduce_buffer_*")
+    if not names:
+        return
+    mapped = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                mapped.update(line.split(None, 5)[5].strip() for line in f
+                              if "deepspeed_allreduce_buffer_" in line)
+        except (OSError, IndexError):
+            pass
+    for name in names:
+        if name not in mapped:
+            try:
+                os.remove(name)
+            except OSError:
+                pass
+
+
 def launch_once(python, script, backend, out, flags, launcher, cap):
-    """One run of launch()."""
+    """One run of launch(), DeepSpeed's leftover buffers removed after it."""
+    try:
+        return run_once(python, script, backend, out, flags, launcher, cap)
+    finally:
+        drop_deepspeed_shm()
+
+
+def run_once(python, script, backend, out, flags, launcher, cap):
+    """One run of launch(), as it is."""
     port = str(H.free_port())  # never a fixed port: the machine is shared
     args = [os.path.join(CLIENTS, script), "--backend", backend, "--out", out] + list(flags)
     if launcher == "deepspeed":
@@ -167,6 +201,8 @@ def launch_doc(python, doc, key, out, cap=240):
                                    env_for_runs(), timeout=cap)
     except subprocess.TimeoutExpired as e:
         raise AssertionError("%s's block (%s) did not finish in %d s:\n%s" % (doc, key, cap, e))
+    finally:
+        drop_deepspeed_shm()
     secs = time.monotonic() - t0
     with open(out) as f:
         return json.load(f), text, secs
