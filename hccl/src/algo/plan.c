@@ -184,9 +184,10 @@ static struct hccl_group priced(const struct hccl_group *g, double beta) {
  * 'level0:NA;level1:ring' and ';level1:hd') on 4+2+1 and 2+2+1, 4 KiB to 256 KiB, the ring
  * slower by 139-188 us at 4-16 KiB, 86-145 at 64 KiB, and faster by 196-356 (4+2+1) or tied
  * (2+2+1) at 256 KiB; least squares on the model's difference over 3 leaders, ring 4a +
- * (4/3) n b against the fold and one exchange 3 (a + n b), gave a = 175 us, b = 0.74 ns. With TCP's own figures the model had chosen the leaders' ring from
- * 7.5 KB, 1.3-1.6x the fastest at 16 and 64 KiB on 4+2+1. Three ranks on three 1-rank servers
- * (1+1+1) agreed: the flat ring slower than halving-doubling by 38-89 us at 4-256 KiB, where
+ * (4/3) n b against the fold and one exchange 3 (a + n b), gave a = 175 us, b = 0.74 ns.
+ * With TCP's own figures the model had chosen the leaders' ring from 7.5 KB, 1.3-1.6x the
+ * fastest at 16 and 64 KiB on 4+2+1. Three ranks on three 1-rank servers (1+1+1) agreed: the
+ * flat ring slower than halving-doubling by 33-89 us at 4-256 KiB, where
  * TCP's figures have the ring cheaper from 7.5 KB. The reduce-scatter's choice follows (its
  * recursive doubling form is an allreduce of the whole): forced runs (HCCL_ALGO=ring against
  * tree) had recursive doubling 1.6x faster on 4+2+1 at 2.3 KiB a rank, where these figures
